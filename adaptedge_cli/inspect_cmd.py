@@ -1,0 +1,64 @@
+"""``adaptedge inspect BUNDLE``: show a bundle's manifest after verifying every file hash."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from protocol.bundle import open_bundle, verify
+from protocol.manifest import Manifest
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("inspect", help="verify a bundle and print its manifest")
+    p.add_argument("bundle", help="bundle directory or .tar")
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_bundle(args.bundle) as root:
+        manifest = verify(root)
+    if args.json:
+        print(json.dumps(manifest.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(render(manifest))
+    return 0
+
+
+def render(m: Manifest) -> str:
+    lines = [
+        f"bundle {m.bundle_id}  (schema v{m.schema_version})",
+        f"method: {m.metadata.get('method', '?')}  dataset: {m.metadata.get('dataset', '?')}",
+        f"classes ({len(m.classes)}): {', '.join(m.classes)}",
+        f"features: {len(m.feature_names)}",
+        "",
+        f"{'sensor':<16}{'features':>9}{'energy mJ':>11}{'latency ms':>12}{'money':>9}",
+    ]
+    for s in m.sensors:
+        lines.append(f"{s.name:<16}{len(s.features):>9}{s.energy_mj:>11.3g}"
+                     f"{s.latency_ms:>12.3g}{s.money:>9.3g}")
+    link = m.link
+    lines += [
+        "",
+        f"link: {link.request_bytes} B up / {link.reply_bytes} B down, rtt {link.rtt_ms:g} ms, "
+        f"deadline {link.deadline_ms:g} ms, cloud cost {link.cloud_cost_per_call:g}/call",
+        f"hpc: {m.hpc.file} ({m.hpc.description or 'no description'}), needs "
+        f"{len(m.hpc.sensors)} sensors, validation accuracy {m.hpc.accuracy:.4f}",
+        "",
+        "policies:",
+    ]
+    for name, graph in m.policies.items():
+        depth = max(len(n.sensors) for n in graph.nodes.values())
+        lines.append(f"  {name}: {len(graph.nodes)} nodes, root {graph.root!r}, "
+                     f"up to {depth} sensors")
+    lines += ["", f"{'operating point':<24}{'policy':<14}{'accuracy':>9}{'cost':>10}"
+                  f"{'escalate':>10}{'sensors':>9}"]
+    for p in m.operating_points:
+        mark = " *" if p.name == m.default_operating_point else ""
+        lines.append(f"{p.name + mark:<24}{p.policy:<14}{p.accuracy:>9.4f}{p.cost:>10.4g}"
+                     f"{p.escalation_rate:>10.3f}{p.avg_sensors_read:>9.2f}")
+    lines += ["", "files (sha256):"]
+    lines += [f"  {name:<28}{digest}" for name, digest in sorted(m.files.items())]
+    return "\n".join(lines)

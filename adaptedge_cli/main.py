@@ -1,0 +1,78 @@
+"""The ``adaptedge`` command. Each subcommand lives in its own module with ``register(subparsers)``.
+
+Command modules import heavy libraries (scikit-learn, matplotlib) inside their handlers only,
+so ``adaptedge edge run`` and ``adaptedge cloud serve`` stay as light as the device install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from protocol.errors import BundleError, ProtocolError
+
+# Every subcommand module, in --help order.
+COMMAND_MODULES = (
+    "demo",
+    "train",
+    "evaluate",
+    "inspect_cmd",
+    "edge_cmd",
+    "cloud_cmd",
+    "simulate",
+)
+
+
+class CommandError(Exception):
+    """A user-facing failure: printed as one line, exit status 2."""
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("adaptedge")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="adaptedge",
+        description="Budgeted prediction at the edge: train gated low-cost models and sensor "
+        "policies, export ONNX bundles, run them on devices with MQTT escalation to a cloud HPC.",
+    )
+    parser.add_argument("--version", action="version", version=f"adaptedge {version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"adaptedge_cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"adaptedge_cli.{name}":
+                continue  # that subcommand is not part of this build
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.handler(args) or 0)
+    except (BundleError, ProtocolError, CommandError, FileNotFoundError) as exc:
+        print(f"adaptedge: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("adaptedge: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""adaptedge contracts, sans-IO: wire messages and codec, topics, errors, the bundle manifest."""
+
+from protocol.bundle import open_bundle, read_manifest, verify, write_bundle
+from protocol.codec import decode, encode
+from protocol.errors import BundleError, ProtocolError
+from protocol.features import pack_features
+from protocol.manifest import (
+    Action,
+    CostWeights,
+    HpcRef,
+    LinkSpec,
+    Manifest,
+    ModelRef,
+    OperatingPoint,
+    PolicyGraph,
+    PolicyNode,
+    SensorSpec,
+)
+from protocol.messages import (
+    SCHEMA_VERSION,
+    ErrorReply,
+    InferenceReply,
+    InferenceRequest,
+    Message,
+    Telemetry,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Action",
+    "BundleError",
+    "CostWeights",
+    "ErrorReply",
+    "HpcRef",
+    "InferenceReply",
+    "InferenceRequest",
+    "LinkSpec",
+    "Manifest",
+    "Message",
+    "ModelRef",
+    "OperatingPoint",
+    "PolicyGraph",
+    "PolicyNode",
+    "ProtocolError",
+    "SensorSpec",
+    "Telemetry",
+    "decode",
+    "encode",
+    "open_bundle",
+    "pack_features",
+    "read_manifest",
+    "verify",
+    "write_bundle",
+]

@@ -1,0 +1,56 @@
+"""The error families at adaptedge's boundaries: the wire (ProtocolError) and bundles (BundleError)."""
+
+from __future__ import annotations
+
+
+class ProtocolError(ValueError):
+    """A wire message or topic that cannot be accepted.
+
+    ``code`` is machine-readable (stable across releases, sent back in error replies);
+    the message says what was wrong and, where it helps, what to do.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class BundleError(ValueError):
+    """A bundle (manifest + model files) that is invalid, incomplete or tampered with.
+
+    ``path`` names the offending file or manifest field when there is one.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message if path is None else f"{path}: {message}")
+        self.path = path
+        self.message = message
+
+
+# Error codes on the wire. One table, so the cloud's counters and the tests agree.
+DECODE_FAILED = "decode_failed"
+TOO_LARGE = "too_large"
+BAD_SCHEMA_VERSION = "bad_schema_version"
+BAD_TYPE = "bad_type"
+BAD_FIELD = "bad_field"
+NON_FINITE = "non_finite"
+BAD_FEATURES = "bad_features"
+BAD_TOPIC = "bad_topic"
+UNKNOWN_BUNDLE = "unknown_bundle"
+MISSING_FEATURES = "missing_features"
+INTERNAL = "internal"
+
+ERROR_CODES: tuple[str, ...] = (
+    DECODE_FAILED,
+    TOO_LARGE,
+    BAD_SCHEMA_VERSION,
+    BAD_TYPE,
+    BAD_FIELD,
+    NON_FINITE,
+    BAD_FEATURES,
+    BAD_TOPIC,
+    UNKNOWN_BUNDLE,
+    MISSING_FEATURES,
+    INTERNAL,
+)

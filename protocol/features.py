@@ -1,0 +1,27 @@
+"""Feature vectors on the wire: float32 little-endian bytes plus a packed mask of what was measured."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from protocol.errors import BAD_FEATURES, ProtocolError
+
+
+def pack_features(
+    values: npt.ArrayLike, measured: npt.ArrayLike
+) -> tuple[bytes, bytes]:
+    """Encode a feature vector and its measured-mask; unmeasured slots are written as 0.0."""
+    vec = np.asarray(values, dtype="<f4").reshape(-1)
+    mask = np.asarray(measured, dtype=bool).reshape(-1)
+    if vec.shape != mask.shape:
+        raise ProtocolError(
+            BAD_FEATURES, f"{vec.size} feature values but a mask of {mask.size} entries"
+        )
+    if not mask.all():
+        vec = np.where(mask, vec, np.float32(0.0)).astype("<f4")
+    return vec.tobytes(), np.packbits(mask, bitorder="little").tobytes()
+
+
+def mask_bytes_length(n_features: int) -> int:
+    return (n_features + 7) // 8

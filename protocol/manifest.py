@@ -1,0 +1,467 @@
+"""The bundle manifest: what a trained bundle contains and promises, as typed dataclasses.
+
+``Manifest.from_dict`` validates everything and raises ``BundleError`` naming the field
+(e.g. ``policies.p0.nodes.n1.actions[2].sensor``). The trainer writes it, the edge, the
+cloud and ``adaptedge inspect`` read it; nobody else parses ``manifest.json``.
+
+The model contract (every ONNX file a policy node names):
+  input  ``x``              float32 [N, len(model.inputs)] — the listed feature columns, in order;
+  output ``probabilities``  float32 [N, len(classes)] — the node's local classifier;
+  output ``action_scores``  float32 [N, len(actions)] — only when the node has more than one
+                            action; the device takes the first highest score.
+The HPC takes ``x`` float32 [N, len(feature_names)] (unmeasured slots 0) and gives
+``probabilities``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from protocol.errors import BundleError
+
+BUNDLE_SCHEMA_VERSION = 1
+MODEL_INPUT = "x"
+PROBA_OUTPUT = "probabilities"
+ACTION_OUTPUT = "action_scores"
+ActionKind = Literal["stop", "acquire", "escalate"]
+ACTION_KINDS: tuple[ActionKind, ...] = ("stop", "acquire", "escalate")
+
+
+@dataclass(frozen=True, slots=True)
+class SensorSpec:
+    """A sensor: the feature columns one read yields, and what a read costs in real units."""
+
+    name: str
+    features: tuple[int, ...]
+    energy_mj: float = 1.0
+    latency_ms: float = 0.0
+    money: float = 0.0
+    timeout_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSpec:
+    """The uplink to the cloud: bytes, radio energy, round trip, price per call, deadline."""
+
+    request_bytes: int = 256
+    reply_bytes: int = 96
+    tx_energy_mj_per_byte: float = 0.002
+    rx_energy_mj_per_byte: float = 0.001
+    rtt_ms: float = 40.0
+    cloud_cost_per_call: float = 0.0
+    deadline_ms: float = 250.0
+
+
+@dataclass(frozen=True, slots=True)
+class CostWeights:
+    """How real units fold into the one scalar cost training trades against error."""
+
+    energy_mj: float = 1.0
+    latency_ms: float = 0.0
+    money: float = 0.0
+    uniform: float = 0.0
+    """Cost per feature regardless of sensor ("uniform" = 1 per feature, as in the papers)."""
+
+    def sensor_cost(self, sensor: SensorSpec) -> float:
+        return (
+            self.energy_mj * sensor.energy_mj
+            + self.latency_ms * sensor.latency_ms
+            + self.money * sensor.money
+            + self.uniform * len(sensor.features)
+        )
+
+    def link_cost(self, link: LinkSpec) -> float:
+        energy = (
+            link.request_bytes * link.tx_energy_mj_per_byte
+            + link.reply_bytes * link.rx_energy_mj_per_byte
+        )
+        return (
+            self.energy_mj * energy
+            + self.latency_ms * link.rtt_ms
+            + self.money * link.cloud_cost_per_call
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRef:
+    """An ONNX file and the feature columns (indices into ``feature_names``) it takes as ``x``."""
+
+    file: str
+    inputs: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    kind: ActionKind
+    sensor: str | None = None
+    """For ``acquire``: the sensor to read next."""
+    next: str | None = None
+    """For ``acquire``: the node reached."""
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyNode:
+    """A set of acquired sensors, the local classifier there, and the actions allowed."""
+
+    sensors: tuple[str, ...]
+    model: ModelRef
+    actions: tuple[Action, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyGraph:
+    """A DAG over sensor sets. Entering a node reads its sensors not read yet, in listed order."""
+
+    root: str
+    nodes: Mapping[str, PolicyNode]
+
+
+@dataclass(frozen=True, slots=True)
+class OperatingPoint:
+    """One trade-off the device may run: a policy and its expected validation accuracy and cost."""
+
+    name: str
+    policy: str
+    accuracy: float
+    cost: float
+    escalation_rate: float = 0.0
+    avg_sensors_read: float = 0.0
+    params: Mapping[str, float | str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class HpcRef:
+    """The cloud's high-cost model. The device never needs its file; the cloud does."""
+
+    file: str
+    sensors: tuple[str, ...]
+    accuracy: float
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    schema_version: int
+    bundle_id: str
+    classes: tuple[str, ...]
+    feature_names: tuple[str, ...]
+    sensors: tuple[SensorSpec, ...]
+    link: LinkSpec
+    cost_weights: CostWeights
+    hpc: HpcRef
+    policies: Mapping[str, PolicyGraph]
+    operating_points: tuple[OperatingPoint, ...]
+    default_operating_point: str
+    files: Mapping[str, str]
+    """File name -> SHA-256 hex of every file in the bundle besides ``manifest.json``."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Free-form provenance: method, dataset, training time, library versions."""
+
+    # -- lookups ----------------------------------------------------------------------------
+    def sensor(self, name: str) -> SensorSpec:
+        for spec in self.sensors:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    def operating_point(self, name: str) -> OperatingPoint:
+        for point in self.operating_points:
+            if point.name == name:
+                return point
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable(asdict(self))  # type: ignore[no-any-return]
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> Manifest:
+        return _parse_manifest(raw)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+# -- parsing and validation ------------------------------------------------------------------
+class _Reader:
+    """Typed access to a JSON object that reports the dotted path of whatever is wrong."""
+
+    def __init__(self, raw: Any, path: str) -> None:
+        if not isinstance(raw, dict):
+            raise BundleError(f"expected an object, got {type(raw).__name__}", path=path or "manifest")
+        self.raw = raw
+        self.path = path
+
+    def at(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+        if key not in self.raw:
+            if default is ...:
+                raise BundleError("required field is missing", path=self.at(key))
+            return default
+        value = self.raw[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise BundleError(f"has the wrong type {type(value).__name__}", path=self.at(key))
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BundleError("must be a finite number", path=self.at(key))
+        return value
+
+    def number(self, key: str, default: Any = ..., minimum: float = 0.0) -> float:
+        value = float(self.get(key, float, default))
+        if value < minimum:
+            raise BundleError(f"must be >= {minimum}, got {value}", path=self.at(key))
+        return value
+
+    def text(self, key: str, default: Any = ...) -> str:
+        value = self.get(key, str, default)
+        if value is not None and not value:
+            raise BundleError("must not be empty", path=self.at(key))
+        return value  # type: ignore[no-any-return]
+
+    def child(self, key: str) -> _Reader:
+        return _Reader(self.get(key, dict), self.at(key))
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        items = self.get(key, list)
+        for i, item in enumerate(items):
+            if not isinstance(item, str) or not item:
+                raise BundleError("must be a non-empty string", path=f"{self.at(key)}[{i}]")
+        return tuple(items)
+
+    def ints(self, key: str) -> tuple[int, ...]:
+        items = self.get(key, list)
+        for i, item in enumerate(items):
+            if not isinstance(item, int) or isinstance(item, bool) or item < 0:
+                raise BundleError("must be a non-negative integer", path=f"{self.at(key)}[{i}]")
+        return tuple(items)
+
+
+def _parse_manifest(raw: Any) -> Manifest:
+    r = _Reader(raw, "")
+    version = r.get("schema_version", int)
+    if version != BUNDLE_SCHEMA_VERSION:
+        raise BundleError(
+            f"bundle schema version {version} is not supported (this adaptedge reads version "
+            f"{BUNDLE_SCHEMA_VERSION}): re-export the bundle with a matching trainer",
+            path="schema_version",
+        )
+    classes = r.strings("classes")
+    if len(classes) < 2 or len(set(classes)) != len(classes):
+        raise BundleError("needs at least two distinct class names", path="classes")
+    feature_names = r.strings("feature_names")
+    n_features = len(feature_names)
+    if not n_features:
+        raise BundleError("must list at least one feature", path="feature_names")
+
+    sensors = tuple(_parse_sensor(item, f"sensors[{i}]", n_features)
+                    for i, item in enumerate(r.get("sensors", list)))
+    names = [s.name for s in sensors]
+    if len(set(names)) != len(names):
+        raise BundleError("sensor names must be unique", path="sensors")
+    owner: dict[int, str] = {}
+    for spec in sensors:
+        for col in spec.features:
+            if col in owner:
+                raise BundleError(f"feature {col} belongs to both {owner[col]!r} and {spec.name!r}",
+                                  path="sensors")
+            owner[col] = spec.name
+
+    link = _parse_link(r.child("link"))
+    weights = _parse_weights(r.child("cost_weights"))
+    files = _parse_files(r.child("files"))
+    hr = r.child("hpc")
+    hpc = HpcRef(file=hr.text("file"), sensors=hr.strings("sensors"),
+                 accuracy=hr.number("accuracy"), description=hr.get("description", str, ""))
+    _check_file(files, hpc.file, "hpc.file")
+    _check_sensors(hpc.sensors, names, "hpc.sensors")
+
+    policies_raw = r.child("policies")
+    if not policies_raw.raw:
+        raise BundleError("must hold at least one policy graph", path="policies")
+    policies = {
+        name: _parse_graph(policies_raw.child(name), names, owner, len(classes), files)
+        for name in policies_raw.raw
+    }
+    points = tuple(_parse_point(_Reader(item, f"operating_points[{i}]"), policies)
+                   for i, item in enumerate(r.get("operating_points", list)))
+    if not points:
+        raise BundleError("must hold at least one operating point", path="operating_points")
+    point_names = [p.name for p in points]
+    if len(set(point_names)) != len(point_names):
+        raise BundleError("operating point names must be unique", path="operating_points")
+    default = r.text("default_operating_point")
+    if default not in point_names:
+        raise BundleError(f"names {default!r}, which is not an operating point",
+                          path="default_operating_point")
+    return Manifest(
+        schema_version=version,
+        bundle_id=r.text("bundle_id"),
+        classes=classes,
+        feature_names=feature_names,
+        sensors=sensors,
+        link=link,
+        cost_weights=weights,
+        hpc=hpc,
+        policies=policies,
+        operating_points=points,
+        default_operating_point=default,
+        files=files,
+        metadata=r.get("metadata", dict, {}),
+    )
+
+
+def _parse_sensor(raw: Any, path: str, n_features: int) -> SensorSpec:
+    r = _Reader(raw, path)
+    features = r.ints("features")
+    if not features:
+        raise BundleError("a sensor must yield at least one feature", path=r.at("features"))
+    for col in features:
+        if col >= n_features:
+            raise BundleError(f"feature index {col} is out of range (bundle has {n_features})",
+                              path=r.at("features"))
+    timeout = r.get("timeout_ms", (float, int, type(None)), None)
+    return SensorSpec(
+        name=r.text("name"),
+        features=features,
+        energy_mj=r.number("energy_mj", 0.0),
+        latency_ms=r.number("latency_ms", 0.0),
+        money=r.number("money", 0.0),
+        timeout_ms=None if timeout is None else float(timeout),
+    )
+
+
+def _parse_link(r: _Reader) -> LinkSpec:
+    d = LinkSpec()
+    return LinkSpec(
+        request_bytes=int(r.number("request_bytes", d.request_bytes)),
+        reply_bytes=int(r.number("reply_bytes", d.reply_bytes)),
+        tx_energy_mj_per_byte=r.number("tx_energy_mj_per_byte", d.tx_energy_mj_per_byte),
+        rx_energy_mj_per_byte=r.number("rx_energy_mj_per_byte", d.rx_energy_mj_per_byte),
+        rtt_ms=r.number("rtt_ms", d.rtt_ms),
+        cloud_cost_per_call=r.number("cloud_cost_per_call", d.cloud_cost_per_call),
+        deadline_ms=r.number("deadline_ms", d.deadline_ms),
+    )
+
+
+def _parse_weights(r: _Reader) -> CostWeights:
+    d = CostWeights()
+    return CostWeights(
+        energy_mj=r.number("energy_mj", d.energy_mj),
+        latency_ms=r.number("latency_ms", d.latency_ms),
+        money=r.number("money", d.money),
+        uniform=r.number("uniform", d.uniform),
+    )
+
+
+def _parse_files(r: _Reader) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for name, digest in r.raw.items():
+        if (not isinstance(name, str) or not name or "/" in name or "\\" in name
+                or name.startswith(".") or name == "manifest.json"):
+            raise BundleError("file names must be plain names inside the bundle directory",
+                              path=r.at(str(name)))
+        if not isinstance(digest, str) or len(digest) != 64 or any(
+                c not in "0123456789abcdef" for c in digest):
+            raise BundleError("must be a lower-case SHA-256 hex digest", path=r.at(name))
+        files[name] = digest
+    return files
+
+
+def _check_file(files: Mapping[str, str], name: str, path: str) -> None:
+    if name not in files:
+        raise BundleError(f"names file {name!r}, which is not listed in files", path=path)
+
+
+def _check_sensors(used: tuple[str, ...], known: list[str], path: str) -> None:
+    for name in used:
+        if name not in known:
+            raise BundleError(f"unknown sensor {name!r} (the bundle has {known})", path=path)
+    if len(set(used)) != len(used):
+        raise BundleError("lists a sensor twice", path=path)
+
+
+def _parse_graph(r: _Reader, sensor_names: list[str], owner: dict[int, str], n_classes: int,
+                 files: Mapping[str, str]) -> PolicyGraph:
+    root = r.text("root")
+    nodes_raw = r.child("nodes")
+    nodes: dict[str, PolicyNode] = {}
+    for node_id in nodes_raw.raw:
+        nr = nodes_raw.child(node_id)
+        sensors = nr.strings("sensors")
+        _check_sensors(sensors, sensor_names, nr.at("sensors"))
+        mr = nr.child("model")
+        model = ModelRef(file=mr.text("file"), inputs=mr.ints("inputs"))
+        _check_file(files, model.file, mr.at("file"))
+        for col in model.inputs:
+            if owner.get(col) not in sensors:
+                raise BundleError(
+                    f"model input feature {col} is not yielded by this node's sensors {list(sensors)}",
+                    path=mr.at("inputs"))
+        actions = []
+        for i, ar in enumerate(nr.get("actions", list)):
+            a = _Reader(ar, f"{nr.at('actions')}[{i}]")
+            kind = a.text("kind")
+            if kind not in ACTION_KINDS:
+                raise BundleError(f"unknown action kind {kind!r} (one of {ACTION_KINDS})",
+                                  path=a.at("kind"))
+            sensor = a.get("sensor", (str, type(None)), None)
+            nxt = a.get("next", (str, type(None)), None)
+            if kind == "acquire":
+                if sensor not in sensor_names:
+                    raise BundleError(f"unknown sensor {sensor!r}", path=a.at("sensor"))
+                if sensor in sensors:
+                    raise BundleError(f"acquires {sensor!r}, which this node already holds",
+                                      path=a.at("sensor"))
+                if nxt is None:
+                    raise BundleError("an acquire action needs a next node", path=a.at("next"))
+            elif sensor is not None or nxt is not None:
+                raise BundleError(f"a {kind} action takes no sensor or next node", path=a.path)
+            actions.append(Action(kind=kind, sensor=sensor, next=nxt))  # type: ignore[arg-type]
+        if not actions:
+            raise BundleError("a node needs at least one action", path=nr.at("actions"))
+        nodes[node_id] = PolicyNode(sensors=sensors, model=model, actions=tuple(actions))
+    if root not in nodes:
+        raise BundleError(f"root {root!r} is not a node", path=r.at("root"))
+    for node_id, node in nodes.items():
+        for i, action in enumerate(node.actions):
+            if action.kind != "acquire":
+                continue
+            path = f"{r.at('nodes')}.{node_id}.actions[{i}].next"
+            target = nodes.get(action.next or "")
+            if target is None:
+                raise BundleError(f"next node {action.next!r} does not exist", path=path)
+            if set(target.sensors) != set(node.sensors) | {action.sensor}:
+                raise BundleError(
+                    f"node {action.next!r} holds {list(target.sensors)}, but acquiring "
+                    f"{action.sensor!r} from {list(node.sensors)} must reach exactly their union",
+                    path=path)
+    return PolicyGraph(root=root, nodes=nodes)
+
+
+def _parse_point(r: _Reader, policies: Mapping[str, PolicyGraph]) -> OperatingPoint:
+    policy = r.text("policy")
+    if policy not in policies:
+        raise BundleError(f"names policy {policy!r}, which does not exist", path=r.at("policy"))
+    params = r.get("params", dict, {})
+    for key, value in params.items():
+        if not isinstance(value, int | float | str) or isinstance(value, bool):
+            raise BundleError("params values must be numbers or strings", path=r.at(f"params.{key}"))
+    return OperatingPoint(
+        name=r.text("name"),
+        policy=policy,
+        accuracy=r.number("accuracy"),
+        cost=r.number("cost"),
+        escalation_rate=r.number("escalation_rate", 0.0),
+        avg_sensors_read=r.number("avg_sensors_read", 0.0),
+        params=params,
+    )

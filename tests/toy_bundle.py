@@ -1,0 +1,102 @@
+"""Small hand-made bundles for tests: linear-softmax ONNX models built with ``onnx.helper``.
+
+Two policies: ``gate`` (one node holding sensors a+b, actions stop/escalate — ADAPT's shape)
+and ``walk`` (root reads nothing; acquire a, then b, stop or escalate anywhere).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from protocol import (
+    Action,
+    CostWeights,
+    HpcRef,
+    LinkSpec,
+    Manifest,
+    ModelRef,
+    OperatingPoint,
+    PolicyGraph,
+    PolicyNode,
+    SensorSpec,
+    write_bundle,
+)
+from protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
+
+IR_VERSION = 9
+OPSET = 17
+
+
+def linear_model_bytes(weights: npt.NDArray[np.float32], bias: npt.NDArray[np.float32],
+                       action_weights: npt.NDArray[np.float32] | None = None,
+                       action_bias: npt.NDArray[np.float32] | None = None) -> bytes:
+    """ONNX: probabilities = softmax(x W + b) [, action_scores = x A + c]."""
+    n_in, n_classes = weights.shape
+    inits = [numpy_helper.from_array(weights.astype(np.float32), "W"),
+             numpy_helper.from_array(bias.astype(np.float32), "b")]
+    nodes = [helper.make_node("MatMul", [MODEL_INPUT, "W"], ["xw"]),
+             helper.make_node("Add", ["xw", "b"], ["logits"]),
+             helper.make_node("Softmax", ["logits"], [PROBA_OUTPUT], axis=1)]
+    outputs = [helper.make_tensor_value_info(PROBA_OUTPUT, TensorProto.FLOAT, ["N", n_classes])]
+    if action_weights is not None:
+        assert action_bias is not None
+        inits += [numpy_helper.from_array(action_weights.astype(np.float32), "A"),
+                  numpy_helper.from_array(action_bias.astype(np.float32), "c")]
+        nodes += [helper.make_node("MatMul", [MODEL_INPUT, "A"], ["xa"]),
+                  helper.make_node("Add", ["xa", "c"], [ACTION_OUTPUT])]
+        outputs.append(helper.make_tensor_value_info(
+            ACTION_OUTPUT, TensorProto.FLOAT, ["N", action_weights.shape[1]]))
+    graph = helper.make_graph(
+        nodes, "toy",
+        [helper.make_tensor_value_info(MODEL_INPUT, TensorProto.FLOAT, ["N", n_in])],
+        outputs, initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def build_toy_bundle(out: Path, *, seed: int = 0) -> Manifest:
+    """Three features from two sensors (a: 0,1; b: 2), two classes; returns the written manifest."""
+    rng = np.random.default_rng(seed)
+    def w(n_in: int, n_out: int) -> npt.NDArray[np.float32]:
+        return rng.normal(size=(n_in, n_out)).astype(np.float32)
+    def z(n: int) -> npt.NDArray[np.float32]:
+        return rng.normal(size=n).astype(np.float32) * 0.1
+    files = {
+        "hpc.onnx": linear_model_bytes(w(3, 2), z(2)),
+        "gate.onnx": linear_model_bytes(w(3, 2), z(2), w(3, 2), z(2)),
+        "root.onnx": linear_model_bytes(np.zeros((0, 2), np.float32).reshape(0, 2), z(2)),
+        "a.onnx": linear_model_bytes(w(2, 2), z(2), w(2, 3), z(3)),
+        "ab.onnx": linear_model_bytes(w(3, 2), z(2), w(3, 2), z(2)),
+    }
+    gate = PolicyGraph(root="ab", nodes={
+        "ab": PolicyNode(sensors=("a", "b"), model=ModelRef("gate.onnx", (0, 1, 2)),
+                         actions=(Action("stop"), Action("escalate")))})
+    walk = PolicyGraph(root="root", nodes={
+        "root": PolicyNode(sensors=(), model=ModelRef("root.onnx", ()),
+                           actions=(Action("acquire", "a", "a"),)),
+        "a": PolicyNode(sensors=("a",), model=ModelRef("a.onnx", (0, 1)),
+                        actions=(Action("stop"), Action("acquire", "b", "ab"), Action("escalate"))),
+        "ab": PolicyNode(sensors=("a", "b"), model=ModelRef("ab.onnx", (0, 1, 2)),
+                         actions=(Action("stop"), Action("escalate")))})
+    manifest = Manifest(
+        schema_version=1, bundle_id="pending", classes=("neg", "pos"),
+        feature_names=("a0", "a1", "b0"),
+        sensors=(SensorSpec("a", (0, 1), energy_mj=2.0, latency_ms=5.0),
+                 SensorSpec("b", (2,), energy_mj=10.0, latency_ms=20.0, money=0.01)),
+        link=LinkSpec(), cost_weights=CostWeights(),
+        hpc=HpcRef("hpc.onnx", ("a", "b"), accuracy=0.9, description="toy linear HPC"),
+        policies={"gate": gate, "walk": walk},
+        operating_points=(
+            OperatingPoint("gate", "gate", accuracy=0.8, cost=12.0, escalation_rate=0.5),
+            OperatingPoint("walk", "walk", accuracy=0.85, cost=8.0, escalation_rate=0.2,
+                           avg_sensors_read=1.5, params={"lambda": 0.1}),
+        ),
+        default_operating_point="walk", files={}, metadata={"method": "toy"})
+    return write_bundle(out, manifest, files)
