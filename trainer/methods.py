@@ -1,0 +1,63 @@
+"""The registry of training methods: ``adaptedge train --method NAME`` looks names up here.
+
+A method module registers a function with ``@register("name")``. The function receives the
+dataset, the fitted HPC and the options, and returns the candidate policies of its sweep
+(``PolicyExport``s with validation metrics); the caller keeps the validation frontier and
+exports the bundle. Modules are imported lazily by name so that one method's dependencies
+never load for another.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainer.policy import PolicyExport
+
+# method name -> module that registers it
+METHOD_MODULES: dict[str, str] = {
+    "adapt-gbrt": "trainer.adapt_gbrt",
+    "adapt-lin": "trainer.adapt_lin",
+    "l1": "trainer.baselines",
+    "greedy-miser": "trainer.baselines",
+    "confidence": "trainer.baselines",
+    "dag": "trainer.dag.method",
+}
+
+
+@dataclass(frozen=True)
+class MethodOptions:
+    """Options every method accepts; ``extra`` carries method-specific knobs from the CLI."""
+
+    seed: int = 0
+    n_jobs: int = 1
+    progress: bool = True
+    quick: bool = False
+    """A small sweep for demos and tests."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+MethodFn = Callable[[Any, Any, MethodOptions], list[PolicyExport]]
+"""(dataset: trainer.datasets.Dataset, hpc: trainer.hpc.HpcModel, options) -> policies."""
+
+_REGISTRY: dict[str, MethodFn] = {}
+
+
+def register(name: str) -> Callable[[MethodFn], MethodFn]:
+    def wrap(fn: MethodFn) -> MethodFn:
+        _REGISTRY[name] = fn
+        return fn
+
+    return wrap
+
+
+def get_method(name: str) -> MethodFn:
+    if name not in METHOD_MODULES:
+        raise ValueError(f"unknown method {name!r}; choose one of {sorted(METHOD_MODULES)}")
+    if name not in _REGISTRY:
+        importlib.import_module(METHOD_MODULES[name])
+    if name not in _REGISTRY:
+        raise ValueError(f"module {METHOD_MODULES[name]} did not register method {name!r}")
+    return _REGISTRY[name]
