@@ -9,6 +9,7 @@ background thread (MQTT 3.1.1 only; delivers nothing to ``$share`` subscriptions
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -127,7 +128,8 @@ class MosquittoBroker(_Context):
         except BrokerError:
             self.stop()
             log = self.log_path.read_text() if self.log_path.exists() else ""
-            raise BrokerError(f"mosquitto did not start on port {self.port}: {log[-500:]}") from None
+            raise BrokerError(
+                f"mosquitto did not start on port {self.port}: {log[-500:]}") from None
 
     @property
     def running(self) -> bool:
@@ -186,10 +188,12 @@ class AmqttBroker(_Context):
         try:
             from amqtt.broker import Broker as _AmqttBroker
         except ImportError as exc:
-            raise BrokerError("the embedded broker needs amqtt: pip install 'adaptedge[broker]'") from exc
+            raise BrokerError(
+                "the embedded broker needs amqtt: pip install 'adaptedge[broker]'") from exc
         config = {
             "listeners": {"default": {"type": "tcp", "bind": f"{HOST}:{self.port}"}},
-            "plugins": {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}},
+            "plugins": {
+                "amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}},
         }
         ready = threading.Event()
 
@@ -224,10 +228,8 @@ class AmqttBroker(_Context):
         if loop is None or broker is None:
             return
         future = asyncio.run_coroutine_threadsafe(broker.shutdown(), loop)
-        try:
+        with contextlib.suppress(Exception):
             future.result(timeout=10)
-        except Exception:
-            pass
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=10)
