@@ -1,0 +1,87 @@
+"""The result of a run (replay or HIL): one row per decision, in columns, plus run metadata.
+
+Replay and HIL produce the same ``RunResult`` so that reports and comparisons never care
+where the decisions came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+SOURCES = ("local", "cloud", "degraded")
+
+
+@dataclass
+class DecisionColumns:
+    """Append-only per-decision columns (plain lists while running; ``freeze`` makes arrays)."""
+
+    device: list[str] = field(default_factory=list)
+    row: list[int] = field(default_factory=list)
+    t_start: list[float] = field(default_factory=list)
+    latency_ms: list[float] = field(default_factory=list)
+    label: list[int] = field(default_factory=list)
+    truth: list[int] = field(default_factory=list)
+    source: list[str] = field(default_factory=list)
+    escalated: list[bool] = field(default_factory=list)
+    sensors: list[tuple[str, ...]] = field(default_factory=list)
+    request_id: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.label)
+
+
+@dataclass
+class RunResult:
+    """Decisions of one run plus what produced them."""
+
+    mode: str
+    """"replay" or "hil"."""
+    bundle_id: str
+    operating_point: str
+    classes: tuple[str, ...]
+    columns: DecisionColumns
+    outages: list[tuple[float, float]] = field(default_factory=list)
+    """(start_s, end_s) of link outages, seconds from the run's start."""
+    duration_s: float = 0.0
+    wall_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.columns)
+
+    def labels(self) -> npt.NDArray[np.int64]:
+        return np.asarray(self.columns.label, dtype=np.int64)
+
+    def truth(self) -> npt.NDArray[np.int64]:
+        return np.asarray(self.columns.truth, dtype=np.int64)
+
+    def sources(self) -> npt.NDArray[np.str_]:
+        return np.asarray(self.columns.source, dtype=str)
+
+    def accuracy(self) -> float:
+        if not self.n:
+            return float("nan")
+        return float(np.mean(self.labels() == self.truth()))
+
+    def rate(self, source: str) -> float:
+        return float(np.mean(self.sources() == source)) if self.n else float("nan")
+
+    def escalation_rate(self) -> float:
+        return float(np.mean(np.asarray(self.columns.escalated, bool))) if self.n else float("nan")
+
+    def keyed(self) -> dict[tuple[str, int], tuple[int, str, bool, tuple[str, ...]]]:
+        """(device, row) -> (label, source, escalated, sorted sensors), to compare two runs."""
+        c = self.columns
+        return {(d, r): (lab, src, esc, tuple(sorted(s)))
+                for d, r, lab, src, esc, s in zip(c.device, c.row, c.label, c.source,
+                                                   c.escalated, c.sensors, strict=True)}
+
+
+def sensor_sets(columns: DecisionColumns) -> Sequence[tuple[str, ...]]:
+    return columns.sensors

@@ -1,0 +1,249 @@
+"""Reports: ``report.json`` (every number), ``report.md`` (the same, for people) and PNG plots.
+
+``evaluate`` replays the bundle at each operating point and the baselines (always-cloud HPC,
+always-local: the runtime with no uplink, and any other bundles given) to place them on an
+accuracy-vs-cost frontier; ``write_report`` writes the files for a main run (replay or HIL).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from protocol.bundle import verify
+from simulator.energy import EnergyModel
+from simulator.metrics import cost_totals, rates_over_time, summarize
+from simulator.records import RunResult
+from simulator.replay import hpc_answers, replay
+from simulator.scenario import Scenario
+
+REMOTE_SENSOR_DOC = """\
+Remote sensors (a device under test that is not ours to start): the simulator serves each
+sensor read over MQTT from the recorded row. The device publishes a read request to
+`<prefix>/v1/<device>/sensor/<name>/get` (msgpack `[request_id, row]`, `row` optional) and
+receives `[request_id, values]` (`values`: little-endian float32 bytes, one per feature of
+the sensor) on `<prefix>/v1/<device>/sensor/<name>/value` after the sensor's latency from
+the bundle. The simulator scores the decisions the device publishes.
+"""
+
+
+@dataclass
+class ReportData:
+    title: str
+    main: RunResult
+    energy: EnergyModel
+    frontier: list[dict[str, Any]] = field(default_factory=list)
+    breakdown: list[dict[str, Any]] = field(default_factory=list)
+    latency: dict[str, list[float]] = field(default_factory=dict)
+    comparisons: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _point(label: str, group: str, run: RunResult | None, energy: EnergyModel, *,
+           accuracy: float | None = None, escalated: bool | None = None) -> dict[str, Any]:
+    if run is not None:
+        cost = cost_totals(run, energy)
+        acc = run.accuracy() if accuracy is None else accuracy
+        esc = run.escalation_rate()
+    else:
+        assert escalated is not None
+        d = energy.cost(energy.manifest.hpc.sensors, escalated)
+        acc = float(accuracy if accuracy is not None else math.nan)
+        esc = 1.0 if escalated else 0.0
+        return {"label": label, "group": group, "accuracy": acc, "energy_mj": d.energy_mj,
+                "money": d.money, "scalar": d.scalar, "escalation_rate": esc,
+                "cost": {"sensor_energy_mj": d.sensor_energy_mj,
+                         "sensor_latency_ms": d.sensor_latency_ms,
+                         "sensor_money": d.sensor_money, "link_energy_mj": d.link_energy_mj,
+                         "link_bytes": d.link_bytes, "cloud_calls": d.cloud_calls,
+                         "cloud_money": d.cloud_money, "idle_energy_mj": 0.0,
+                         "scalar": d.scalar}}
+    return {"label": label, "group": group, "accuracy": acc, "energy_mj": cost.energy_mj,
+            "money": cost.money, "scalar": cost.scalar, "escalation_rate": esc,
+            "cost": cost.to_dict()}
+
+
+def evaluate(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any], *,
+             scenario: Scenario | None = None, main: RunResult | None = None,
+             compare: Sequence[str | Path] = (), limit: int | None = None,
+             progress: bool = False, title: str | None = None) -> ReportData:
+    """Replay the scenario (unless ``main`` is given), every operating point and the baselines."""
+    scenario = scenario or Scenario()
+    manifest = verify(bundle_dir)
+    energy = EnergyModel(manifest, scenario.energy)
+    n = limit if limit is not None else (scenario.devices.limit or len(X))
+    Xs, ys = X[:n], y[:n]
+    if main is None:
+        main = replay(bundle_dir, Xs, ys, scenario=scenario, progress=progress)
+    quiet = replace(scenario, devices=replace(scenario.devices, count=1))
+    frontier: list[dict[str, Any]] = []
+    runs: dict[str, RunResult] = {}
+    for op in manifest.operating_points:
+        run = replay(bundle_dir, Xs, ys, scenario=quiet, operating_point=op.name,
+                     progress=progress)
+        runs[op.name] = run
+        frontier.append(_point(op.name, f"bundle {manifest.bundle_id[:8]}", run, energy))
+    hpc_acc = float(np.mean(hpc_answers(bundle_dir, Xs) == np.asarray(ys)))
+    hpc_point = _point("HPC always", "baseline", None, energy, accuracy=hpc_acc, escalated=True)
+    frontier.append(hpc_point)
+    local = replay(bundle_dir, Xs, ys, scenario=quiet, operating_point=main.operating_point,
+                   cloud=False, progress=progress)
+    local_point = _point(f"LPC always ({main.operating_point})", "baseline", local, energy)
+    frontier.append(local_point)
+    for other in compare:
+        other_manifest = verify(other)
+        other_energy = EnergyModel(other_manifest, scenario.energy)
+        for op in other_manifest.operating_points:
+            run = replay(other, Xs, ys, scenario=quiet, operating_point=op.name,
+                         progress=progress)
+            frontier.append(_point(op.name, f"bundle {other_manifest.bundle_id[:8]}", run,
+                                   other_energy))
+    main_point = _point(f"{main.mode}: {main.operating_point}", "run", main, energy)
+    breakdown = [main_point, *[p for p in frontier if p["group"] == "baseline"]]
+    latency = {f"{main.mode} ({main.operating_point})": list(main.columns.latency_ms),
+               "LPC always": list(local.columns.latency_ms)}
+    return ReportData(
+        title=title or f"adaptedge simulation of bundle {manifest.bundle_id}",
+        main=main, energy=energy, frontier=frontier, breakdown=breakdown, latency=latency,
+        comparisons={"hpc_always": _baseline(hpc_point), "lpc_always": _baseline(local_point)})
+
+
+def _baseline(point: dict[str, Any]) -> dict[str, Any]:
+    return {k: point[k] for k in ("label", "accuracy", "energy_mj", "money", "escalation_rate")}
+
+
+def write_report(data: ReportData, out_dir: str | Path,
+                 extra: dict[str, Any] | None = None) -> dict[str, Path]:
+    """Write report.json, report.md and the PNGs; returns the paths written."""
+    from simulator import plots
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarize(data.main, data.energy)
+    rates = rates_over_time(data.main)
+    paths = {
+        "frontier": plots.frontier_plot(data.frontier, out / "frontier.png",
+                                        title="accuracy vs cost"),
+        "cost_breakdown": plots.cost_breakdown_plot(data.breakdown, out / "cost_breakdown.png"),
+        "latency_cdf": plots.latency_cdf_plot(data.latency, out / "latency_cdf.png"),
+        "rates_over_time": plots.rates_over_time_plot(rates, data.main.outages,
+                                                      out / "rates_over_time.png"),
+    }
+    body: dict[str, Any] = {
+        "title": data.title,
+        "summary": summary,
+        "baselines": data.comparisons,
+        "frontier": data.frontier,
+        "cost_breakdown": data.breakdown,
+        "rates_over_time": rates,
+        "outage_effect": outage_effect(data.main),
+        "plots": {k: p.name for k, p in paths.items()},
+        "notes": data.notes,
+        **(extra or {}),
+    }
+    (out / "report.json").write_text(json.dumps(_clean(body), indent=2) + "\n")
+    (out / "report.md").write_text(render_markdown(body, data))
+    paths["json"] = out / "report.json"
+    paths["markdown"] = out / "report.md"
+    return paths
+
+
+def outage_effect(run: RunResult) -> dict[str, Any]:
+    """Decisions and degraded rate inside vs outside the outages."""
+    if not run.outages:
+        return {}
+    t = np.asarray(run.columns.t_start, dtype=float)
+    inside = np.zeros(t.size, dtype=bool)
+    for start, end in run.outages:
+        inside |= (t >= start) & (t < end)
+    degraded = run.sources() == "degraded"
+    def rate(sel: npt.NDArray[np.bool_]) -> float:
+        return float(degraded[sel].mean()) if sel.any() else float("nan")
+    return {"decisions_in_outage": int(inside.sum()), "degraded_rate_in_outage": rate(inside),
+            "degraded_rate_outside": rate(~inside)}
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, np.generic):
+        return _clean(value.item())
+    return value
+
+
+def _f(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    if isinstance(value, float):
+        if value == 0 or abs(value) >= 10 ** -digits:
+            return f"{value:.{digits}f}"
+        return f"{value:.2e}"
+    return str(value)
+
+
+def render_markdown(body: dict[str, Any], data: ReportData) -> str:
+    s = body["summary"]
+    c = s["cost_per_decision"]
+    lat = s["latency_ms"]
+    lines = [f"# {body['title']}", "",
+             f"Mode **{s['mode']}**, operating point **{s['operating_point']}**, "
+             f"{s['decisions']} decisions from {s['devices']} device(s), "
+             f"{_f(s['duration_s'], 1)} s of {'simulated' if s['mode'] == 'replay' else 'wall'} "
+             "time.", "",
+             "## Summary", "",
+             "| | accuracy | energy mJ/decision | money/decision | escalation rate |",
+             "|---|---|---|---|---|",
+             f"| this run | {_f(s['accuracy'])} | {_f(c['energy_mj'])} | {_f(c['money'], 4)} | "
+             f"{_f(s['escalation_rate'])} |"]
+    for key, name in (("hpc_always", "always cloud (HPC)"), ("lpc_always", "always local (LPC)")):
+        b = body["baselines"].get(key)
+        if b:
+            lines.append(f"| {name} | {_f(b['accuracy'])} | {_f(b['energy_mj'])} | "
+                         f"{_f(b['money'], 4)} | {'1.000' if key == 'hpc_always' else '0.000'} |")
+    rates = s["source_rates"]
+    lines += ["", f"Answers: local {_f(rates['local'])}, cloud {_f(rates['cloud'])}, "
+              f"degraded {_f(rates['degraded'])}. Latency p50 {_f(lat['p50'], 2)} ms, "
+              f"p90 {_f(lat['p90'], 2)} ms, p99 {_f(lat['p99'], 2)} ms.", "",
+              "## Cost per decision, by where it is spent", "",
+              "| part | energy (mJ) | money | other |", "|---|---|---|---|",
+              f"| sensors | {_f(c['sensor_energy_mj'])} | {_f(c['sensor_money'], 4)} | "
+              f"{_f(c['sensor_latency_ms'], 2)} ms of sensor latency |",
+              f"| radio link | {_f(c['link_energy_mj'])} | - | {_f(c['link_bytes'], 1)} bytes |",
+              f"| cloud | - | {_f(c['cloud_money'], 4)} | {_f(c['cloud_calls'])} calls |",
+              f"| idle | {_f(c['idle_energy_mj'])} | - | |",
+              f"| **total** | **{_f(c['energy_mj'])}** | **{_f(c['money'], 4)}** | "
+              f"training scalar {_f(c['scalar'])} |", "",
+              "## Accuracy vs cost (frontier)", "",
+              "| point | group | accuracy | energy mJ | money | escalation |",
+              "|---|---|---|---|---|---|"]
+    for p in body["frontier"]:
+        lines.append(f"| {p['label']} | {p['group']} | {_f(p['accuracy'])} | "
+                     f"{_f(p['energy_mj'])} | {_f(p['money'], 4)} | {_f(p['escalation_rate'])} |")
+    eff = body.get("outage_effect") or {}
+    if data.main.outages:
+        spans = ", ".join(f"{a:g}-{b:g} s" for a, b in data.main.outages)
+        lines += ["", "## Outages", "", f"Link down at {spans}: "
+                  f"{eff.get('decisions_in_outage', 0)} decisions fell inside; degraded rate "
+                  f"{_f(eff.get('degraded_rate_in_outage'))} inside vs "
+                  f"{_f(eff.get('degraded_rate_outside'))} outside (see rates_over_time.png)."]
+    lines += ["", "## Plots", ""]
+    for name, file in body["plots"].items():
+        lines.append(f"![{name}]({file})")
+    if body.get("hil"):
+        lines += ["", "## Hardware in the loop", "", "```json",
+                  json.dumps(_clean(body["hil"]), indent=2), "```"]
+    lines += ["", "## Remote sensors", "", REMOTE_SENSOR_DOC]
+    for note in body.get("notes", []):
+        lines.append(f"- {note}")
+    return "\n".join(lines) + "\n"
