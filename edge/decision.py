@@ -1,0 +1,38 @@
+"""``Decision``: what one prediction answered, where the answer came from, and what it cost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from protocol.costs import CostBreakdown
+
+Source = Literal["local", "cloud", "degraded"]
+
+
+@dataclass(slots=True)
+class Decision:
+    """One answer of the edge runtime.
+
+    ``source`` is ``local`` (the policy stopped at a node), ``cloud`` (the HPC answered in
+    time) or ``degraded`` (the policy escalated but no cloud answer came — uplink down, deadline
+    missed, error reply — or a sensor fault left no action the policy could take; the answer is
+    the local classifier's at the node reached). ``error`` says why a decision was degraded.
+    ``timings`` are seconds in the runtime's clock: ``total``, ``local`` and ``cloud``.
+    """
+
+    label: str
+    label_index: int
+    probabilities: npt.NDArray[np.float32]
+    source: Source
+    sensors_read: tuple[str, ...]
+    failed_sensors: dict[str, str]
+    nodes: tuple[str, ...]
+    escalated: bool
+    cost: CostBreakdown
+    request_id: int | None
+    timings: dict[str, float]
+    error: str | None = None

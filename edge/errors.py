@@ -1,0 +1,21 @@
+"""The edge runtime's error family. Everything it raises on purpose is an ``EdgeError``."""
+
+from __future__ import annotations
+
+from protocol.errors import BundleError
+
+
+class EdgeError(Exception):
+    """Base of every error the edge runtime raises on purpose."""
+
+
+class BundleRefused(BundleError, EdgeError):
+    """The bundle failed verification or breaks the model contract; ``path`` names the file."""
+
+
+class OperatingPointError(EdgeError, ValueError):
+    """An operating point name that does not exist, or a budget no point fits."""
+
+
+class UplinkConfigError(EdgeError, ValueError):
+    """An uplink option that cannot work (bad broker URL, contradictory TLS options)."""

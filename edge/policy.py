@@ -1,0 +1,116 @@
+"""A bundle's policy graph compiled for the device: nodes with bound sessions, integer sensor ids.
+
+The walk itself lives in ``edge.runtime``; this module fixes the rules it follows. Start at the
+root; entering a node reads its sensors not read yet, in listed order; run the node model once;
+take the first highest ``action_scores`` entry (a node with one action needs none): ``stop``
+answers with the first argmax of ``probabilities``, ``acquire`` moves to the next node,
+``escalate`` reads the HPC's unread sensors and asks the cloud. When entering a node fails
+(a sensor fault) the walk stays where it is and takes the next-best action still possible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from edge.session import NodeSession
+from protocol.manifest import Manifest, PolicyGraph
+
+STOP = 0
+ACQUIRE = 1
+ESCALATE = 2
+_KIND_CODES = {"stop": STOP, "acquire": ACQUIRE, "escalate": ESCALATE}
+
+
+@dataclass(slots=True, eq=False)
+class CompiledAction:
+    kind: int
+    sensor: int = -1
+    """For acquire: the sensor (index into ``manifest.sensors``) named by the action."""
+    next: CompiledNode | None = None
+
+
+@dataclass(slots=True, eq=False)
+class CompiledNode:
+    id: str
+    session: NodeSession
+    inputs: npt.NDArray[np.intp]
+    sensors: tuple[int, ...]
+    """Sensor indices in the listed order (the order entering the node reads them)."""
+    sensor_bits: int
+    actions: list[CompiledAction] = field(default_factory=list)
+    single: bool = True
+    """One action only: the walk takes it without looking at scores."""
+
+    def ranked_actions(self) -> list[int]:
+        """Action indices best first; ties keep listed order (the first highest wins)."""
+        if len(self.actions) == 1:
+            return [0]
+        order = np.argsort(-self.session.scores_row.astype(np.float64), kind="stable")
+        return [int(i) for i in order]
+
+
+@dataclass(slots=True, eq=False)
+class CompiledPolicy:
+    name: str
+    root: CompiledNode
+    nodes: dict[str, CompiledNode]
+
+
+class SessionCache:
+    """One session per (model file, shape); nodes sharing a model share its session."""
+
+    def __init__(self, root: Path, n_classes: int) -> None:
+        self._root = root
+        self._n_classes = n_classes
+        self._sessions: dict[tuple[str, int, int], NodeSession] = {}
+
+    def get(self, file: str, n_inputs: int, n_actions: int) -> NodeSession:
+        key = (file, n_inputs, n_actions)
+        session = self._sessions.get(key)
+        if session is None:
+            session = NodeSession(self._root / file, n_inputs, self._n_classes, n_actions)
+            self._sessions[key] = session
+        return session
+
+
+def compile_policy(manifest: Manifest, name: str, graph: PolicyGraph,
+                   sessions: SessionCache) -> CompiledPolicy:
+    index = {spec.name: i for i, spec in enumerate(manifest.sensors)}
+    nodes: dict[str, CompiledNode] = {}
+    for node_id, node in graph.nodes.items():
+        ids = tuple(index[s] for s in node.sensors)
+        nodes[node_id] = CompiledNode(
+            id=node_id,
+            session=sessions.get(node.model.file, len(node.model.inputs), len(node.actions)),
+            inputs=np.asarray(node.model.inputs, dtype=np.intp),
+            sensors=ids,
+            sensor_bits=sum(1 << i for i in ids),
+        )
+    for node_id, node in graph.nodes.items():
+        compiled = nodes[node_id]
+        for action in node.actions:
+            kind = _KIND_CODES[action.kind]
+            if kind == ACQUIRE:
+                assert action.sensor is not None and action.next is not None
+                compiled.actions.append(
+                    CompiledAction(kind, index[action.sensor], nodes[action.next]))
+            else:
+                compiled.actions.append(CompiledAction(kind))
+        compiled.single = len(compiled.actions) == 1
+    return CompiledPolicy(name=name, root=nodes[graph.root], nodes=nodes)
+
+
+def compile_all(manifest: Manifest, bundle_root: Path) -> dict[str, CompiledPolicy]:
+    sessions = SessionCache(bundle_root, len(manifest.classes))
+    return {name: compile_policy(manifest, name, graph, sessions)
+            for name, graph in manifest.policies.items()}
+
+
+def policy_for_point(policies: Mapping[str, CompiledPolicy], manifest: Manifest,
+                     point: str) -> CompiledPolicy:
+    return policies[manifest.operating_point(point).policy]

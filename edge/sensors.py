@@ -1,0 +1,144 @@
+"""Reading sensors safely: a reader that raises, hangs, or returns garbage fails one read, never
+the decision.
+
+A reader is a callable returning the sensor's feature values, or an object with ``read()``.
+A read fails when the reader raises, exceeds its timeout, returns non-finite values or the wrong
+number of values. Reads with a timeout run on a small reusable pool of worker threads; a reader
+that hangs keeps its thread until it returns, and when every thread is stuck further timed reads
+fail at once instead of starting more threads (bounded, never a hang). Reads without a timeout
+run inline in the caller's thread.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+
+class SupportsRead(Protocol):
+    def read(self) -> Any: ...
+
+
+Reader = Callable[[], Any] | SupportsRead
+F32 = npt.NDArray[np.float32]
+
+
+def as_callable(reader: Reader) -> Callable[[], Any]:
+    read = getattr(reader, "read", None)
+    if callable(read):
+        return read  # type: ignore[no-any-return]
+    if callable(reader):
+        return reader
+    raise TypeError(f"a sensor reader must be callable or have read(), got {type(reader).__name__}")
+
+
+def check_values(raw: Any, n_features: int) -> tuple[F32 | None, str | None]:
+    """The reading as float32 values, or why it is unusable."""
+    try:
+        values = np.asarray(raw, dtype=np.float32).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        return None, f"returned a value that is not numeric ({type(raw).__name__}: {exc})"
+    if values.shape[0] != n_features:
+        return None, f"returned {values.shape[0]} values, expected {n_features}"
+    if not math.isfinite(float(values.sum(dtype=np.float64))):
+        return None, "returned non-finite values (NaN or infinity)"
+    return values, None
+
+
+class _Call:
+    __slots__ = ("done", "error", "fn", "value")
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+class ReaderPool:
+    """At most ``max_threads`` daemon worker threads, reused across reads."""
+
+    def __init__(self, max_threads: int = 4) -> None:
+        if max_threads < 1:
+            raise ValueError(f"max_threads must be >= 1, got {max_threads}")
+        self.max_threads = max_threads
+        self._idle: queue.SimpleQueue[queue.SimpleQueue[_Call | None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def n_threads(self) -> int:
+        return len(self._threads)
+
+    def _worker(self) -> queue.SimpleQueue[_Call | None] | None:
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            pass
+        with self._lock:
+            if len(self._threads) >= self.max_threads:
+                return None
+            inbox: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+            thread = threading.Thread(target=self._serve, args=(inbox,), daemon=True,
+                                      name=f"edge.sensor_reader[{len(self._threads)}]")
+            self._threads.append(thread)
+        thread.start()
+        return inbox
+
+    def _serve(self, inbox: queue.SimpleQueue[_Call | None]) -> None:
+        while (call := inbox.get()) is not None:
+            try:
+                call.value = call.fn()
+            except BaseException as exc:  # reported to the caller as a failed read
+                call.error = exc
+            call.done.set()
+            self._idle.put(inbox)
+
+    def call(self, fn: Callable[[], Any], timeout_s: float) -> tuple[Any, str | None]:
+        """``(value, None)`` or ``(None, why it failed)``; returns within ``timeout_s``."""
+        inbox = self._worker()
+        if inbox is None:
+            return None, (f"no reader thread free: all {self.max_threads} are stuck in reads "
+                          "that timed out")
+        call = _Call(fn)
+        inbox.put(call)
+        if not call.done.wait(timeout_s):
+            return None, f"timed out after {timeout_s * 1000:g} ms"
+        if call.error is not None:
+            return None, f"raised {type(call.error).__name__}: {call.error}"
+        return call.value, None
+
+    def close(self) -> None:
+        """Ask idle workers to exit (stuck ones exit when their read returns)."""
+        while True:
+            try:
+                self._idle.get_nowait().put(None)
+            except queue.Empty:
+                return
+
+
+def read_sensor(reader: Reader | None, n_features: int, timeout_s: float | None,
+                pool: ReaderPool) -> tuple[F32 | None, str | None]:
+    """Read one sensor: its values, or ``None`` and the reason the read failed."""
+    if reader is None:
+        return None, "no reader was given for this sensor"
+    try:
+        fn = as_callable(reader)
+    except TypeError as exc:
+        return None, str(exc)
+    if timeout_s is None:
+        try:
+            raw = fn()
+        except Exception as exc:
+            return None, f"raised {type(exc).__name__}: {exc}"
+    else:
+        raw, error = pool.call(fn, timeout_s)
+        if error is not None:
+            return None, error
+    return check_values(raw, n_features)
