@@ -6,17 +6,16 @@ model (outages, loss, round trip, bandwidth) and, if it arrives before the deadl
 answered by ``HpcInference.handle_batch``. The clock only moves forward by simulated
 amounts (arrivals at ``rate_hz``, round trips, deadlines): no real sleeps.
 
-Speed: HPC answers for the rows are computed in one batch up front (``prefetch``) and used
-only when the request the runtime sends carries exactly the features and mask the batch
-used, so the answer is the one ``handle_batch`` would give for that request; any other
-request is answered by a live call.
+Speed: HPC answers are computed by ``handle_batch`` over blocks of rows (``prefetch``) and
+used only for a request carrying exactly the feature and mask bytes of the batch, so the
+answer is the one ``handle_batch`` gives that request; any other request is answered by a
+live call.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,6 @@ import numpy.typing as npt
 
 from protocol.bundle import verify
 from protocol.codec import decode, encode
-from protocol.features import pack_features
 from protocol.manifest import Manifest
 from protocol.messages import ErrorReply, InferenceReply, InferenceRequest
 from simulator.clock import SimClock
@@ -38,16 +36,29 @@ Reply = InferenceReply | ErrorReply
 
 
 class SimulatedUplink:
-    """The edge's ``Uplink`` over the network model and an in-process ``HpcInference``."""
+    """The edge's ``Uplink`` over the network model and an in-process ``HpcInference``.
 
-    def __init__(self, hpc: Any, network: NetworkModel, clock: SimClock,
-                 prefetched: dict[tuple[bytes, bytes], InferenceReply] | None = None) -> None:
+    Every request is encoded (its real size goes to the network model and the byte counts).
+    HPC answers come from ``handle_batch`` over blocks of upcoming rows under the mask the
+    runtime actually sent, keyed by the exact feature and mask bytes: a request whose bytes
+    are not in the block is decoded and answered by a live ``handle_batch`` call.
+    """
+
+    def __init__(self, hpc: Any, network: NetworkModel, clock: SimClock, *,
+                 manifest: Manifest, rows: npt.NDArray[np.float32] | None = None,
+                 block: int = 512) -> None:
         self.hpc = hpc
         self.network = network
         self.clock = clock
-        self.prefetched = prefetched or {}
-        self.sent = self.answered = self.timed_out = 0
+        self.manifest = manifest
+        self.rows = rows
+        self.block = block
+        self.row_index = 0
+        """The replay sets this to the row being decided, so prefetching starts there."""
+        self.sent = self.answered = self.timed_out = self.live_calls = 0
         self.bytes_tx = self.bytes_rx = 0
+        self._cache: dict[tuple[bytes, bytes], InferenceReply] = {}
+        self._fetched: set[tuple[int, bytes]] = set()
         self._reply_estimate = 96
 
     def is_connected(self) -> bool:
@@ -63,25 +74,48 @@ class SimulatedUplink:
             self.timed_out += 1
             self.clock.advance_to(deadline)
             return None
-        received = decode(wire)
-        assert isinstance(received, InferenceRequest)
-        reply = self._answer(received, now + rtt / 2)
+        reply = self._answer(request, wire, now + rtt / 2)
         reply_wire = encode(reply)
         self._reply_estimate = len(reply_wire)
         self.bytes_rx += len(reply_wire)
         self.answered += 1
         self.clock.advance_to(now + rtt)
-        answer = decode(reply_wire)
-        assert isinstance(answer, InferenceReply | ErrorReply)
-        return answer
+        return reply
 
-    def _answer(self, request: InferenceRequest, server_now: float) -> Reply:
-        hit = self.prefetched.get((request.features, request.mask))
-        if hit is not None and hit.bundle_id == request.bundle_id:
-            return replace(hit, request_id=request.request_id, device=request.device,
-                           server_time=server_now)
-        replies = self.hpc.handle_batch([request], now=server_now)
-        return replies[0]  # type: ignore[no-any-return]
+    def _answer(self, request: InferenceRequest, wire: bytes, server_now: float) -> Reply:
+        key = (request.features, request.mask)
+        hit = self._cache.get(key)
+        if hit is None and self.rows is not None:
+            self._prefetch(request.mask)
+            hit = self._cache.get(key)
+        if hit is not None and request.bundle_id == hit.bundle_id:
+            return InferenceReply(request.request_id, request.device, hit.bundle_id, hit.label,
+                                  hit.probabilities, hit.model_id, server_now, hit.service_ms)
+        self.live_calls += 1
+        received = decode(wire)
+        assert isinstance(received, InferenceRequest)
+        reply = self.hpc.handle_batch([received], now=server_now)[0]
+        decoded = decode(encode(reply))
+        assert isinstance(decoded, InferenceReply | ErrorReply)
+        return decoded
+
+    def _prefetch(self, packed_mask: bytes) -> None:
+        assert self.rows is not None
+        start = self.row_index - self.row_index % self.block
+        if (start, packed_mask) in self._fetched:
+            return
+        self._fetched.add((start, packed_mask))
+        n = len(self.manifest.feature_names)
+        mask = np.unpackbits(np.frombuffer(packed_mask, np.uint8), count=n,
+                             bitorder="little").astype(bool)
+        block = np.where(mask, self.rows[start:start + self.block], np.float32(0.0))
+        block = np.ascontiguousarray(block, dtype="<f4")
+        bundle_id = self.manifest.bundle_id
+        requests = [InferenceRequest(i, "sim-prefetch", bundle_id, 0.0, 1e9, row.tobytes(),
+                                     packed_mask) for i, row in enumerate(block)]
+        for req, reply in zip(requests, self.hpc.handle_batch(requests, now=0.0), strict=True):
+            if isinstance(reply, InferenceReply):
+                self._cache[(req.features, req.mask)] = reply
 
 
 def hpc_mask(manifest: Manifest) -> npt.NDArray[np.bool_]:
@@ -92,32 +126,20 @@ def hpc_mask(manifest: Manifest) -> npt.NDArray[np.bool_]:
     return mask
 
 
-def prefetch_hpc(hpc: Any, manifest: Manifest, X: npt.NDArray[np.floating[Any]],
-                 masks: list[npt.NDArray[np.bool_]]) -> dict[tuple[bytes, bytes], InferenceReply]:
-    """HPC replies for every row under each candidate mask, computed in one batch per mask."""
-    out: dict[tuple[bytes, bytes], InferenceReply] = {}
-    for mask in masks:
-        requests = []
-        for i, row in enumerate(X):
-            features, packed = pack_features(row, mask)
-            requests.append(InferenceRequest(
-                request_id=i, device="sim-prefetch", bundle_id=manifest.bundle_id, sent_at=0.0,
-                deadline_ms=1e9, features=features, mask=packed))
-        for request, reply in zip(requests, hpc.handle_batch(requests, now=0.0), strict=True):
-            if isinstance(reply, InferenceReply):
-                out[(request.features, request.mask)] = reply
-    return out
-
-
 def hpc_answers(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.int64]:
     """The always-cloud baseline: the HPC's label for each row (its sensors read), batched."""
     manifest = verify(bundle_dir)
     hpc = hpc_inference_class().load(bundle_dir)
-    replies = prefetch_hpc(hpc, manifest, X, [hpc_mask(manifest)])
     mask = hpc_mask(manifest)
+    packed = np.packbits(mask, bitorder="little").tobytes()
+    block = np.ascontiguousarray(np.where(mask, X, 0.0), dtype="<f4")
+    requests = [InferenceRequest(i, "sim-baseline", manifest.bundle_id, 0.0, 1e9, row.tobytes(),
+                                 packed) for i, row in enumerate(block)]
     labels = np.empty(len(X), dtype=np.int64)
-    for i, row in enumerate(X):
-        labels[i] = replies[pack_features(row, mask)].label
+    for i, reply in enumerate(hpc.handle_batch(requests, now=0.0)):
+        if not isinstance(reply, InferenceReply):
+            raise RuntimeError(f"the HPC refused row {i}: {reply.code}: {reply.message}")
+        labels[i] = reply.label
     return labels
 
 
@@ -144,8 +166,6 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
     y = np.asarray(y[:n_rows])
     runtime_cls = edge_runtime_class()
     hpc = hpc_inference_class().load(bundle_dir) if cloud else None
-    prefetched = (prefetch_hpc(hpc, manifest, X, [hpc_mask(manifest)])
-                  if cloud and prefetch else {})
     period = 1.0 / scenario.devices.rate_hz
     cols = DecisionColumns()
     total = n_devices * len(X)
@@ -159,10 +179,11 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
         if hpc is not None:
             network = NetworkModel(scenario.network, manifest.link,
                                    seed=device_seed(scenario.seed, d))
-            uplink = SimulatedUplink(hpc, network, clock, prefetched)
+            uplink = SimulatedUplink(hpc, network, clock, manifest=manifest,
+                                     rows=X if prefetch else None)
         rt = runtime_cls.load(bundle_dir, uplink=uplink, operating_point=point, clock=clock,
-                              device_id=device_id)
-        _replay_device(rt, clock, X, y, period, device_id, manifest, cols)
+                              device_id=device_id, request_id_start=1)
+        _replay_device(rt, uplink, clock, X, y, period, device_id, manifest, cols)
         end_time = max(end_time, clock.now)
         if bar is not None:
             bar.update(len(X))
@@ -176,10 +197,12 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
         extra={"cloud": cloud, "devices": n_devices, "rows_per_device": len(X)})
 
 
-def _replay_device(rt: Any, clock: SimClock, X: npt.NDArray[np.float32],
+def _replay_device(rt: Any, uplink: SimulatedUplink | None, clock: SimClock,
+                   X: npt.NDArray[np.float32],
                    y: npt.NDArray[np.integer[Any]], period: float, device_id: str,
                    manifest: Manifest, cols: DecisionColumns) -> None:
     sensor_latency = {s.name: s.latency_ms for s in manifest.sensors}
+    latency_of: dict[tuple[str, ...], float] = {}
     predict = rt.predict_row
     truth = y.tolist()
     a_device, a_row, a_t, a_lat = (cols.device.append, cols.row.append, cols.t_start.append,
@@ -188,16 +211,19 @@ def _replay_device(rt: Any, clock: SimClock, X: npt.NDArray[np.float32],
                                       cols.escalated.append)
     a_sens, a_rid = cols.sensors.append, cols.request_id.append
     for i in range(len(X)):
-        t0 = i * period
-        clock.advance_to(t0)
-        t0 = clock.now
+        t0 = clock.advance_to(i * period)
+        if uplink is not None:
+            uplink.row_index = i
         decision = predict(X[i])
-        sensors = tuple(decision.sensors_read)
+        sensors = decision.sensors_read
         wait_ms = (clock.now - t0) * 1000.0
+        read_ms = latency_of.get(sensors)
+        if read_ms is None:
+            read_ms = latency_of[sensors] = sum(sensor_latency[s] for s in sensors)
         a_device(device_id)
         a_row(i)
         a_t(t0)
-        a_lat(wait_ms + sum(sensor_latency[s] for s in sensors))
+        a_lat(wait_ms + read_ms)
         a_label(int(decision.label_index))
         a_truth(int(truth[i]))
         a_src(decision.source)
