@@ -1,0 +1,116 @@
+"""``adaptedge cloud serve`` (the HPC worker behind MQTT) and ``adaptedge cloud acl`` (broker
+credentials and ACL for a deployment)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("cloud", help="run the cloud HPC service, or generate broker credentials")
+    cmds = p.add_subparsers(dest="cloud_command", metavar="ACTION", required=True)
+
+    s = cmds.add_parser("serve", help="answer escalated requests with the bundle's HPC over MQTT")
+    s.add_argument("--bundle", required=True, help="bundle directory or .tar")
+    s.add_argument("--broker", required=True, help="mqtt://HOST:PORT or mqtts://HOST:PORT")
+    s.add_argument("--group", default="adaptedge",
+                   help="shared-subscription group of the workers (default: adaptedge)")
+    s.add_argument("--share", choices=("auto", "on", "off"), default="auto",
+                   help="use $share subscriptions: auto = probe the broker (default)")
+    s.add_argument("--no-share", dest="share", action="store_const", const="off",
+                   help="same as --share off")
+    s.add_argument("--max-batch", type=int, default=32, help="flush at N requests (default 32)")
+    s.add_argument("--max-wait-ms", type=float, default=2.0,
+                   help="flush when the oldest request waited T ms (default 2)")
+    s.add_argument("--username", help="broker user name")
+    s.add_argument("--password-file", help="file holding the broker password (first line)")
+    s.add_argument("--tls-ca", help="CA bundle to verify the broker (implies TLS)")
+    s.add_argument("--tls-cert", help="client certificate (with --tls-key)")
+    s.add_argument("--tls-key", help="client private key")
+    s.add_argument("--prefix", default="adaptedge", help="topic prefix (default adaptedge)")
+    s.add_argument("--stats-every", type=float, default=10.0, metavar="S",
+                   help="publish stats telemetry and log them every S seconds (default 10)")
+    s.add_argument("--client-id", help="MQTT client id and worker name (default cloud-HOST-PID)")
+    s.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    s.set_defaults(handler=serve)
+
+    a = cmds.add_parser("acl", help="write a mosquitto password file and ACL for the devices")
+    a.add_argument("--devices", required=True, help="comma-separated device ids (= user names)")
+    a.add_argument("--out", required=True, help="output directory")
+    a.add_argument("--service-user", default="adaptedge-cloud",
+                   help="user name of the cloud workers (default adaptedge-cloud)")
+    a.add_argument("--prefix", default="adaptedge", help="topic prefix (default adaptedge)")
+    a.add_argument("--force", action="store_true", help="replace existing credentials")
+    a.set_defaults(handler=acl)
+
+
+def serve(args: argparse.Namespace) -> int:
+    from adaptedge_cli.main import CommandError
+    from cloud import CloudError, CloudService, TlsFiles
+    from cloud.acl import read_password_file
+    from protocol.bundle import open_bundle
+
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.password_file and not args.username:
+        raise CommandError("--password-file needs --username")
+    if args.max_batch < 1 or args.max_wait_ms < 0 or args.stats_every <= 0:
+        raise CommandError("--max-batch must be >= 1, --max-wait-ms >= 0, --stats-every > 0")
+    try:
+        password = read_password_file(args.password_file) if args.password_file else None
+        tls = None
+        if args.tls_ca or args.tls_cert or args.tls_key:
+            tls = TlsFiles(args.tls_ca, args.tls_cert, args.tls_key)
+    except (CloudError, ValueError) as exc:
+        raise CommandError(str(exc)) from exc
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    with open_bundle(args.bundle) as root:
+        try:
+            svc = CloudService(root, args.broker, group=args.group, max_batch=args.max_batch,
+                               max_wait_ms=args.max_wait_ms, username=args.username,
+                               password=password, tls=tls, prefix=args.prefix,
+                               stats_every_s=args.stats_every, client_id=args.client_id,
+                               share=args.share)
+            svc.start()
+        except CloudError as exc:
+            raise CommandError(str(exc)) from exc
+        print(f"adaptedge cloud: worker {svc.worker_id} ready", file=sys.stderr, flush=True)
+        while not stop.is_set() and svc.running:
+            stop.wait(0.5)
+        crashed = not svc.running
+        svc.stop()
+    return 1 if crashed else 0
+
+
+def acl(args: argparse.Namespace) -> int:
+    from adaptedge_cli.main import CommandError
+    from cloud import CloudError
+    from cloud.acl import write_credentials
+
+    devices = [d.strip() for d in args.devices.split(",") if d.strip()]
+    try:
+        creds = write_credentials(args.out, devices, service_user=args.service_user,
+                                  prefix=args.prefix, overwrite=args.force)
+    except CloudError as exc:
+        raise CommandError(str(exc)) from exc
+    print(f"wrote {creds.password_file} ({len(creds.passwords)} accounts) and {creds.acl_file}")
+    print(f"passwords: one 0600 file per account in {creds.secrets_dir}/ "
+          "(give each device its own; they are not shown again)")
+    print("\nmosquitto.conf lines:\n")
+    print(creds.mosquitto_conf())
+    print("cloud worker:\n")
+    print(f"  adaptedge cloud serve --bundle BUNDLE --broker mqtt://HOST:1883 "
+          f"--username {args.service_user} --password-file {creds.secret_file(args.service_user)}")
+    return 0

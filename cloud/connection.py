@@ -1,0 +1,112 @@
+"""Connecting a paho-mqtt 2 client the way every adaptedge cloud client must: MQTT 3.1.1,
+callback API v2, TCP_NODELAY, optional username/password and TLS, refusals as ``CloudError``."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
+
+from cloud.errors import CloudError
+
+DEFAULT_PORTS = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883}
+MAX_INFLIGHT = 1024
+"""Unacknowledged QoS 1 publishes paho keeps on the wire (its default of 20 throttles replies)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAddress:
+    host: str
+    port: int
+    tls: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TlsFiles:
+    """TLS settings: a CA bundle to trust (None: the system store) and an optional client cert."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("a TLS client certificate needs both --tls-cert and --tls-key")
+
+
+def parse_broker_url(url: str) -> BrokerAddress:
+    """``mqtt://host:port`` (plain) or ``mqtts://host:port`` (TLS); the port defaults by scheme."""
+    parts = urlsplit(url if "://" in url else f"mqtt://{url}")
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+        raise CloudError(f"broker URL {url!r} is not mqtt://HOST[:PORT] or mqtts://HOST[:PORT]")
+    try:
+        port = parts.port or DEFAULT_PORTS[parts.scheme]
+    except ValueError as exc:
+        raise CloudError(f"broker URL {url!r} has an invalid port") from exc
+    return BrokerAddress(parts.hostname, port, parts.scheme in ("mqtts", "ssl"))
+
+
+def _nodelay(client: mqtt.Client, userdata: Any, sock: Any) -> None:
+    # paho leaves Nagle on: 40-90 ms stalls per round trip without this (TOOLCHAIN.md).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def make_client(client_id: str, *, username: str | None = None, password: str | None = None,
+                tls: TlsFiles | None = None, use_tls: bool = False) -> mqtt.Client:
+    """A configured, unconnected MQTT 3.1.1 client (clean session) with TCP_NODELAY."""
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id,
+                         protocol=mqtt.MQTTv311, clean_session=True)
+    client.on_socket_open = _nodelay
+    client.max_inflight_messages_set(MAX_INFLIGHT)
+    if username is not None:
+        client.username_pw_set(username, password)
+    if tls is not None or use_tls:
+        tls = tls or TlsFiles()
+        client.tls_set(ca_certs=tls.ca, certfile=tls.cert, keyfile=tls.key,
+                       cert_reqs=ssl.CERT_REQUIRED, tls_version=ssl.PROTOCOL_TLS_CLIENT)
+    return client
+
+
+def connect(client: mqtt.Client, address: BrokerAddress, *, keepalive: int = 30,
+            timeout_s: float = 10.0) -> None:
+    """Connect and wait for the CONNACK, driving the client's loop in this thread.
+
+    Raises ``CloudError`` when the broker is unreachable or refuses (e.g. bad credentials).
+    """
+    outcome: list[Any] = []
+    previous = client.on_connect
+
+    def on_connect(c: mqtt.Client, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        outcome.append(reason)
+
+    client.on_connect = on_connect
+    try:
+        try:
+            client.connect(address.host, address.port, keepalive=keepalive)
+        except (OSError, ssl.SSLError) as exc:
+            raise CloudError(f"cannot reach the MQTT broker at {address.host}:{address.port} "
+                             f"({exc}): check --broker and that the broker is running") from exc
+        deadline = time.monotonic() + timeout_s
+        while not outcome and time.monotonic() < deadline:
+            rc = client.loop(0.05)
+            if rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS,) and not outcome:
+                raise CloudError(f"the broker at {address.host}:{address.port} closed the "
+                                 f"connection during the handshake ({mqtt.error_string(rc)}): "
+                                 "check credentials, TLS settings and the broker log")
+        if not outcome:
+            raise CloudError(f"no CONNACK from {address.host}:{address.port} within "
+                             f"{timeout_s:g} s")
+        reason = outcome[0]
+        if reason.is_failure:
+            client.disconnect()
+            raise CloudError(f"the broker at {address.host}:{address.port} refused the "
+                             f"connection: {reason} (check --username/--password-file and the "
+                             "broker's password and ACL files)")
+    finally:
+        client.on_connect = previous

@@ -1,0 +1,272 @@
+"""The HPC of one bundle behind the wire protocol: validate, one onnxruntime call per batch.
+
+Transport-free: the MQTT service and the in-process simulator both use ``HpcInference``.
+Bad input never raises; it becomes an ``ErrorReply`` with a ``protocol.errors`` code, and
+``error_counts`` counts it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import msgpack
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+
+from cloud.errors import CloudError
+from protocol import errors as E
+from protocol.bundle import verify
+from protocol.codec import MAX_MESSAGE_BYTES, decode, encode
+from protocol.errors import ProtocolError
+from protocol.manifest import MODEL_INPUT, PROBA_OUTPUT, Manifest
+from protocol.messages import ErrorReply, InferenceReply, InferenceRequest
+from protocol.topics import DEFAULT_PREFIX, parse, reply_topic
+
+Reply = InferenceReply | ErrorReply
+_TOPIC_CACHE_LIMIT: Final = 65_536
+_ID_SALVAGE_LIMITS: Final = {
+    "raw": False, "strict_map_key": True, "max_bin_len": MAX_MESSAGE_BYTES,
+    "max_str_len": 4096, "max_array_len": 16, "max_map_len": 256, "max_ext_len": 0,
+}
+
+
+def session_options() -> ort.SessionOptions:
+    """One thread: as fast or faster for the small batches a cloud worker sees, and a
+    worker per core scales out instead."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return opts
+
+
+class HpcInference:
+    """Answers ``InferenceRequest``s for one verified bundle with its HPC model."""
+
+    def __init__(self, manifest: Manifest, session: ort.InferenceSession, *,
+                 prefix: str = DEFAULT_PREFIX) -> None:
+        self.manifest = manifest
+        self.bundle_id = manifest.bundle_id
+        self.model_id = f"{manifest.bundle_id}/{manifest.hpc.file}"
+        self.prefix = prefix
+        self.n_features = len(manifest.feature_names)
+        self.n_classes = len(manifest.classes)
+        self._mask_len = (self.n_features + 7) >> 3
+        self._session = session
+        self._outputs = [PROBA_OUTPUT]
+        needed = sorted({c for s in manifest.sensors if s.name in manifest.hpc.sensors
+                         for c in s.features})
+        self.hpc_features: npt.NDArray[np.intp] = np.asarray(needed, dtype=np.intp)
+        full = np.ones(self.n_features, dtype=bool)
+        self._full_mask = np.packbits(full, bitorder="little").tobytes()
+        self._topics: dict[str, tuple[str, str] | None] = {}
+        self.error_counts: Counter[str] = Counter()
+        self.answered = 0
+        self.batches = 0
+
+    @classmethod
+    def load(cls, bundle_dir: str | os.PathLike[str], *,
+             prefix: str = DEFAULT_PREFIX) -> HpcInference:
+        """Verify the bundle's hashes, then open one onnxruntime session for its HPC."""
+        manifest = verify(bundle_dir)
+        path = Path(bundle_dir) / manifest.hpc.file
+        try:
+            session = ort.InferenceSession(str(path), sess_options=session_options(),
+                                           providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own unrelated exception types
+            raise CloudError(f"{path}: onnxruntime cannot load the HPC model ({exc}); "
+                             "re-export the bundle with a supported IR version and opset") from exc
+        inputs = {i.name: i for i in session.get_inputs()}
+        outputs = {o.name for o in session.get_outputs()}
+        if MODEL_INPUT not in inputs or PROBA_OUTPUT not in outputs:
+            raise CloudError(f"{path}: the HPC must take input {MODEL_INPUT!r} and give output "
+                             f"{PROBA_OUTPUT!r}; it has inputs {sorted(inputs)} and outputs "
+                             f"{sorted(outputs)}")
+        width = inputs[MODEL_INPUT].shape[-1] if inputs[MODEL_INPUT].shape else None
+        if isinstance(width, int) and width != len(manifest.feature_names):
+            raise CloudError(f"{path}: the HPC takes {width} features but the manifest lists "
+                             f"{len(manifest.feature_names)}")
+        return cls(manifest, session, prefix=prefix)
+
+    # -- one message (decode, validate, answer) ------------------------------------------------
+    def handle_payload(self, topic: str, payload: bytes, now: float | None = None
+                       ) -> tuple[str, bytes] | None:
+        """Answer one raw message: ``(reply topic, encoded reply)``, or ``None`` when the topic
+        is not a device's request topic (nobody to answer)."""
+        prepared = self.prepare(topic, payload, now)
+        if prepared is None:
+            return None
+        reply_to, item = prepared
+        reply = item if isinstance(item, ErrorReply) else self.handle_batch([item], now)[0]
+        return reply_to, encode(reply)
+
+    def reply_topic_for(self, topic: str) -> tuple[str, str] | None:
+        """``(device, reply topic)`` of a request topic, or ``None`` if it is not one (cached)."""
+        cached = self._topics.get(topic, False)
+        if cached is not False:
+            return cached  # type: ignore[return-value]
+        try:
+            parsed = parse(topic, self.prefix)
+            result = (parsed.device, reply_topic(parsed.device, self.prefix)) \
+                if parsed.channel == "req" else None
+        except ProtocolError:
+            result = None
+        if len(self._topics) >= _TOPIC_CACHE_LIMIT:
+            self._topics.clear()
+        self._topics[topic] = result
+        return result
+
+    def prepare(self, topic: str, payload: bytes, now: float | None = None
+                ) -> tuple[str, InferenceRequest | ErrorReply] | None:
+        """Decode one message: the reply topic and either the request or the error to send."""
+        route = self.reply_topic_for(topic)
+        if route is None:
+            self.error_counts[E.BAD_TOPIC] += 1
+            return None
+        device, reply_to = route
+        try:
+            message = decode(payload)
+        except ProtocolError as exc:
+            rid = _salvage_request_id(payload, exc.code, device)
+            return reply_to, self.error(device, rid, exc.code, exc.message, now)
+        if type(message) is not InferenceRequest:
+            return reply_to, self.error(device, None, E.BAD_TYPE,
+                                        f"expected an inference request on {topic}, got a "
+                                        f"{type(message).__name__}", now)
+        if message.device != device:
+            return reply_to, self.error(device, message.request_id, E.BAD_TOPIC,
+                                        f"request names device {message.device!r} but was "
+                                        f"published on {topic}: publish on your own request topic",
+                                        now)
+        return reply_to, message
+
+    def error(self, device: str, request_id: int | None, code: str, message: str,
+              now: float | None = None) -> ErrorReply:
+        """An error reply, counted under its code."""
+        self.error_counts[code] += 1
+        return ErrorReply(request_id, device, code, message, time.time() if now is None else now)
+
+    # -- a batch --------------------------------------------------------------------------------
+    def handle_batch(self, requests: Sequence[InferenceRequest], now: float | None = None
+                     ) -> list[Reply]:
+        """Validate every request and answer the valid ones with ONE onnxruntime call.
+
+        Replies come back in request order; ``service_ms`` is this call's duration.
+        """
+        started = time.perf_counter()
+        server_time = time.time() if now is None else now
+        replies: list[Reply | None] = [None] * len(requests)
+        rows: list[int] = []
+        for i, req in enumerate(requests):
+            problem = self._check_shape(req)
+            if problem is None:
+                rows.append(i)
+            else:
+                replies[i] = self.error(req.device, req.request_id, problem[0], problem[1],
+                                        server_time)
+        if rows:
+            self._infer(requests, rows, replies, server_time, started)
+        return replies  # type: ignore[return-value]
+
+    def _check_shape(self, req: InferenceRequest) -> tuple[str, str] | None:
+        if req.bundle_id != self.bundle_id:
+            return (E.UNKNOWN_BUNDLE, f"this worker serves bundle {self.bundle_id}, not "
+                    f"{req.bundle_id!r}: update the device's bundle or route it to a matching "
+                    "worker")
+        if len(req.features) != 4 * self.n_features or len(req.mask) != self._mask_len:
+            return (E.BAD_FEATURES, f"bundle {self.bundle_id} has {self.n_features} features "
+                    f"({self._mask_len} mask bytes); the request carries {len(req.features) / 4:g} "
+                    f"feature values and {len(req.mask)} mask bytes")
+        return None
+
+    def _infer(self, requests: Sequence[InferenceRequest], rows: list[int],
+               replies: list[Reply | None], server_time: float, started: float) -> None:
+        n = self.n_features
+        x = np.frombuffer(b"".join([requests[i].features for i in rows]),
+                          dtype="<f4").reshape(len(rows), n)
+        measured: npt.NDArray[np.bool_] | None = None
+        has_hpc: npt.NDArray[np.bool_] | None = None
+        if all(requests[i].mask == self._full_mask for i in rows):
+            keep = np.isfinite(x).all(axis=1)
+        else:
+            masks = np.frombuffer(b"".join([requests[i].mask for i in rows]), dtype=np.uint8)
+            measured = np.unpackbits(masks.reshape(len(rows), -1), axis=1, count=n,
+                                     bitorder="little").astype(bool)
+            has_hpc = np.asarray(measured[:, self.hpc_features].all(axis=1))
+            keep = has_hpc & ~(~np.isfinite(x) & measured).any(axis=1)
+        if not keep.all():
+            self._reject(requests, rows, replies, keep, has_hpc, server_time)
+            rows = [r for r, k in zip(rows, keep.tolist(), strict=True) if k]
+            if not rows:
+                return
+            x = x[keep]
+            measured = None if measured is None else measured[keep]
+        if measured is not None:
+            x = np.where(measured, x, np.float32(0.0))  # unmeasured slots are 0 for the HPC
+        try:
+            probs = self._run(np.ascontiguousarray(x, dtype=np.float32))
+        except Exception as exc:
+            for i in rows:
+                req = requests[i]
+                replies[i] = self.error(req.device, req.request_id, E.INTERNAL,
+                                        f"the HPC failed on this batch ({type(exc).__name__}: "
+                                        f"{str(exc)[:200]})", server_time)
+            return
+        labels = probs.argmax(axis=1).tolist()  # the first highest probability wins
+        service_ms = (time.perf_counter() - started) * 1000.0
+        bundle_id, model_id = self.bundle_id, self.model_id
+        for j, i in enumerate(rows):
+            req = requests[i]
+            replies[i] = InferenceReply(req.request_id, req.device, bundle_id, labels[j],
+                                        probs[j].tobytes(), model_id, server_time, service_ms)
+        self.answered += len(rows)
+        self.batches += 1
+
+    def _run(self, x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        out: Any = self._session.run(self._outputs, {MODEL_INPUT: x})[0]
+        probs = np.asarray(out, dtype="<f4")
+        if probs.shape != (x.shape[0], self.n_classes) or not np.isfinite(probs).all():
+            raise ValueError(f"HPC returned probabilities of shape {probs.shape} (or non-finite "
+                             f"values); expected ({x.shape[0]}, {self.n_classes}) finite")
+        return probs
+
+    def _reject(self, requests: Sequence[InferenceRequest], rows: list[int],
+                replies: list[Reply | None], keep: npt.NDArray[np.bool_],
+                has_hpc: npt.NDArray[np.bool_] | None, server_time: float) -> None:
+        needed = [self.manifest.feature_names[c] for c in self.hpc_features.tolist()]
+        for j in np.flatnonzero(~keep).tolist():
+            req = requests[rows[j]]
+            if has_hpc is not None and not has_hpc[j]:
+                code, text = E.MISSING_FEATURES, (
+                    f"the HPC needs sensors {list(self.manifest.hpc.sensors)} (features "
+                    f"{needed[:8]}{'...' if len(needed) > 8 else ''}) measured; read them "
+                    "before escalating")
+            else:
+                code, text = E.NON_FINITE, ("measured feature values are NaN or infinite: mark a "
+                                            "failed sensor as unmeasured instead")
+            replies[rows[j]] = self.error(req.device, req.request_id, code, text, server_time)
+
+
+def _salvage_request_id(payload: bytes, code: str, device: str) -> int | None:
+    """Best effort: the request id of a message that failed validation, so the device can
+    match the error reply. Taken only from an array whose id is followed by the topic's device
+    (``[..., request_id, device, ...]``, the layout of every request); else ``None``."""
+    if code in (E.TOO_LARGE, E.DECODE_FAILED):
+        return None
+    try:
+        obj = msgpack.unpackb(payload, **_ID_SALVAGE_LIMITS)
+    except Exception:  # malformed input: no id to salvage
+        return None
+    if type(obj) is not list:
+        return None
+    for i in (1, 2):
+        if len(obj) > i + 1 and type(obj[i]) is int and 0 <= obj[i] < 1 << 64 \
+                and obj[i + 1] == device:
+            return obj[i]  # type: ignore[no-any-return]
+    return None

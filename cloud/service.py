@@ -1,0 +1,342 @@
+"""The cloud worker: requests in over MQTT, micro-batched through the HPC, replies out.
+
+One thread owns the paho client and drives its loop by hand, so there is no per-message thread
+handoff: ``on_message`` decodes into the pending batch; after each network read the batch is
+flushed when it is full, when its oldest request has waited ``max_wait_ms``, or as soon as no
+more input is readable (a lone request waits for nobody). A flush is one onnxruntime call and
+one QoS 1 publish per reply.
+
+Workers are stateless apart from the dedup cache: start any number in one shared-subscription
+group (``$share/<group>/<prefix>/v1/+/req``) and the broker spreads the requests over them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import MQTTErrorCode
+
+from cloud.batcher import MicroBatch
+from cloud.connection import TlsFiles, connect, make_client, parse_broker_url
+from cloud.dedup import PENDING, RecentRequests
+from cloud.errors import CloudError
+from cloud.inference import HpcInference
+from cloud.stats import ServiceStats, log_line
+from protocol.codec import encode
+from protocol.messages import ErrorReply, InferenceRequest, Telemetry
+from protocol.topics import DEFAULT_PREFIX, shared, telemetry_topic, wildcard
+
+ShareMode = Literal["auto", "on", "off"]
+_SUCCESS = MQTTErrorCode.MQTT_ERR_SUCCESS
+_IDLE_TICK_S = 0.05
+_PROBE_TIMEOUT_S = 1.0
+
+# A pending item: (received monotonic time, reply topic, device, request | error | cached reply).
+_Item = tuple[float, str, str, "InferenceRequest | ErrorReply | bytes"]
+
+
+def default_worker_id() -> str:
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:48] or "host"
+    return f"cloud-{host}-{os.getpid()}"
+
+
+class CloudService:
+    """A cloud worker for one bundle. ``start()`` connects and serves in a background thread;
+    ``stop()`` stops taking work, answers what is in flight and disconnects cleanly."""
+
+    def __init__(self, bundle_dir: str | os.PathLike[str], broker_url: str, *,
+                 group: str | None = "adaptedge", max_batch: int = 32, max_wait_ms: float = 2.0,
+                 username: str | None = None, password: str | None = None,
+                 tls: TlsFiles | None = None, prefix: str = DEFAULT_PREFIX,
+                 stats_every_s: float = 10.0, client_id: str | None = None,
+                 share: ShareMode = "auto", dedup_capacity: int = 8192,
+                 logger: logging.Logger | None = None) -> None:
+        if share not in ("auto", "on", "off"):
+            raise ValueError(f"share must be 'auto', 'on' or 'off', got {share!r}")
+        if group is None:
+            share = "off"
+        if not stats_every_s > 0:
+            raise ValueError(f"stats_every_s must be > 0, got {stats_every_s}")
+        self.log = logger or logging.getLogger("adaptedge.cloud")
+        self.address = parse_broker_url(broker_url)
+        self.inference = HpcInference.load(bundle_dir, prefix=prefix)
+        self.worker_id = client_id or default_worker_id()
+        self.prefix = prefix
+        self.group = group
+        self.share_mode: ShareMode = share
+        self.stats_every_s = stats_every_s
+        self.telemetry_topic = telemetry_topic(self.worker_id, prefix)
+        self._request_filter = wildcard("req", prefix)
+        if group is not None:
+            shared(group, self._request_filter)  # validates the group name now
+        self._batch: MicroBatch[_Item] = MicroBatch(max_batch, max_wait_ms)
+        self._recent = RecentRequests(dedup_capacity)
+        self._stats = ServiceStats()
+        self._client = make_client(self.worker_id, username=username, password=password,
+                                   tls=tls, use_tls=self.address.tls)
+        self._client.on_message = self._on_message
+        self._client.on_connect = self._on_connect
+        self._client.on_publish = self._on_publish
+        self._client.on_unsubscribe = self._on_unsubscribe
+        self._filter: str | None = None
+        self.shared_subscription = False
+        self._published = 0
+        self._acked = 0
+        self._unsubscribed = False
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started_at = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Connect, pick shared or plain subscription, subscribe, serve in a thread."""
+        if self._thread is not None:
+            raise CloudError("this CloudService was already started; create a new one")
+        connect(self._client, self.address)
+        self.shared_subscription = self._choose_sharing()
+        self._filter = (shared(self.group, self._request_filter)  # type: ignore[arg-type]
+                        if self.shared_subscription else self._request_filter)
+        self._subscribe()
+        if self.shared_subscription:
+            self.log.info("worker %s serving bundle %s on shared subscription %s",
+                          self.worker_id, self.inference.bundle_id, self._filter)
+        else:
+            self.log.info("worker %s serving bundle %s on plain subscription %s%s",
+                          self.worker_id, self.inference.bundle_id, self._filter,
+                          " (run ONE worker: every worker receives every request)"
+                          if self.group is not None else "")
+        self._started_at = time.monotonic()
+        self._thread = threading.Thread(target=self._serve, daemon=True,
+                                        name=f"svc[{self.worker_id}].serve_loop")
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop taking work, answer in-flight requests, wait for their acks, disconnect."""
+        self._stop_timeout_s = timeout_s
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s + 1.0)
+            if self._thread.is_alive():
+                self.log.warning("worker %s did not stop within %.1f s", self.worker_id, timeout_s)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until the serving thread ends; True if it did."""
+        if self._thread is None:
+            return True
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    def stats(self) -> dict[str, float]:
+        """Counters now (the percentile window is not reset)."""
+        return self._snapshot(reset_window=False)
+
+    # -- subscription ------------------------------------------------------------------------
+    def _choose_sharing(self) -> bool:
+        if self.share_mode == "off":
+            return False
+        if self.share_mode == "on":
+            return True
+        works = self._probe_shared()
+        self.log.info("broker %s shared subscriptions ($share/%s/...): %s",
+                      "delivers" if works else "does NOT deliver", self.group,
+                      "using them" if works else "falling back to a plain subscription")
+        return works
+
+    def _probe_shared(self) -> bool:
+        """Send ourselves one message through a shared subscription (on our own telemetry
+        topic, which the service account may read and write); True if it arrives in time."""
+        client, got = self._client, threading.Event()
+        probe_filter = shared(self.group or "adaptedge", self.telemetry_topic)
+        payload = encode(Telemetry(self.worker_id, time.time(), {"share_probe": 1}))
+
+        def on_probe(c: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+            if message.payload == payload:
+                got.set()
+
+        client.message_callback_add(self.telemetry_topic, on_probe)
+        try:
+            rc, _ = client.subscribe(probe_filter, qos=1)
+            if rc != _SUCCESS:
+                return False
+            self._pump(0.2, lambda: False)  # let the SUBACK arrive
+            client.publish(self.telemetry_topic, payload, qos=1)
+            self._published += 1
+            self._pump(_PROBE_TIMEOUT_S, got.is_set)
+            client.unsubscribe(probe_filter)
+            self._pump(0.05, lambda: False)
+            return got.is_set()
+        finally:
+            client.message_callback_remove(self.telemetry_topic)
+
+    def _pump(self, seconds: float, done: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + seconds
+        while not done() and (left := deadline - time.monotonic()) > 0:
+            if self._client.loop(min(left, 0.02)) != _SUCCESS:
+                return
+
+    def _subscribe(self) -> None:
+        if self._filter is not None:
+            self._client.subscribe(self._filter, qos=1)
+
+    def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any,
+                    props: Any) -> None:
+        if reason.is_failure:
+            self.log.error("broker refused the reconnection: %s", reason)
+            return
+        self._subscribe()  # clean session: subscriptions do not survive a reconnect
+
+    def _on_unsubscribe(self, client: mqtt.Client, userdata: Any, mid: int, reasons: Any,
+                        props: Any) -> None:
+        self._unsubscribed = True
+
+    def _on_publish(self, client: mqtt.Client, userdata: Any, mid: int, reason: Any,
+                    props: Any) -> None:
+        self._acked += 1
+
+    # -- the hot path ------------------------------------------------------------------------
+    def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        received = message.timestamp
+        self._stats.received += 1
+        inference = self.inference
+        prepared = inference.prepare(message.topic, bytes(message.payload))
+        if prepared is None:
+            self._stats.dropped_topics += 1
+            return
+        reply_to, item = prepared
+        device = item.device
+        if type(item) is InferenceRequest:
+            cached = self._recent.seen(device, item.request_id)
+            if cached is not None:
+                self._stats.duplicates += 1
+                if cached == PENDING:
+                    return  # the pending batch answers it
+                self._stats.resent += 1
+                self._batch.add((received, reply_to, device, cached), received)
+                return
+        self._batch.add((received, reply_to, device, item), received)
+
+    def _flush(self) -> None:
+        items = self._batch.take()
+        if not items:
+            return
+        requests = [it[3] for it in items if isinstance(it[3], InferenceRequest)]
+        answers = iter(self.inference.handle_batch(requests) if requests else ())
+        publish, recent = self._client.publish, self._recent
+        done_at = time.monotonic()
+        service_ms: list[float] = []
+        for received, reply_to, device, item in items:
+            if isinstance(item, bytes):
+                payload = item
+            else:
+                reply = next(answers) if isinstance(item, InferenceRequest) else item
+                payload = encode(reply)
+                if reply.request_id is not None:
+                    recent.answered(device, reply.request_id, payload)
+            publish(reply_to, payload, qos=1)
+            service_ms.append((done_at - received) * 1000.0)
+        self._published += len(items)
+        self._stats.replies += len(items)
+        self._stats.record_batch(len(items))
+        self._stats.record_service_ms(service_ms)
+
+    def _readable(self) -> bool:
+        sock = self._client.socket()
+        if sock is None:
+            return False
+        if hasattr(sock, "pending") and sock.pending() > 0:
+            return True
+        try:
+            return bool(select.select([sock], [], [], 0)[0])
+        except (OSError, ValueError, TypeError):
+            return False
+
+    def _serve(self) -> None:
+        client, batch = self._client, self._batch
+        next_stats = time.monotonic() + self.stats_every_s
+        try:
+            while not self._stopping.is_set():
+                now = time.monotonic()
+                timeout = min(batch.time_left(now), _IDLE_TICK_S, max(0.0, next_stats - now))
+                rc = client.loop(timeout)
+                if rc != _SUCCESS:
+                    self._flush()
+                    self._reconnect(rc)
+                    continue
+                if batch.items and (batch.full or batch.due(time.monotonic())
+                                    or not self._readable()):
+                    self._flush()
+                if time.monotonic() >= next_stats:
+                    self._report()
+                    next_stats = time.monotonic() + self.stats_every_s
+            self._drain()
+        except Exception:
+            self.log.exception("worker %s crashed; disconnecting", self.worker_id)
+            client.disconnect()
+            raise
+
+    def _reconnect(self, rc: MQTTErrorCode) -> None:
+        self.log.warning("lost the broker connection (%s); reconnecting", mqtt.error_string(rc))
+        delay = 0.1
+        while not self._stopping.is_set():
+            try:
+                if self._client.reconnect() == _SUCCESS:
+                    self.log.info("reconnected to %s:%d", self.address.host, self.address.port)
+                    return
+            except (OSError, ValueError) as exc:
+                self.log.warning("reconnect failed (%s); retrying in %.1f s", exc, delay)
+            self._stopping.wait(delay)
+            delay = min(delay * 2, 5.0)
+
+    def _drain(self) -> None:
+        """Stop taking work: unsubscribe, answer everything received, wait for acks, disconnect."""
+        client = self._client
+        deadline = time.monotonic() + getattr(self, "_stop_timeout_s", 5.0)
+        if self._filter is not None:
+            client.unsubscribe(self._filter)
+        while not self._unsubscribed and time.monotonic() < deadline:
+            if client.loop(0.02) != _SUCCESS:
+                break
+            self._flush()
+        self._flush()
+        while self._acked < self._published and time.monotonic() < deadline:
+            if client.loop(0.02) != _SUCCESS:
+                break
+        self._report()
+        client.disconnect()
+        for _ in range(10):  # send the DISCONNECT; loop() fails once the socket is closed
+            if client.loop(0.01) != _SUCCESS:
+                break
+        unacked = self._published - self._acked
+        self.log.info("worker %s stopped%s", self.worker_id,
+                      f" ({unacked} replies not acknowledged by the broker)" if unacked else "")
+
+    # -- stats -------------------------------------------------------------------------------
+    def _snapshot(self, *, reset_window: bool) -> dict[str, float]:
+        snap = self._stats.snapshot(self.inference.error_counts, len(self._batch),
+                                    reset_window=reset_window)
+        snap["uptime_s"] = time.monotonic() - self._started_at if self._started_at else 0.0
+        snap["shared_subscription"] = int(self.shared_subscription)
+        return snap
+
+    def _report(self) -> None:
+        snap = self._snapshot(reset_window=True)
+        self.log.info("stats %s", log_line(snap))
+        try:
+            self._client.publish(self.telemetry_topic,
+                                 encode(Telemetry(self.worker_id, time.time(), snap)), qos=0)
+            self._published += 1  # paho reports QoS 0 publishes to on_publish too
+        except (ValueError, OSError) as exc:
+            self.log.warning("could not publish stats telemetry: %s", exc)

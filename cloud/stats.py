@@ -1,0 +1,74 @@
+"""Service counters and service-time percentiles, as a flat ``name -> number`` map.
+
+Cumulative counts since start; percentiles and batch sizes over the window since the last
+report (bounded), so a periodic report shows current behaviour, not the all-time blend.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Final
+
+import numpy as np
+
+WINDOW_LIMIT: Final = 100_000
+
+
+class ServiceStats:
+    def __init__(self) -> None:
+        self.received = 0
+        self.replies = 0
+        self.duplicates = 0
+        self.resent = 0
+        self.batches = 0
+        self.dropped_topics = 0
+        self._window_ms: list[float] = []
+        self._window_batches: list[int] = []
+
+    def record_batch(self, size: int) -> None:
+        self.batches += 1
+        if len(self._window_batches) < WINDOW_LIMIT:
+            self._window_batches.append(size)
+
+    def record_service_ms(self, values: list[float]) -> None:
+        room = WINDOW_LIMIT - len(self._window_ms)
+        if room > 0:
+            self._window_ms.extend(values[:room])
+
+    def snapshot(self, errors: Counter[str], queue_depth: int, *,
+                 reset_window: bool) -> dict[str, float]:
+        """All counters; ``reset_window`` starts a new percentile window."""
+        times = np.asarray(self._window_ms, dtype=np.float64)
+        sizes = np.asarray(self._window_batches, dtype=np.float64)
+        out: dict[str, float] = {
+            "received": self.received,
+            "replies": self.replies,
+            "errors": sum(errors.values()),
+            "duplicates": self.duplicates,
+            "resent": self.resent,
+            "batches": self.batches,
+            "queue_depth": queue_depth,
+            "window_requests": int(times.size),
+            "service_p50_ms": float(np.percentile(times, 50)) if times.size else math.nan,
+            "service_p99_ms": float(np.percentile(times, 99)) if times.size else math.nan,
+            "batch_mean": float(sizes.mean()) if sizes.size else math.nan,
+            "batch_max": float(sizes.max()) if sizes.size else 0.0,
+        }
+        for code, count in sorted(errors.items()):
+            out[f"error.{code}"] = count
+        if reset_window:
+            self._window_ms = []
+            self._window_batches = []
+        return out
+
+
+def log_line(stats: dict[str, float]) -> str:
+    """One human-readable line of the important numbers."""
+    errors = ", ".join(f"{k[6:]}={int(v)}" for k, v in stats.items() if k.startswith("error."))
+    return (f"received={int(stats['received'])} replies={int(stats['replies'])} "
+            f"errors={int(stats['errors'])}{f' ({errors})' if errors else ''} "
+            f"duplicates={int(stats['duplicates'])} batches={int(stats['batches'])} "
+            f"batch_mean={stats['batch_mean']:.2f} batch_max={int(stats['batch_max'])} "
+            f"queue_depth={int(stats['queue_depth'])} service_p50={stats['service_p50_ms']:.3f}ms "
+            f"p99={stats['service_p99_ms']:.3f}ms")
