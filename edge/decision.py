@@ -13,7 +13,7 @@ from protocol.costs import CostBreakdown
 Source = Literal["local", "cloud", "degraded"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Decision:
     """One answer of the edge runtime.
 

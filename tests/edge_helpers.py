@@ -1,0 +1,89 @@
+"""Test helpers for the edge runtime: an independent reference walk and in-process uplinks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+
+from protocol.costs import CostBreakdown, decision_cost
+from protocol.manifest import Manifest
+from protocol.messages import ErrorReply, InferenceReply, InferenceRequest
+
+
+class ReferenceWalk:
+    """The policy rules written plainly with ``InferenceSession.run`` (no edge code)."""
+
+    def __init__(self, bundle: Path, manifest: Manifest) -> None:
+        self.manifest = manifest
+        self.sessions = {name: ort.InferenceSession(str(bundle / name),
+                                                    providers=["CPUExecutionProvider"])
+                         for name in manifest.files}
+
+    def run(self, name: str, cols: tuple[int, ...],
+            row: npt.NDArray[np.float32]) -> list[npt.NDArray[np.float32]]:
+        x = row[list(cols)].reshape(1, -1).astype(np.float32)
+        return [np.asarray(o)[0] for o in self.sessions[name].run(None, {"x": x})]
+
+    def walk(self, policy: str, row: npt.NDArray[np.float32]) -> dict[str, object]:
+        graph = self.manifest.policies[policy]
+        node_id = graph.root
+        read: list[str] = []
+        nodes: list[str] = []
+        while True:
+            node = graph.nodes[node_id]
+            read += [s for s in node.sensors if s not in read]
+            nodes.append(node_id)
+            outputs = self.run(node.model.file, node.model.inputs, row)
+            action = node.actions[0] if len(node.actions) == 1 else \
+                node.actions[int(np.argmax(outputs[1]))]
+            if action.kind == "acquire":
+                assert action.next is not None
+                node_id = action.next
+                continue
+            escalated = action.kind == "escalate"
+            if escalated:
+                read += [s for s in self.manifest.hpc.sensors if s not in read]
+            return {"label_index": int(np.argmax(outputs[0])), "nodes": tuple(nodes),
+                    "sensors_read": tuple(read), "escalated": escalated,
+                    "probabilities": outputs[0]}
+
+    def hpc(self, row: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        cols = tuple(range(len(self.manifest.feature_names)))
+        return self.run(self.manifest.hpc.file, cols, row)[0]
+
+    def cost(self, sensors: tuple[str, ...], escalated: bool) -> CostBreakdown:
+        return decision_cost(self.manifest, sensors, escalated)
+
+
+class HpcUplink:
+    """An in-process uplink answering with the bundle's HPC (or a scripted behaviour)."""
+
+    def __init__(self, reference: ReferenceWalk, *, connected: bool = True,
+                 behaviour: Callable[[InferenceRequest], InferenceReply | ErrorReply | None]
+                 | None = None) -> None:
+        self.reference = reference
+        self.connected = connected
+        self.behaviour = behaviour
+        self.requests: list[InferenceRequest] = []
+
+    def is_connected(self) -> bool:
+        return self.connected
+
+    def exchange(self, request: InferenceRequest,
+                 deadline: float) -> InferenceReply | ErrorReply | None:
+        self.requests.append(request)
+        if self.behaviour is not None:
+            return self.behaviour(request)
+        return hpc_reply(self.reference, request)
+
+
+def hpc_reply(reference: ReferenceWalk, request: InferenceRequest) -> InferenceReply:
+    proba = reference.hpc(request.feature_array() * request.mask_array())
+    return InferenceReply(request.request_id, request.device, request.bundle_id,
+                          int(np.argmax(proba)), proba.astype("<f4").tobytes(), "hpc",
+                          time.time(), 0.1)

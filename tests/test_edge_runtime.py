@@ -1,0 +1,212 @@
+"""The edge runtime's walk against a plain reference walk, operating points, costs, counters."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from edge_helpers import HpcUplink, ReferenceWalk
+
+from edge import Decision, EdgeError, EdgeRuntime, Outbox
+from edge.errors import OperatingPointError
+from protocol import Manifest
+from protocol.messages import ErrorReply, InferenceRequest
+
+Bundle = tuple[Path, Manifest]
+
+
+def rows(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).normal(scale=2.0, size=(n, 3)).astype(np.float32)
+
+
+@pytest.mark.parametrize("policy", ["gate", "walk"])
+def test_walk_matches_reference_walk(toy_bundle: Bundle, policy: str,
+                                     global_random_seed: int) -> None:
+    path, manifest = toy_bundle
+    ref = ReferenceWalk(path, manifest)
+    rt = EdgeRuntime.load(path, operating_point=policy, uplink=HpcUplink(ref))
+    kinds = set()
+    for row in rows(300, global_random_seed):
+        expected = ref.walk(policy, row)
+        d = rt.predict_row(row)
+        assert d.nodes == expected["nodes"]
+        assert d.sensors_read == expected["sensors_read"]
+        assert d.escalated == expected["escalated"]
+        assert d.cost == ref.cost(d.sensors_read, d.escalated)
+        if d.escalated:
+            assert d.source == "cloud"
+            assert d.label_index == int(np.argmax(ref.hpc(row)))
+            assert d.request_id is not None
+        else:
+            assert d.source == "local"
+            assert d.label_index == expected["label_index"]
+            np.testing.assert_allclose(d.probabilities, expected["probabilities"], rtol=1e-6)
+        assert d.label == manifest.classes[d.label_index]
+        kinds.add((d.nodes, d.escalated))
+    assert len(kinds) >= 2, "the rows should exercise more than one path"
+
+
+def test_predict_reads_only_what_the_policy_asks_in_order(toy_bundle: Bundle) -> None:
+    path, manifest = toy_bundle
+    ref = ReferenceWalk(path, manifest)
+    rt = EdgeRuntime.load(path, operating_point="walk")
+    for row in rows(100, 1):
+        calls: list[str] = []
+
+        def reader(name: str, cols: tuple[int, ...], row: np.ndarray = row,
+                   calls: list[str] = calls):
+            def read() -> np.ndarray:
+                calls.append(name)
+                return row[list(cols)]
+            return read
+
+        sensors = {s.name: reader(s.name, s.features) for s in manifest.sensors}
+        d = rt.predict(sensors)
+        assert tuple(calls) == d.sensors_read
+        assert d.sensors_read == ref.walk("walk", row)["sensors_read"]
+        replay = rt.predict_row(row)
+        assert (d.label_index, d.nodes, d.source) == (replay.label_index, replay.nodes,
+                                                      replay.source)
+
+
+def test_reader_objects_with_read_method(toy_bundle: Bundle) -> None:
+    path, manifest = toy_bundle
+
+    class Sensor:
+        def __init__(self, values: list[float]) -> None:
+            self.values = values
+
+        def read(self) -> list[float]:
+            return self.values
+
+    rt = EdgeRuntime.load(path, operating_point="gate")
+    d = rt.predict({"a": Sensor([0.5, -1.0]), "b": Sensor([2.0])})
+    assert d.failed_sensors == {}
+    assert d.label_index == rt.predict_row([0.5, -1.0, 2.0]).label_index
+
+
+def test_uplink_outcomes(toy_bundle: Bundle) -> None:
+    path, manifest = toy_bundle
+    ref = ReferenceWalk(path, manifest)
+    # Find rows the gate escalates.
+    probe = EdgeRuntime.load(path, operating_point="gate")
+    escalated = [r for r in rows(200, 2) if probe.predict_row(r).escalated][:5]
+    assert escalated
+
+    def error(req: InferenceRequest) -> ErrorReply:
+        return ErrorReply(req.request_id, req.device, "unknown_bundle", "no such bundle", 0.0)
+
+    cases = {
+        "down": (HpcUplink(ref, connected=False), "degraded", "uplink_down"),
+        "timeout": (HpcUplink(ref, behaviour=lambda req: None), "degraded", "deadline"),
+        "error": (HpcUplink(ref, behaviour=error), "degraded", "unknown_bundle"),
+        "wrong id": (HpcUplink(ref, behaviour=lambda req: _with_id(ref, req, req.request_id + 1)),
+                     "degraded", "mismatched_reply"),
+        "ok": (HpcUplink(ref), "cloud", None),
+    }
+    for name, (uplink, source, error_code) in cases.items():
+        rt = EdgeRuntime.load(path, operating_point="gate", uplink=uplink, device_id="d1")
+        for row in escalated:
+            d = rt.predict_row(row)
+            local = ref.walk("gate", row)
+            assert (d.source, d.error) == (source, error_code), name
+            assert d.escalated
+            if source == "degraded":
+                assert d.label_index == local["label_index"]
+            # A request is only sent (and the link only paid) when the uplink is up.
+            sent = name != "down"
+            assert (d.request_id is not None) == sent
+            assert d.cost == ref.cost(d.sensors_read, sent)
+        if name == "down":
+            assert uplink.requests == []
+        else:
+            req = uplink.requests[0]
+            assert req.device == "d1" and req.bundle_id == manifest.bundle_id
+            assert req.deadline_ms == manifest.link.deadline_ms
+            assert req.mask_array().all()
+            np.testing.assert_array_equal(req.feature_array(), escalated[0])
+        counters = rt.counters
+        assert counters["escalations"] == len(escalated)
+        assert counters[f"decisions_{source}"] == len(escalated)
+
+
+def _with_id(ref: ReferenceWalk, req: InferenceRequest, rid: int):  # type: ignore[no-untyped-def]
+    from edge_helpers import hpc_reply
+
+    reply = hpc_reply(ref, req)
+    reply.request_id = rid
+    return reply
+
+
+def test_request_ids_increase_and_can_be_fixed(toy_bundle: Bundle) -> None:
+    path, manifest = toy_bundle
+    ref = ReferenceWalk(path, manifest)
+    uplink = HpcUplink(ref)
+    rt = EdgeRuntime.load(path, operating_point="gate", uplink=uplink, request_id_start=7)
+    ids = [d.request_id for d in map(rt.predict_row, rows(100, 3)) if d.escalated]
+    assert ids and ids == list(range(7, 7 + len(ids)))
+
+
+def test_counters_add_up(toy_bundle: Bundle) -> None:
+    path, manifest = toy_bundle
+    rt = EdgeRuntime.load(path)
+    decisions: list[Decision] = [rt.predict_row(r) for r in rows(150, 4)]
+    c = rt.counters
+    assert c["decisions"] == 150
+    for source in ("local", "cloud", "degraded"):
+        assert c[f"decisions_{source}"] == sum(d.source == source for d in decisions)
+    assert c["escalations"] == sum(d.escalated for d in decisions)
+    assert c["energy_mj"] == pytest.approx(sum(d.cost.energy_mj for d in decisions))
+    assert c["cost"] == pytest.approx(sum(d.cost.scalar for d in decisions))
+    assert c["escalation_rate"] == pytest.approx(c["escalations"] / 150)
+
+
+def test_operating_points_by_name_and_budget(toy_bundle: Bundle) -> None:
+    path, manifest = toy_bundle
+    rt = EdgeRuntime.load(path)
+    assert rt.operating_point == manifest.default_operating_point == "walk"
+    rt.set_operating_point("gate")
+    assert rt.operating_point == "gate"
+    assert rt.predict_row([0.0, 0.0, 0.0]).nodes == ("ab",)
+    # Budgets: walk costs 8 (accuracy .85), gate 12 (accuracy .8).
+    rt.set_operating_point(100.0)
+    assert rt.operating_point == "walk"
+    rt.set_operating_point(8.0)
+    assert rt.operating_point == "walk"
+    with pytest.raises(OperatingPointError, match="cheapest is 'walk'"):
+        rt.set_operating_point(7.9)
+    with pytest.raises(OperatingPointError, match="no operating point 'fast'"):
+        rt.set_operating_point("fast")
+    assert EdgeRuntime.load(path, operating_point="gate").operating_point == "gate"
+
+
+def test_row_of_wrong_length_is_refused(toy_bundle: Bundle) -> None:
+    rt = EdgeRuntime.load(toy_bundle[0])
+    with pytest.raises(EdgeError, match="a row has 2 values; this bundle takes 3 features"):
+        rt.predict_row([1.0, 2.0])
+
+
+def test_tar_bundle_is_accepted(toy_bundle: Bundle, tmp_path: Path) -> None:
+    path, _ = toy_bundle
+    archive = tmp_path / "toy.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(path, arcname="toy")
+    row = rows(1, 5)[0]
+    assert (EdgeRuntime.load(archive).predict_row(row).label_index
+            == EdgeRuntime.load(path).predict_row(row).label_index)
+
+
+def test_outbox_records_escalations_within_limits(toy_bundle: Bundle, tmp_path: Path) -> None:
+    path, manifest = toy_bundle
+    ref = ReferenceWalk(path, manifest)
+    outbox = Outbox(tmp_path / "outbox", max_files=3)
+    rt = EdgeRuntime.load(path, operating_point="gate", uplink=HpcUplink(ref), outbox=outbox)
+    decisions = [rt.predict_row(r) for r in rows(100, 6)]
+    sent = [d.request_id for d in decisions if d.request_id is not None]
+    assert len(sent) > 3
+    assert len(outbox) == 3 == len(list((tmp_path / "outbox").iterdir()))
+    assert [r.request_id for r in outbox.requests()] == sent[-3:]
+    small = Outbox(tmp_path / "outbox", max_bytes=1)  # reopening applies the new limits
+    assert len(small) == 0 and small.total_bytes == 0
