@@ -1,0 +1,179 @@
+"""The MQTT uplink against a real mosquitto: cloud answers, outages degrade within the deadline,
+recovery without restarting the runtime, late and duplicate replies counted and dropped."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from edge_helpers import MqttResponder, ReferenceWalk
+
+from edge import EdgeRuntime, MqttUplink
+from edge.errors import UplinkConfigError
+from protocol import Manifest
+from simulator.brokers import MosquittoBroker
+
+pytestmark = pytest.mark.broker
+Bundle = tuple[Path, Manifest]
+
+
+def escalated_rows(path: Path, n: int) -> list[np.ndarray]:
+    probe = EdgeRuntime.load(path, operating_point="gate")
+    rng = np.random.default_rng(3)
+    rows = [r for r in rng.normal(scale=2.0, size=(500, 3)).astype(np.float32)
+            if probe.predict_row(r).escalated]
+    assert len(rows) >= n
+    return rows[:n]
+
+
+@pytest.fixture()
+def uplink(mosquitto: MosquittoBroker) -> Iterator[MqttUplink]:
+    link = MqttUplink(mosquitto.url, "dev1", reconnect_min_s=0.05, reconnect_max_s=0.5).start()
+    try:
+        assert link.wait_connected(10.0), link.last_error
+        yield link
+    finally:
+        link.close()
+
+
+def test_outage_degrades_within_deadline_and_recovers(toy_bundle: Bundle,
+                                                      mosquitto: MosquittoBroker,
+                                                      uplink: MqttUplink) -> None:
+    path, manifest = toy_bundle
+    ref = ReferenceWalk(path, manifest)
+    responder = MqttResponder(mosquitto.url, ref)
+    responder.wait_subscribed()
+    rt = EdgeRuntime.load(path, operating_point="gate", uplink=uplink, device_id="dev1")
+    rows = escalated_rows(path, 10)
+    deadline_s = manifest.link.deadline_ms / 1000
+    try:
+        # Up: the cloud answers, with the HPC's label.
+        for row in rows:
+            d = rt.predict_row(row)
+            assert d.source == "cloud", d.error
+            assert d.label_index == int(np.argmax(ref.hpc(row)))
+        # Down: every decision is degraded, none waits longer than its deadline.
+        mosquitto.stop()
+        waits = []
+        for row in rows:
+            started = time.monotonic()
+            d = rt.predict_row(row)
+            waits.append(time.monotonic() - started)
+            assert d.source == "degraded" and d.error in ("uplink_down", "deadline")
+            assert d.label_index == ref.walk("gate", row)["label_index"]
+        print(f"broker down: {len(waits)} decisions degraded, longest wait {max(waits):.4f} s "
+              f"(deadline {deadline_s:.3f} s)")
+        assert max(waits) <= deadline_s + 0.05, f"waited {max(waits):.3f} s"
+        # Back on the same port: answers resume without restarting the runtime.
+        mosquitto.start()
+        recovered = False
+        give_up = time.monotonic() + 20.0
+        while time.monotonic() < give_up and not recovered:
+            recovered = rt.predict_row(rows[0]).source == "cloud"
+            if not recovered:
+                time.sleep(0.05)
+        assert recovered, f"no cloud answer after the broker came back ({uplink.last_error})"
+        print(f"cloud answers resumed {time.monotonic() - give_up + 20.0:.2f} s after restart")
+        assert all(rt.predict_row(r).source == "cloud" for r in rows)
+        assert uplink.counters["connects"] >= 2
+    finally:
+        responder.close()
+
+
+def test_duplicate_replies_are_counted_and_dropped(toy_bundle: Bundle,
+                                                   mosquitto: MosquittoBroker,
+                                                   uplink: MqttUplink) -> None:
+    path, manifest = toy_bundle
+    responder = MqttResponder(mosquitto.url, ReferenceWalk(path, manifest), copies=3)
+    responder.wait_subscribed()
+    rt = EdgeRuntime.load(path, operating_point="gate", uplink=uplink, device_id="dev1")
+    try:
+        rows = escalated_rows(path, 5)
+        assert all(rt.predict_row(r).source == "cloud" for r in rows)
+        give_up = time.monotonic() + 5.0
+        while rt.counters["duplicate_replies"] < 10 and time.monotonic() < give_up:
+            time.sleep(0.02)
+        assert rt.counters["duplicate_replies"] == 10
+        assert rt.counters["decisions_cloud"] == 5
+    finally:
+        responder.close()
+
+
+def test_late_replies_are_counted_and_dropped(toy_bundle: Bundle, mosquitto: MosquittoBroker,
+                                              uplink: MqttUplink) -> None:
+    path, manifest = toy_bundle
+    late = manifest.link.deadline_ms / 1000 + 0.1
+    responder = MqttResponder(mosquitto.url, ReferenceWalk(path, manifest), delay_s=late)
+    responder.wait_subscribed()
+    rt = EdgeRuntime.load(path, operating_point="gate", uplink=uplink, device_id="dev1")
+    try:
+        for row in escalated_rows(path, 3):
+            d = rt.predict_row(row)
+            assert (d.source, d.error) == ("degraded", "deadline")
+            assert d.timings["cloud"] >= manifest.link.deadline_ms / 1000 - 0.005
+        give_up = time.monotonic() + 5.0
+        while rt.counters["late_replies"] < 3 and time.monotonic() < give_up:
+            time.sleep(0.02)
+        assert rt.counters["late_replies"] == 3
+        assert rt.counters["deadline_missed"] == 3
+    finally:
+        responder.close()
+
+
+def test_socket_has_tcp_nodelay(uplink: MqttUplink) -> None:
+    sock = uplink._client.socket()
+    assert sock is not None
+    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+def test_telemetry_is_published(mosquitto: MosquittoBroker, uplink: MqttUplink) -> None:
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    from protocol.codec import decode
+    from protocol.messages import Telemetry
+
+    got: list[Telemetry] = []
+    listener = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="telemetry-listener")
+    listener.on_connect = lambda c, *a: c.subscribe(uplink.telemetry_topic, qos=0)
+    listener.on_message = lambda c, u, m: got.append(decode(m.payload))  # type: ignore[arg-type]
+    listener.connect(mosquitto.host, mosquitto.port)
+    listener.loop_start()
+    try:
+        give_up = time.monotonic() + 5.0
+        while not got and time.monotonic() < give_up:
+            uplink.publish_telemetry({"decisions": 3.0})
+            time.sleep(0.1)
+        assert got and got[0].source == "dev1" and got[0].counters == {"decisions": 3.0}
+    finally:
+        listener.disconnect()
+        listener.loop_stop()
+
+
+def test_bad_options_are_refused() -> None:
+    with pytest.raises(UplinkConfigError, match="not mqtt://HOST"):
+        MqttUplink("http://x", "dev1")
+    with pytest.raises(UplinkConfigError, match="without a username"):
+        MqttUplink("mqtt://127.0.0.1:1", "dev1", password="p")
+
+
+def test_unreachable_broker_degrades_at_once(toy_bundle: Bundle) -> None:
+    from simulator.brokers import free_port
+
+    path, _ = toy_bundle
+    link = MqttUplink(f"mqtt://127.0.0.1:{free_port()}", "dev1").start()
+    try:
+        rt = EdgeRuntime.load(path, operating_point="gate", uplink=link)
+        row = escalated_rows(path, 1)[0]
+        started = time.monotonic()
+        d = rt.predict_row(row)
+        assert time.monotonic() - started < 0.05
+        assert (d.source, d.error, d.request_id) == ("degraded", "uplink_down", None)
+        time.sleep(0.2)
+        assert link.counters["connect_failures"] >= 1 and link.last_error
+    finally:
+        link.close()
