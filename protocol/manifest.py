@@ -224,9 +224,9 @@ class _Reader:
 
     def text(self, key: str, default: Any = ...) -> str:
         value = self.get(key, str, default)
-        if value is not None and not value:
-            raise BundleError("must not be empty", path=self.at(key))
-        return value  # type: ignore[no-any-return]
+        if not isinstance(value, str) or not value:
+            raise BundleError("must be a non-empty string", path=self.at(key))
+        return value
 
     def child(self, key: str) -> _Reader:
         return _Reader(self.get(key, dict), self.at(key))

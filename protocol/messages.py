@@ -1,21 +1,49 @@
-"""Wire message types. Plain data; the codec (``protocol.codec``) turns them into bytes and back."""
+"""Wire message types (msgspec Structs, encoded as msgpack arrays by ``protocol.codec``).
+
+On the wire each message is ``[kind, *fields]`` where ``kind = schema_version * 256 +
+type_code`` (the Struct's tag): one integer says both which version and which message. Field constraints here are enforced in C while decoding; the codec adds the
+checks msgspec cannot express (feature byte layout, mask, finiteness).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Annotated, Final
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
+from msgspec import Meta
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 """Version of the wire envelope. A message of another version is refused, naming both."""
 
-NO_LABEL = -1
+NO_LABEL: Final = -1
 """``local_label`` when the device has no local answer to offer."""
 
+MAX_ID_CHARS: Final = 128
+MAX_TEXT_CHARS: Final = 1024
+MAX_FEATURES: Final = 1 << 16
+MAX_CLASSES: Final = 1 << 12
 
-@dataclass(slots=True)
-class InferenceRequest:
+# Type codes: the wire contract, one table.
+TYPE_REQUEST: Final = 1
+TYPE_REPLY: Final = 2
+TYPE_ERROR: Final = 3
+TYPE_TELEMETRY: Final = 4
+
+RequestId = Annotated[int, Meta(ge=0)]
+Ident = Annotated[str, Meta(min_length=1, max_length=MAX_ID_CHARS)]
+Text = Annotated[str, Meta(max_length=MAX_TEXT_CHARS)]
+
+
+def kind(type_code: int, version: int = SCHEMA_VERSION) -> int:
+    """The envelope's first element for a message type of a schema version."""
+    return version * 256 + type_code
+
+_STRUCT = {"array_like": True, "gc": False, "omit_defaults": False, "forbid_unknown_fields": True}
+
+
+class InferenceRequest(msgspec.Struct, tag=kind(TYPE_REQUEST), **_STRUCT):  # type: ignore[call-arg]
     """A device asks the cloud HPC to classify one input.
 
     ``features`` holds every feature of the bundle as little-endian float32 (4 bytes each);
@@ -24,14 +52,14 @@ class InferenceRequest:
     the device has answered on its own and a reply is only counted as late.
     """
 
-    request_id: int
-    device: str
-    bundle_id: str
+    request_id: RequestId
+    device: Ident
+    bundle_id: Ident
     sent_at: float
-    deadline_ms: float
-    features: bytes
+    deadline_ms: Annotated[float, Meta(gt=0)]
+    features: Annotated[bytes, Meta(min_length=4, max_length=4 * MAX_FEATURES)]
     mask: bytes
-    local_label: int = NO_LABEL
+    local_label: Annotated[int, Meta(ge=NO_LABEL, lt=MAX_CLASSES)] = NO_LABEL
     local_confidence: float = 0.0
 
     @property
@@ -46,16 +74,15 @@ class InferenceRequest:
         return bits[: self.n_features].astype(bool)
 
 
-@dataclass(slots=True)
-class InferenceReply:
+class InferenceReply(msgspec.Struct, tag=kind(TYPE_REPLY), **_STRUCT):  # type: ignore[call-arg]
     """The cloud's answer: the HPC's label (class index) and probabilities (float32 bytes)."""
 
-    request_id: int
-    device: str
-    bundle_id: str
-    label: int
-    probabilities: bytes
-    model_id: str
+    request_id: RequestId
+    device: Ident
+    bundle_id: Ident
+    label: Annotated[int, Meta(ge=0, lt=MAX_CLASSES)]
+    probabilities: Annotated[bytes, Meta(min_length=4, max_length=4 * MAX_CLASSES)]
+    model_id: Text
     server_time: float
     service_ms: float
 
@@ -63,24 +90,23 @@ class InferenceReply:
         return np.frombuffer(self.probabilities, dtype="<f4").astype(np.float32, copy=False)
 
 
-@dataclass(slots=True)
-class ErrorReply:
+class ErrorReply(msgspec.Struct, tag=kind(TYPE_ERROR), **_STRUCT):  # type: ignore[call-arg]
     """The cloud could not answer a request; ``code`` is one of ``protocol.errors.ERROR_CODES``."""
 
-    request_id: int | None
-    device: str
-    code: str
-    message: str
+    request_id: RequestId | None
+    device: Ident
+    code: Ident
+    message: Text
     server_time: float
 
 
-@dataclass(slots=True)
-class Telemetry:
+class Telemetry(msgspec.Struct, tag=kind(TYPE_TELEMETRY), **_STRUCT):  # type: ignore[call-arg]
     """Periodic counters from a device or a cloud worker (names to numbers)."""
 
-    source: str
+    source: Ident
     sent_at: float
-    counters: dict[str, float] = field(default_factory=dict)
+    counters: Annotated[dict[Ident, float], Meta(max_length=256)] = msgspec.field(
+        default_factory=dict)
 
 
 Message = InferenceRequest | InferenceReply | ErrorReply | Telemetry

@@ -1,0 +1,76 @@
+"""Wire codec speed: encode+decode of a 50-feature request and its reply vs plain msgpack.
+
+Prints one JSON object. All three are measured in the same run, interleaved, so the ratio
+is meaningful on a noisy machine. Run: ``python -m benchmarks.protocol``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This file is named like the package it measures: keep its folder off the import path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+
+import msgpack
+import numpy as np
+
+from protocol import InferenceReply, InferenceRequest, decode, encode, pack_features
+
+N_FEATURES = 50
+LOOPS = 2000
+REPEATS = 25
+
+
+def _per_call_us(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    for _ in range(LOOPS):
+        fn()
+    return (time.perf_counter() - start) / LOOPS * 1e6
+
+
+def main() -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=N_FEATURES).astype(np.float32)
+    features, mask = pack_features(values, np.ones(N_FEATURES, bool))
+    request = InferenceRequest(42, "device-0001", "5e1b2aadb5d164f33bed8c5a", time.time(), 250.0,
+                               features, mask, 1, 0.8)
+    reply = InferenceReply(42, "device-0001", request.bundle_id, 1,
+                           np.array([0.2, 0.8], "<f4").tobytes(), "hpc", time.time(), 0.3)
+    raw = values.astype("<f4").tobytes()
+
+    def request_rt() -> object:
+        return decode(encode(request))
+
+    def reply_rt() -> object:
+        return decode(encode(reply))
+
+    def plain_rt() -> object:
+        return msgpack.unpackb(msgpack.packb(raw))
+
+    samples: dict[str, list[float]] = {"request": [], "reply": [], "plain": []}
+    for fn in (request_rt, reply_rt, plain_rt):
+        _per_call_us(fn)  # warm up
+    for _ in range(REPEATS):
+        samples["request"].append(_per_call_us(request_rt))
+        samples["reply"].append(_per_call_us(reply_rt))
+        samples["plain"].append(_per_call_us(plain_rt))
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    return {
+        "n_features": N_FEATURES,
+        "request_bytes": len(encode(request)),
+        "request_roundtrip_us": round(med["request"], 3),
+        "reply_roundtrip_us": round(med["reply"], 3),
+        "msgpack_roundtrip_us": round(med["plain"], 3),
+        "request_vs_msgpack": round(med["request"] / med["plain"], 2),
+        "reply_vs_msgpack": round(med["reply"] / med["plain"], 2),
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(main()))

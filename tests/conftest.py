@@ -1,0 +1,40 @@
+"""Shared fixtures: a hand-made bundle, a private mosquitto, seeds."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from toy_bundle import build_toy_bundle
+
+from protocol import Manifest
+
+
+@pytest.fixture(scope="session")
+def global_random_seed() -> int:
+    """Seed for randomised tests; CI may vary it with ADAPTEDGE_TEST_SEED."""
+    return int(os.environ.get("ADAPTEDGE_TEST_SEED", "0"))
+
+
+@pytest.fixture()
+def toy_bundle(tmp_path: Path) -> tuple[Path, Manifest]:
+    out = tmp_path / "toy"
+    return out, build_toy_bundle(out)
+
+
+@pytest.fixture()
+def mosquitto() -> Iterator[object]:
+    from simulator.brokers import MosquittoBroker
+
+    broker = MosquittoBroker()
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
