@@ -78,7 +78,11 @@ def apply_overrides(manifest: Manifest, config: EnergyConfig) -> Manifest:
 
 
 class EnergyModel:
-    """``cost(sensors_read, escalated)`` -> ``DecisionCost``; ``idle_mj(seconds)``."""
+    """``cost(sensors_read, sent)`` -> ``DecisionCost``; ``idle_mj(seconds)``.
+
+    ``sent``: a request went out (the link and the cloud call are paid), as in
+    ``protocol.costs.decision_cost(..., escalated=sent)`` and the edge runtime's own cost.
+    """
 
     def __init__(self, manifest: Manifest, config: EnergyConfig | None = None) -> None:
         self.config = config or EnergyConfig()

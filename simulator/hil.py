@@ -275,3 +275,4 @@ def _append_records(cols: DecisionColumns, device: str, path: Path,
         cols.sensors.append(tuple(r.get("sensors_read", ())))
         rid = r.get("request_id")
         cols.request_id.append(-1 if rid is None else int(rid))
+        cols.sent.append(rid is not None)

@@ -44,7 +44,7 @@ class CostTotals:
 def per_decision_energy(run: RunResult, energy: EnergyModel) -> npt.NDArray[np.float64]:
     """Sensor + link energy (mJ) of each decision (idle excluded)."""
     c = run.columns
-    return np.asarray([energy.cost(s, e).energy_mj for s, e in zip(c.sensors, c.escalated,
+    return np.asarray([energy.cost(s, e).energy_mj for s, e in zip(c.sensors, c.sent,
                                                                     strict=True)])
 
 
@@ -52,7 +52,7 @@ def cost_totals(run: RunResult, energy: EnergyModel) -> CostTotals:
     c = run.columns
     n = max(run.n, 1)
     acc = np.zeros(8)
-    for s, e in zip(c.sensors, c.escalated, strict=True):
+    for s, e in zip(c.sensors, c.sent, strict=True):
         d = energy.cost(s, e)
         acc += (d.sensor_energy_mj, d.sensor_latency_ms, d.sensor_money, d.link_energy_mj,
                 d.link_bytes, d.cloud_calls, d.cloud_money, d.scalar)
@@ -85,6 +85,7 @@ def summarize(run: RunResult, energy: EnergyModel) -> dict[str, Any]:
         "devices": len(devices),
         "accuracy": run.accuracy(),
         "escalation_rate": run.escalation_rate(),
+        "sent_rate": run.sent_rate(),
         "source_rates": {s: run.rate(s) for s in ("local", "cloud", "degraded")},
         "cost_per_decision": cost_totals(run, energy).to_dict(),
         "latency_ms": latency_percentiles(run),

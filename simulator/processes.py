@@ -26,8 +26,13 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
 
 
 def adaptedge_command(*args: str) -> list[str]:
-    """``adaptedge ARGS`` run with this interpreter (works without the console script)."""
-    return [sys.executable, "-m", "adaptedge_cli.main", *args]
+    """``adaptedge ARGS`` run with this interpreter (works without the console script).
+
+    Not ``-m adaptedge_cli.main``: that would load the module twice (as ``__main__`` too), and
+    its ``CommandError`` would not be the one handlers raise.
+    """
+    return [sys.executable, "-c", "import sys; from adaptedge_cli.main import main; "
+            "sys.exit(main(sys.argv[1:]))", *args]
 
 
 class ProcessSet:

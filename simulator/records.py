@@ -28,6 +28,9 @@ class DecisionColumns:
     truth: list[int] = field(default_factory=list)
     source: list[str] = field(default_factory=list)
     escalated: list[bool] = field(default_factory=list)
+    """The policy chose to escalate (whether or not a request could be sent)."""
+    sent: list[bool] = field(default_factory=list)
+    """A request went out to the cloud (what the link and cloud costs are charged on)."""
     sensors: list[tuple[str, ...]] = field(default_factory=list)
     request_id: list[int] = field(default_factory=list)
 
@@ -74,6 +77,9 @@ class RunResult:
 
     def escalation_rate(self) -> float:
         return float(np.mean(np.asarray(self.columns.escalated, bool))) if self.n else float("nan")
+
+    def sent_rate(self) -> float:
+        return float(np.mean(np.asarray(self.columns.sent, bool))) if self.n else float("nan")
 
     def keyed(self) -> dict[tuple[str, int], tuple[int, str, bool, tuple[str, ...]]]:
         """(device, row) -> (label, source, escalated, sorted sensors), to compare two runs."""

@@ -51,14 +51,14 @@ def _point(label: str, group: str, run: RunResult | None, energy: EnergyModel, *
     if run is not None:
         cost = cost_totals(run, energy)
         acc = run.accuracy() if accuracy is None else accuracy
-        esc = run.escalation_rate()
+        esc = run.sent_rate()
     else:
         assert escalated is not None
         d = energy.cost(energy.manifest.hpc.sensors, escalated)
         acc = float(accuracy if accuracy is not None else math.nan)
         esc = 1.0 if escalated else 0.0
         return {"label": label, "group": group, "accuracy": acc, "energy_mj": d.energy_mj,
-                "money": d.money, "scalar": d.scalar, "escalation_rate": esc,
+                "money": d.money, "scalar": d.scalar, "sent_rate": esc,
                 "cost": {"sensor_energy_mj": d.sensor_energy_mj,
                          "sensor_latency_ms": d.sensor_latency_ms,
                          "sensor_money": d.sensor_money, "link_energy_mj": d.link_energy_mj,
@@ -66,7 +66,7 @@ def _point(label: str, group: str, run: RunResult | None, energy: EnergyModel, *
                          "cloud_money": d.cloud_money, "idle_energy_mj": 0.0,
                          "scalar": d.scalar}}
     return {"label": label, "group": group, "accuracy": acc, "energy_mj": cost.energy_mj,
-            "money": cost.money, "scalar": cost.scalar, "escalation_rate": esc,
+            "money": cost.money, "scalar": cost.scalar, "sent_rate": esc,
             "cost": cost.to_dict()}
 
 
@@ -116,7 +116,7 @@ def evaluate(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any], *
 
 
 def _baseline(point: dict[str, Any]) -> dict[str, Any]:
-    return {k: point[k] for k in ("label", "accuracy", "energy_mj", "money", "escalation_rate")}
+    return {k: point[k] for k in ("label", "accuracy", "energy_mj", "money", "sent_rate")}
 
 
 def write_report(data: ReportData, out_dir: str | Path,
@@ -202,17 +202,18 @@ def render_markdown(body: dict[str, Any], data: ReportData) -> str:
              f"{_f(s['duration_s'], 1)} s of {'simulated' if s['mode'] == 'replay' else 'wall'} "
              "time.", "",
              "## Summary", "",
-             "| | accuracy | energy mJ/decision | money/decision | escalation rate |",
+             "| | accuracy | energy mJ/decision | money/decision | sent to cloud |",
              "|---|---|---|---|---|",
              f"| this run | {_f(s['accuracy'])} | {_f(c['energy_mj'])} | {_f(c['money'], 4)} | "
-             f"{_f(s['escalation_rate'])} |"]
+             f"{_f(s['sent_rate'])} |"]
     for key, name in (("hpc_always", "always cloud (HPC)"), ("lpc_always", "always local (LPC)")):
         b = body["baselines"].get(key)
         if b:
             lines.append(f"| {name} | {_f(b['accuracy'])} | {_f(b['energy_mj'])} | "
                          f"{_f(b['money'], 4)} | {'1.000' if key == 'hpc_always' else '0.000'} |")
     rates = s["source_rates"]
-    lines += ["", f"Answers: local {_f(rates['local'])}, cloud {_f(rates['cloud'])}, "
+    lines += ["", f"Policy escalation rate {_f(s['escalation_rate'])} (requests actually sent: "
+              f"{_f(s['sent_rate'])}). Answers: local {_f(rates['local'])}, cloud {_f(rates['cloud'])}, "
               f"degraded {_f(rates['degraded'])}. Latency p50 {_f(lat['p50'], 2)} ms, "
               f"p90 {_f(lat['p90'], 2)} ms, p99 {_f(lat['p99'], 2)} ms.", "",
               "## Cost per decision, by where it is spent", "",
@@ -225,11 +226,11 @@ def render_markdown(body: dict[str, Any], data: ReportData) -> str:
               f"| **total** | **{_f(c['energy_mj'])}** | **{_f(c['money'], 4)}** | "
               f"training scalar {_f(c['scalar'])} |", "",
               "## Accuracy vs cost (frontier)", "",
-              "| point | group | accuracy | energy mJ | money | escalation |",
+              "| point | group | accuracy | energy mJ | money | sent to cloud |",
               "|---|---|---|---|---|---|"]
     for p in body["frontier"]:
         lines.append(f"| {p['label']} | {p['group']} | {_f(p['accuracy'])} | "
-                     f"{_f(p['energy_mj'])} | {_f(p['money'], 4)} | {_f(p['escalation_rate'])} |")
+                     f"{_f(p['energy_mj'])} | {_f(p['money'], 4)} | {_f(p['sent_rate'])} |")
     eff = body.get("outage_effect") or {}
     if data.main.outages:
         spans = ", ".join(f"{a:g}-{b:g} s" for a, b in data.main.outages)
@@ -247,3 +248,27 @@ def render_markdown(body: dict[str, Any], data: ReportData) -> str:
     for note in body.get("notes", []):
         lines.append(f"- {note}")
     return "\n".join(lines) + "\n"
+
+
+def summary_table(body: dict[str, Any]) -> str:
+    """A plain-text table: this run vs always-cloud and always-local, rates and latency."""
+    s = body["summary"]
+    c = s["cost_per_decision"]
+    rows = [("this run (" + s["operating_point"] + ")", s["accuracy"], c["energy_mj"], c["money"],
+             s["sent_rate"])]
+    for key, name in (("hpc_always", "always cloud (HPC)"), ("lpc_always", "always local (LPC)")):
+        b = body["baselines"].get(key)
+        if b:
+            rows.append((name, b["accuracy"], b["energy_mj"], b["money"], b["sent_rate"]))
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{'':{width}}  accuracy  energy mJ/dec  money/dec  to cloud",
+             *(f"{n:{width}}  {_f(a):>8}  {_f(e):>13}  {_f(m, 4):>9}  {_f(x):>8}"
+               for n, a, e, m, x in rows)]
+    lat = s["latency_ms"]
+    rates = s["source_rates"]
+    lines += [f"{s['decisions']} decisions on {s['devices']} device(s) ({s['mode']}), "
+              f"escalation rate {_f(s['escalation_rate'])}: "
+              f"local {_f(rates['local'])}, cloud {_f(rates['cloud'])}, "
+              f"degraded {_f(rates['degraded'])}; latency p50 {_f(lat['p50'], 2)} ms, "
+              f"p99 {_f(lat['p99'], 2)} ms"]
+    return "\n".join(lines)
