@@ -177,3 +177,32 @@ def test_unreachable_broker_degrades_at_once(toy_bundle: Bundle) -> None:
         assert link.counters["connect_failures"] >= 1 and link.last_error
     finally:
         link.close()
+
+
+def test_frozen_broker_degrades_at_the_deadline(toy_bundle: Bundle, mosquitto: MosquittoBroker,
+                                                uplink: MqttUplink) -> None:
+    path, manifest = toy_bundle
+    responder = MqttResponder(mosquitto.url, ReferenceWalk(path, manifest))
+    responder.wait_subscribed()
+    rt = EdgeRuntime.load(path, operating_point="gate", uplink=uplink, device_id="dev1")
+    deadline_s = manifest.link.deadline_ms / 1000
+    rows = escalated_rows(path, 4)
+    try:
+        assert rt.predict_row(rows[0]).source == "cloud"
+        mosquitto.pause()  # connections stay open, nothing is answered
+        waits = []
+        for row in rows:
+            started = time.monotonic()
+            d = rt.predict_row(row)
+            waits.append(time.monotonic() - started)
+            assert (d.source, d.error) == ("degraded", "deadline")
+        print(f"broker frozen: longest wait {max(waits):.4f} s (deadline {deadline_s:.3f} s)")
+        assert deadline_s - 0.005 <= min(waits) and max(waits) <= deadline_s + 0.05
+        mosquitto.resume()
+        give_up = time.monotonic() + 10.0
+        while rt.predict_row(rows[0]).source != "cloud" and time.monotonic() < give_up:
+            time.sleep(0.05)
+        assert rt.predict_row(rows[0]).source == "cloud"
+    finally:
+        mosquitto.resume()
+        responder.close()
