@@ -39,6 +39,7 @@ ShareMode = Literal["auto", "on", "off"]
 _SUCCESS = MQTTErrorCode.MQTT_ERR_SUCCESS
 _IDLE_TICK_S = 0.05
 _PROBE_TIMEOUT_S = 1.0
+_DRAIN_QUIET_S = 0.1
 
 # A pending item: (received monotonic time, reply topic, device, request | error | cached reply).
 _Item = tuple[float, str, str, "InferenceRequest | ErrorReply | bytes"]
@@ -306,13 +307,19 @@ class CloudService:
         deadline = time.monotonic() + getattr(self, "_stop_timeout_s", 5.0)
         if self._filter is not None:
             client.unsubscribe(self._filter)
-        while not self._unsubscribed and time.monotonic() < deadline:
-            if client.loop(0.02) != _SUCCESS:
+        # Messages the broker routed to us before the UNSUBACK still arrive: answer them all,
+        # then wait until the input has been quiet for a moment and every reply is acked.
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            received = self._stats.received
+            if client.loop(0.01) != _SUCCESS:
                 break
             self._flush()
-        self._flush()
-        while self._acked < self._published and time.monotonic() < deadline:
-            if client.loop(0.02) != _SUCCESS:
+            now = time.monotonic()
+            if self._stats.received != received:
+                quiet_since = now
+            if (self._unsubscribed and self._acked >= self._published
+                    and now - quiet_since >= _DRAIN_QUIET_S):
                 break
         self._report()
         client.disconnect()
