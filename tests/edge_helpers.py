@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -116,7 +117,7 @@ class MqttResponder:
         client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="edge-test-responder",
                              protocol=mqtt.MQTTv311, clean_session=True)
 
-        def on_socket_open(c: object, userdata: object, sock: socket.socket) -> None:
+        def on_socket_open(c: mqtt.Client, userdata: object, sock: Any) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def on_connect(c: mqtt.Client, *args: object) -> None:
@@ -144,7 +145,7 @@ class MqttResponder:
         client.on_socket_open = on_socket_open
         client.on_connect = on_connect
         client.on_message = on_message
-        client.reconnect_delay_set(0.05, 0.5)
+        client.reconnect_delay_set(1, 2)
         client.connect_async(url.hostname or "127.0.0.1", url.port or 1883)
         client.loop_start()
         self.client = client
@@ -161,3 +162,44 @@ class MqttResponder:
             timer.cancel()
         self.client.disconnect()
         self.client.loop_stop()
+
+
+def build_dataset_bundle(out: Path, dataset: str, *, seed: int = 0) -> Manifest:
+    """A one-node gate bundle (stop/escalate) over every sensor of a built-in dataset, with
+    least-squares linear models, so replay tests have a bundle whose features match the data."""
+    from toy_bundle import linear_model_bytes
+
+    from protocol import (
+        Action,
+        HpcRef,
+        ModelRef,
+        OperatingPoint,
+        PolicyGraph,
+        PolicyNode,
+        write_bundle,
+    )
+    from trainer.datasets import load_dataset
+
+    data = load_dataset(dataset)
+    n, k = data.n_features, data.n_classes
+    X = np.c_[data.X_train, np.ones(len(data.X_train))]
+    onehot = np.eye(k)[data.y_train]
+    coef = np.linalg.lstsq(X, onehot * 4 - 2, rcond=None)[0].astype(np.float32)
+    rng = np.random.default_rng(seed)
+    gate_w = rng.normal(size=(n, 2)).astype(np.float32) * 0.1
+    files = {"hpc.onnx": linear_model_bytes(coef[:-1], coef[-1]),
+             "gate.onnx": linear_model_bytes(coef[:-1] * 0.5, coef[-1] * 0.5, gate_w,
+                                             np.zeros(2, np.float32))}
+    sensors = tuple(s.name for s in data.sensors)
+    graph = PolicyGraph(root="all", nodes={"all": PolicyNode(
+        sensors=sensors, model=ModelRef("gate.onnx", tuple(range(n))),
+        actions=(Action("stop"), Action("escalate")))})
+    manifest = Manifest(
+        schema_version=1, bundle_id="pending", classes=data.classes,
+        feature_names=data.feature_names, sensors=data.sensors, link=data.link,
+        cost_weights=data.cost_weights,
+        hpc=HpcRef("hpc.onnx", sensors, accuracy=0.7, description="least-squares linear"),
+        policies={"gate": graph},
+        operating_points=(OperatingPoint("gate", "gate", accuracy=0.6, cost=float(n)),),
+        default_operating_point="gate", files={}, metadata={"method": "test", "dataset": dataset})
+    return write_bundle(out, manifest, files)

@@ -7,6 +7,7 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -125,8 +126,8 @@ def test_late_replies_are_counted_and_dropped(toy_bundle: Bundle, mosquitto: Mos
 
 
 def test_socket_has_tcp_nodelay(uplink: MqttUplink) -> None:
-    sock = uplink._client.socket()
-    assert sock is not None
+    sock: Any = uplink._client.socket()
+    assert isinstance(sock, socket.socket)
     assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
 
 

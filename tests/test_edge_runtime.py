@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,8 @@ def test_walk_matches_reference_walk(toy_bundle: Bundle, policy: str,
         else:
             assert d.source == "local"
             assert d.label_index == expected["label_index"]
-            np.testing.assert_allclose(d.probabilities, expected["probabilities"], rtol=1e-6)
+            np.testing.assert_allclose(d.probabilities,
+                                       np.asarray(expected["probabilities"]), rtol=1e-6)
         assert d.label == manifest.classes[d.label_index]
         kinds.add((d.nodes, d.escalated))
     assert len(kinds) >= 2, "the rows should exercise more than one path"
@@ -56,7 +58,7 @@ def test_predict_reads_only_what_the_policy_asks_in_order(toy_bundle: Bundle) ->
         calls: list[str] = []
 
         def reader(name: str, cols: tuple[int, ...], row: np.ndarray = row,
-                   calls: list[str] = calls):
+                   calls: list[str] = calls) -> Callable[[], np.ndarray]:
             def read() -> np.ndarray:
                 calls.append(name)
                 return row[list(cols)]
@@ -72,7 +74,7 @@ def test_predict_reads_only_what_the_policy_asks_in_order(toy_bundle: Bundle) ->
 
 
 def test_reader_objects_with_read_method(toy_bundle: Bundle) -> None:
-    path, manifest = toy_bundle
+    path, _ = toy_bundle
 
     class Sensor:
         def __init__(self, values: list[float]) -> None:
@@ -150,7 +152,7 @@ def test_request_ids_increase_and_can_be_fixed(toy_bundle: Bundle) -> None:
 
 
 def test_counters_add_up(toy_bundle: Bundle) -> None:
-    path, manifest = toy_bundle
+    path, _ = toy_bundle
     rt = EdgeRuntime.load(path)
     decisions: list[Decision] = [rt.predict_row(r) for r in rows(150, 4)]
     c = rt.counters

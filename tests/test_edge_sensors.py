@@ -96,7 +96,7 @@ def test_escalation_sends_mask_without_failed_hpc_sensor(toy_bundle: Bundle) -> 
     # escalates, and the HPC's sensor b is left out of the mask.
     def second_is_escalate(r: np.ndarray) -> bool:
         order = np.argsort(-ref.run("a.onnx", (0, 1), r)[1].astype(np.float64), kind="stable")
-        return order[:2].tolist() == [1, 2]
+        return bool(order[:2].tolist() == [1, 2])
 
     targets = rows_where(path, manifest, second_is_escalate, 2)
     uplink = HpcUplink(ref)

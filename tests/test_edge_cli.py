@@ -1,0 +1,96 @@
+"""``adaptedge edge run``: replay a dataset through a device process talking to a real broker."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from edge_helpers import MqttResponder, ReferenceWalk, build_dataset_bundle
+
+from edge import EdgeRuntime
+from simulator.brokers import MosquittoBroker
+from trainer.datasets import load_dataset
+
+pytestmark = pytest.mark.broker
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def edge_run(*args: str) -> list[str]:
+    launcher = "import sys; from adaptedge_cli.main import main; sys.exit(main(sys.argv[1:]))"
+    return [sys.executable, "-c", launcher, "edge", "run", *args]
+
+
+def test_replay_with_cloud_writes_decisions(tmp_path: Path, mosquitto: MosquittoBroker) -> None:
+    bundle = tmp_path / "bundle"
+    manifest = build_dataset_bundle(bundle, "letter-binary")
+    responder = MqttResponder(mosquitto.url, ReferenceWalk(bundle, manifest))
+    responder.wait_subscribed()
+    out = tmp_path / "decisions.json"
+    try:
+        proc = subprocess.run(
+            edge_run("--bundle", str(bundle), "--broker", mosquitto.url, "--device", "dev7",
+                     "--replay", "letter-binary", "--split", "test", "--limit", "60",
+                     "--telemetry-every", "0.05", "--json-out", str(out)),
+            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    finally:
+        responder.close()
+    assert proc.returncode == 0, proc.stderr
+    assert "decisions 60" in proc.stdout and "accuracy" in proc.stdout
+    body = json.loads(out.read_text())
+    decisions = body["decisions"]
+    assert [d["index"] for d in decisions] == list(range(60))
+    data = load_dataset("letter-binary")
+    truth = [data.classes[int(t)] for t in data.y_test[:60]]
+    assert [d["truth"] for d in decisions] == truth
+    assert body["summary"]["accuracy"] == pytest.approx(
+        np.mean([d["label"] == t for d, t in zip(decisions, truth, strict=True)]))
+    sources = {d["source"] for d in decisions}
+    assert "cloud" in sources and "degraded" not in sources
+    # Local answers equal the in-process runtime's on the same rows.
+    rt = EdgeRuntime.load(bundle)
+    for d, row in zip(decisions, data.X_test[:60], strict=True):
+        expected = rt.predict_row(row)
+        assert d["escalated"] == expected.escalated
+        if not d["escalated"]:
+            assert d["label"] == expected.label
+        assert d["cost"]["scalar"] == pytest.approx(expected.cost.scalar)
+
+
+def test_sigterm_stops_cleanly_with_a_summary(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    build_dataset_bundle(bundle, "letter-binary")
+    out = tmp_path / "decisions.json"
+    proc = subprocess.Popen(
+        edge_run("--bundle", str(bundle), "--replay", "letter-binary", "--rate", "50",
+                 "--json-out", str(out)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        give_up = time.monotonic() + 60
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=max(1.0, give_up - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr
+    assert "(interrupted)" in stdout
+    body = json.loads(out.read_text())
+    assert 0 < len(body["decisions"]) < 4000 and body["summary"]["interrupted"]
+    # Offline: every escalation answered degraded.
+    assert all(d["source"] != "cloud" for d in body["decisions"])
+
+
+def test_mismatched_dataset_is_a_user_error(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    build_dataset_bundle(bundle, "letter-binary")
+    proc = subprocess.run(edge_run("--bundle", str(bundle), "--replay", "satimage"),
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2
+    assert "do not match dataset 'satimage'" in proc.stderr
