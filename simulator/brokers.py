@@ -190,6 +190,9 @@ class AmqttBroker(_Context):
         except ImportError as exc:
             raise BrokerError(
                 "the embedded broker needs amqtt: pip install 'adaptedge[broker]'") from exc
+        import logging
+
+        logging.getLogger("amqtt").setLevel(logging.CRITICAL)  # probes log "No data" errors
         config = {
             "listeners": {"default": {"type": "tcp", "bind": f"{HOST}:{self.port}"}},
             "plugins": {

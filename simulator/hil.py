@@ -136,7 +136,7 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
         outputs = {}
         for d in range(opts.devices):
             name = f"dev-{d}"
-            out = workdir / f"{name}.jsonl"
+            out = workdir / f"{name}.json"
             outputs[name] = out
             procs.start(name, adaptedge_command(
                 "edge", "run", "--bundle", str(bundle_dir), "--broker", device_url,
@@ -144,7 +144,6 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
                 "--limit", str(limit), "--rate", f"{rate:g}", "--operating-point", point,
                 "--json-out", str(out)))
             names.append(name)
-        t0 = time.time()
         if proxy is not None:
             proxy.start_schedule()
         pauser = None
@@ -152,7 +151,7 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
             pauser = _pause_schedule(mosquitto, outages)
         budget = opts.timeout_s
         bar = _bar(progress, opts.devices * limit)
-        codes = _wait_devices(procs, names, outputs, budget, bar)
+        codes = _wait_devices(procs, names, budget, rate, bar)
         if pauser is not None:
             pauser.join(timeout=max(o.end_s for o in outages) + 5)
         failed = {n: c for n, c in codes.items() if c != 0}
@@ -162,7 +161,7 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
                            f"(logs in {procs.log_dir})")
         cols = DecisionColumns()
         for name in names:
-            _append_records(cols, name, outputs[name], truth, t0)
+            _append_records(cols, name, outputs[name], truth, rate)
         cloud_log = procs.log("cloud")
         procs.close()
     extra: dict[str, Any] = {
@@ -205,22 +204,16 @@ def _bar(enabled: bool, total: int) -> Any:
     return tqdm(total=total, desc="hil", unit="dec", leave=False)
 
 
-def _count_lines(path: Path) -> int:
-    try:
-        with path.open("rb") as fh:
-            return sum(1 for _ in fh)
-    except FileNotFoundError:
-        return 0
-
-
-def _wait_devices(procs: ProcessSet, names: list[str], outputs: dict[str, Path],
-                  budget_s: float, bar: Any) -> dict[str, int | None]:
-    deadline = time.monotonic() + budget_s
+def _wait_devices(procs: ProcessSet, names: list[str], budget_s: float, rate_hz: float,
+                  bar: Any) -> dict[str, int | None]:
+    started = time.monotonic()
+    deadline = started + budget_s
     done = 0
     while time.monotonic() < deadline:
         running = [n for n in names if procs.procs[n].poll() is None]
         if bar is not None:
-            now_done = sum(_count_lines(outputs[n]) for n in names)
+            elapsed = time.monotonic() - started
+            now_done = min(int(elapsed * rate_hz) * len(names), bar.total)
             bar.update(now_done - done)
             done = now_done
         if not running:
@@ -232,12 +225,19 @@ def _wait_devices(procs: ProcessSet, names: list[str], outputs: dict[str, Path],
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
-    """Per-decision records written by ``adaptedge edge run --json-out`` (JSON lines or array)."""
+    """Per-decision records of ``adaptedge edge run --json-out`` (``{"summary", "decisions"}``;
+    a plain array or JSON lines are accepted too)."""
     text = path.read_text() if path.exists() else ""
     stripped = text.lstrip()
-    if stripped.startswith("["):
-        loaded = json.loads(text)
-        return [r for r in loaded if isinstance(r, dict)]
+    if stripped.startswith(("[", "{")):
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError:
+            loaded = None
+        if isinstance(loaded, dict):
+            loaded = loaded.get("decisions", [])
+        if isinstance(loaded, list):
+            return [r for r in loaded if isinstance(r, dict)]
     records = []
     for line in text.splitlines():
         line = line.strip()
@@ -249,30 +249,22 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 
 def _append_records(cols: DecisionColumns, device: str, path: Path,
-                    truth: npt.NDArray[Any], t0: float) -> None:
-    records = read_records(path)
+                    truth: npt.NDArray[Any], rate_hz: float) -> None:
+    """Add a device's records; a decision's start time is its scheduled time, row / rate."""
     truth_list = np.asarray(truth).tolist()
-    first = None
-    for i, r in enumerate(records):
-        row = int(r.get("row", r.get("index", i)))
-        t = r.get("t", r.get("time", r.get("started_at")))
-        if t is not None and first is None:
-            first = float(t)
-        timings = r.get("timings") or {}
-        total_s = timings.get("total")
+    for i, r in enumerate(read_records(path)):
+        row = int(r.get("index", r.get("row", i)))
         latency = r.get("latency_ms")
-        if latency is None:
-            latency = 1000.0 * float(total_s) if total_s is not None else float("nan")
         cols.device.append(device)
         cols.row.append(row)
-        cols.t_start.append(float(t) - t0 if t is not None and float(t) > 1e8
-                            else float(t or 0.0))
-        cols.latency_ms.append(float(latency))
+        cols.t_start.append(row / rate_hz)
+        cols.latency_ms.append(float("nan") if latency is None else float(latency))
         cols.label.append(int(r["label_index"]))
         cols.truth.append(int(truth_list[row]))
         cols.source.append(str(r["source"]))
         cols.escalated.append(bool(r.get("escalated", False)))
-        cols.sensors.append(tuple(r.get("sensors_read", ())))
+        cols.sensors.append(tuple(r.get("sensors", r.get("sensors_read", ()))))
         rid = r.get("request_id")
         cols.request_id.append(-1 if rid is None else int(rid))
         cols.sent.append(rid is not None)
+        cols.energy_mj.append(float((r.get("cost") or {}).get("energy_mj", float("nan"))))

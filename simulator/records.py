@@ -32,6 +32,8 @@ class DecisionColumns:
     sent: list[bool] = field(default_factory=list)
     """A request went out to the cloud (what the link and cloud costs are charged on)."""
     sensors: list[tuple[str, ...]] = field(default_factory=list)
+    energy_mj: list[float] = field(default_factory=list)
+    """The runtime's own ``Decision.cost.energy_mj`` (protocol.costs), as it reported it."""
     request_id: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:

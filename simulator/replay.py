@@ -210,6 +210,7 @@ def _replay_device(rt: Any, uplink: SimulatedUplink | None, clock: SimClock,
     a_label, a_truth, a_src, a_esc = (cols.label.append, cols.truth.append, cols.source.append,
                                       cols.escalated.append)
     a_sens, a_rid, a_sent = cols.sensors.append, cols.request_id.append, cols.sent.append
+    a_energy = cols.energy_mj.append
     for i in range(len(X)):
         t0 = clock.advance_to(i * period)
         if uplink is not None:
@@ -232,6 +233,7 @@ def _replay_device(rt: Any, uplink: SimulatedUplink | None, clock: SimClock,
         rid = decision.request_id
         a_rid(-1 if rid is None else int(rid))
         a_sent(rid is not None)
+        a_energy(decision.cost.energy_mj)
 
 
 def _progress(total: int, enabled: bool, desc: str) -> Any:
