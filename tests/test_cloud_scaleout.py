@@ -1,0 +1,114 @@
+"""Two `adaptedge cloud serve` workers in one shared-subscription group; one is killed -9
+mid-run. Every request gets exactly one final answer at the device (the cloud's, or its own
+degraded one at the deadline); none is answered twice; the survivor takes the load."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from toy_bundle import build_toy_bundle
+
+from cloud.client import RequestClient
+from protocol import InferenceReply, InferenceRequest, Manifest, Telemetry, encode, pack_features
+from protocol.topics import wildcard
+from simulator.brokers import MosquittoBroker
+
+pytestmark = pytest.mark.broker
+REPO = Path(__file__).resolve().parents[1]
+N_REQUESTS = 600
+RATE_PER_S = 300.0
+DEADLINE_MS = 250.0
+KILL_AFTER = 200
+GRACE_S = 0.5
+
+
+def start_worker(bundle: Path, url: str, name: str, log: Path) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "adaptedge_cli.main", "cloud", "serve", "--bundle", str(bundle),
+           "--broker", url, "--client-id", name, "--stats-every", "0.2"]
+    with log.open("wb") as fh:
+        return subprocess.Popen(cmd, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
+
+
+def wait_ready(proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if "ready" in log.read_text():
+            return
+        assert proc.poll() is None, f"worker exited early: {log.read_text()[-2000:]}"
+        time.sleep(0.05)
+    raise AssertionError(f"worker not ready in {timeout_s} s: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture()
+def workers(tmp_path: Path) -> Iterator[tuple[Manifest, MosquittoBroker, dict[str, subprocess.Popen[bytes]], Path]]:
+    manifest = build_toy_bundle(tmp_path / "toy")
+    with MosquittoBroker() as broker:
+        procs: dict[str, subprocess.Popen[bytes]] = {}
+        try:
+            for name in ("worker-a", "worker-b"):
+                procs[name] = start_worker(tmp_path / "toy", broker.url, name,
+                                           tmp_path / f"{name}.log")
+            for name, proc in procs.items():
+                wait_ready(proc, tmp_path / f"{name}.log")
+            yield manifest, broker, procs, tmp_path
+        finally:
+            for proc in procs.values():
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait(timeout=10)
+
+
+def test_kill_one_of_two_workers_mid_run(
+        workers: tuple[Manifest, MosquittoBroker, dict[str, subprocess.Popen[bytes]], Path]) -> None:
+    manifest, broker, procs, logs = workers
+    dev = RequestClient(broker.url, "dev1")
+    dev.connect()
+    dev.subscribe(wildcard("telemetry"))
+    served: dict[str, float] = {}
+    dev.on_reply = lambda msg, at: served.__setitem__(msg.source, msg.counters["received"]) \
+        if isinstance(msg, Telemetry) else None
+    feats, mask = pack_features([0.3, -1.2, 2.0], [True] * 3)
+    sent_at: list[float] = []
+    kill_at = 0.0
+    start = time.perf_counter()
+    for i in range(N_REQUESTS):
+        if i == KILL_AFTER:
+            assert dev.pump(3.0, lambda: len(served) == 2 and all(served.values()))
+            served_before_kill = dict(served)
+            os.kill(procs["worker-a"].pid, signal.SIGKILL)
+            kill_at = time.perf_counter()
+        dev.send(encode(InferenceRequest(i, "dev1", manifest.bundle_id, time.time(), DEADLINE_MS,
+                                         feats, mask)))
+        sent_at.append(time.perf_counter())
+        dev.pump(max(0.0, start + (i + 1) / RATE_PER_S - time.perf_counter()))
+    dev.pump(DEADLINE_MS / 1000 + 0.5)
+
+    outcomes = {"cloud": 0, "degraded": 0}
+    for i, sent in enumerate(sent_at):
+        replies = dev.replies.get(i, [])
+        assert len(replies) <= 1, f"request {i} answered {len(replies)} times"
+        on_time = bool(replies) and replies[0][0] - sent <= DEADLINE_MS / 1000
+        if on_time:
+            assert isinstance(replies[0][1], InferenceReply)
+        outcomes["cloud" if on_time else "degraded"] += 1
+        if sent > kill_at + GRACE_S:
+            assert on_time, f"request {i}, sent {sent - kill_at:.2f} s after the kill, degraded"
+    assert sum(outcomes.values()) == N_REQUESTS
+    # Only what worker-a held when it died may be lost: a handful, not a share of the load.
+    assert outcomes["degraded"] <= 10, outcomes
+    assert all(count > 0 for count in served_before_kill.values()), served_before_kill
+    assert procs["worker-a"].wait(timeout=5) == -signal.SIGKILL
+
+    # The survivor stops cleanly on SIGTERM.
+    procs["worker-b"].send_signal(signal.SIGTERM)
+    assert procs["worker-b"].wait(timeout=15) == 0
+    assert "worker-b stopped" in (logs / "worker-b.log").read_text()
+    assert "Client worker-b disconnected" in broker.log()
+    dev.close()
