@@ -2,15 +2,22 @@
 
 ``EdgeRuntime.load(bundle)`` verifies a bundle and walks its policy on live sensors
 (``predict``) or replayed rows (``predict_row``), answering locally or escalating to the cloud
-HPC through an ``Uplink`` (``MqttUplink`` on a real device).
+HPC through an ``Uplink`` (``MqttUplink`` on a real device). paho-mqtt (and with it ssl, ~9 MiB
+resident) is imported only when ``MqttUplink`` is first used.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from edge.decision import Decision
 from edge.errors import BundleRefused, EdgeError, OperatingPointError, UplinkConfigError
-from edge.mqtt_uplink import MqttUplink
 from edge.outbox import Outbox
 from edge.runtime import EdgeRuntime
 from edge.uplink import Uplink
+
+if TYPE_CHECKING:
+    from edge.mqtt_uplink import MqttUplink
 
 __all__ = [
     "BundleRefused",
@@ -23,3 +30,11 @@ __all__ = [
     "Uplink",
     "UplinkConfigError",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "MqttUplink":
+        from edge.mqtt_uplink import MqttUplink
+
+        return MqttUplink
+    raise AttributeError(f"module 'edge' has no attribute {name!r}")

@@ -29,6 +29,8 @@ def session_options() -> ort.SessionOptions:
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3
+    # No per-session arena: same speed for single rows, ~40 KiB less resident per session.
+    options.enable_cpu_mem_arena = False
     return options
 
 

@@ -1,0 +1,279 @@
+"""Edge runtime speed, memory and import time; prints one JSON object.
+
+- ``local_p50_us`` / ``local_p99_us``: one decision of a one-node bundle (ADAPT's shape: a
+  gradient-boosted gate and low-cost classifier, 100 trees each) through
+  ``EdgeRuntime.predict_row``, and ``sklearn_p50_us``: the same decision computed by the
+  scikit-learn objects (gate ``predict_proba``, then the classifier's), in the same run;
+  ``agreement`` is the fraction of rows where both decide the same (stop/escalate and label).
+- ``step_p50_us``: the cost of each further policy step, from walks through a 16-node chain
+  (one sensor per step, a 20-tree classifier per node) against the one-node walk.
+- ``rss_mib``: resident memory of a fresh process that imports only ``edge`` and loads the
+  whole letter-binary-sized bundle (three policies, 19 models) and predicts once;
+  ``rss_with_mqtt_uplink_mib`` the same with an ``MqttUplink`` created (paho + ssl loaded).
+- ``import_s``: ``import edge`` in a fresh process (median of 3).
+
+The bundles are built here with scikit-learn + skl2onnx + ``protocol.bundle.write_bundle``
+(on letter-binary: 16 features, one sensor each, A-M vs N-Z). Run: ``python -m benchmarks.edge``
+(``--quick`` for a shorter run).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This file is named like the package it measures: keep its folder off the import path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import argparse
+import json
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from skl2onnx import convert_sklearn
+from skl2onnx.common.data_types import FloatTensorType
+from sklearn.ensemble import GradientBoostingClassifier
+from sklearn.linear_model import LogisticRegression
+
+from edge import EdgeRuntime
+from protocol import (
+    Action,
+    CostWeights,
+    HpcRef,
+    LinkSpec,
+    Manifest,
+    ModelRef,
+    OperatingPoint,
+    PolicyGraph,
+    PolicyNode,
+    SensorSpec,
+    write_bundle,
+)
+from protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
+
+OPSETS = {"": 17, "ai.onnx.ml": 3}
+IR_VERSION = 9
+F32 = npt.NDArray[np.float32]
+
+
+def letter_binary() -> tuple[F32, npt.NDArray[np.int64], F32, tuple[str, ...]]:
+    """Train and test rows of letter-binary (synthetic rows of its shape if the data is absent)."""
+    try:
+        from trainer.datasets import load_dataset  # numpy-only data loader
+
+        data = load_dataset("letter-binary")
+        return data.X_train, data.y_train, data.X_test, data.feature_names
+    except Exception:  # the data loader is not this benchmark's subject
+        rng = np.random.default_rng(0)
+        X = rng.integers(0, 16, size=(16000, 16)).astype(np.float32)
+        y = (X[:, :8].sum(1) > X[:, 8:].sum(1)).astype(np.int64)
+        return X[:12000], y[:12000], X[12000:], tuple(f"f{i}" for i in range(16))
+
+
+def _skl_onnx(model: Any, n_in: int, prefix: str) -> onnx.ModelProto:
+    """skl2onnx with input ``x``; every other name prefixed (outputs: label, probabilities)."""
+    proto = convert_sklearn(model, initial_types=[(MODEL_INPUT, FloatTensorType([None, n_in]))],
+                            target_opset=OPSETS, options={id(model): {"zipmap": False}})
+    prefixed = onnx.compose.add_prefix(proto, prefix)
+    # add_prefix renamed the input too: feed it from ``x``.
+    graph = prefixed.graph
+    for node in graph.node:
+        node.input[:] = [MODEL_INPUT if i == prefix + MODEL_INPUT else i for i in node.input]
+    return prefixed
+
+
+def node_model(lpc: Any, n_in: int, gate: Any | None = None,
+               constant_scores: list[float] | None = None) -> bytes:
+    """One node: ``probabilities`` from ``lpc``; ``action_scores`` from ``gate`` (its class
+    probabilities, classes = actions) or constant scores."""
+    base = _skl_onnx(lpc, n_in, "lpc_")
+    graph = base.graph
+    nodes = list(graph.node)
+    inits = list(graph.initializer)
+    opsets = {o.domain: o.version for o in base.opset_import}
+    proba_name = graph.output[1].name
+    nodes.append(helper.make_node("Identity", [proba_name], [PROBA_OUTPUT], name="proba_out"))
+    outputs = [helper.make_tensor_value_info(PROBA_OUTPUT, TensorProto.FLOAT, ["N", 2])]
+    if gate is not None:
+        g = _skl_onnx(gate, n_in, "gate_")
+        nodes += list(g.graph.node)
+        inits += list(g.graph.initializer)
+        opsets.update({o.domain: max(o.version, opsets.get(o.domain, 0))
+                       for o in g.opset_import})
+        nodes.append(helper.make_node("Identity", [g.graph.output[1].name], [ACTION_OUTPUT],
+                                      name="scores_out"))
+        outputs.append(helper.make_tensor_value_info(ACTION_OUTPUT, TensorProto.FLOAT, ["N", 2]))
+    elif constant_scores is not None:
+        k = len(constant_scores)
+        inits += [numpy_helper.from_array(np.zeros((n_in, k), np.float32), "zero_w"),
+                  numpy_helper.from_array(np.asarray(constant_scores, np.float32), "score_b")]
+        nodes += [helper.make_node("MatMul", [MODEL_INPUT, "zero_w"], ["xz"]),
+                  helper.make_node("Add", ["xz", "score_b"], [ACTION_OUTPUT])]
+        outputs.append(helper.make_tensor_value_info(ACTION_OUTPUT, TensorProto.FLOAT, ["N", k]))
+    merged = helper.make_graph(
+        nodes, "node", [helper.make_tensor_value_info(MODEL_INPUT, TensorProto.FLOAT,
+                                                      ["N", n_in])],
+        outputs, initializer=inits)
+    model = helper.make_model(merged, opset_imports=[helper.make_opsetid(d, v)
+                                                     for d, v in opsets.items()])
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def build_bundle(out: Path, X: F32, y: npt.NDArray[np.int64],
+                 names: tuple[str, ...]) -> tuple[Manifest, Any, Any]:
+    """Policies ``gate`` (one node, stop/escalate) and ``chain`` (16 nodes, one sensor each)."""
+    n = X.shape[1]
+    lpc = GradientBoostingClassifier(n_estimators=100, max_depth=3, random_state=0).fit(X, y)
+    hard = (lpc.predict(X) != y).astype(np.int64)  # the gate learns where the LPC is wrong
+    gate = GradientBoostingClassifier(n_estimators=100, max_depth=3, random_state=0).fit(X, hard)
+    hpc = LogisticRegression(max_iter=500).fit(X, y)
+    files = {"gate.onnx": node_model(lpc, n, gate=gate),
+             "hpc.onnx": node_model(hpc, n)}
+    sensors = tuple(SensorSpec(name, (i,), energy_mj=1.0, latency_ms=1.0)
+                    for i, name in enumerate(names))
+    all_sensors = tuple(s.name for s in sensors)
+    gate_graph = PolicyGraph(root="all", nodes={"all": PolicyNode(
+        all_sensors, ModelRef("gate.onnx", tuple(range(n))),
+        (Action("stop"), Action("escalate")))})
+    chain: dict[str, PolicyNode] = {}
+    for k in range(1, n + 1):
+        cols = tuple(range(k))
+        file = f"chain{k}.onnx"
+        small = GradientBoostingClassifier(n_estimators=20, max_depth=3,
+                                           random_state=0).fit(X[:, :k], y)
+        last = k == n
+        files[file] = node_model(small, k, constant_scores=None if last else [1.0, 0.0])
+        actions = (Action("stop"),) if last else (
+            Action("acquire", names[k], f"n{k + 1}"), Action("stop"))
+        chain[f"n{k}"] = PolicyNode(all_sensors[:k], ModelRef(file, cols), actions)
+    one = {"n1": PolicyNode(all_sensors[:1], ModelRef("chain1.onnx", (0,)), (Action("stop"),))}
+    files["one.onnx"] = files["chain1.onnx"]  # same bytes, its own file: a one-step policy
+    one["n1"] = PolicyNode(all_sensors[:1], ModelRef("one.onnx", (0,)), (Action("stop"),))
+    manifest = Manifest(
+        schema_version=1, bundle_id="pending", classes=("A-M", "N-Z"), feature_names=names,
+        sensors=sensors, link=LinkSpec(), cost_weights=CostWeights(energy_mj=0.0, uniform=1.0),
+        hpc=HpcRef("hpc.onnx", all_sensors, accuracy=0.0, description="benchmark"),
+        policies={"gate": gate_graph, "chain": PolicyGraph("n1", chain),
+                  "one": PolicyGraph("n1", one)},
+        operating_points=(OperatingPoint("gate", "gate", accuracy=0.0, cost=16.0),
+                          OperatingPoint("chain", "chain", accuracy=0.0, cost=16.0),
+                          OperatingPoint("one", "one", accuracy=0.0, cost=1.0)),
+        default_operating_point="gate", files={}, metadata={"method": "benchmark"})
+    return write_bundle(out, manifest, files), lpc, gate
+
+
+def timed_us(fn: Callable[[F32], object], rows: F32, n_calls: int) -> list[float]:
+    """Per-call wall times in µs, cycling over ``rows`` (after a warm-up)."""
+    for row in rows[:200]:
+        fn(row)
+    out: list[float] = []
+    clock = time.perf_counter
+    n = len(rows)
+    for i in range(n_calls):
+        row = rows[i % n]
+        t0 = clock()
+        fn(row)
+        out.append((clock() - t0) * 1e6)
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q))
+
+
+def fresh_process(code: str) -> str:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, check=True)
+    return out.stdout.strip()
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer timed calls")
+    args = parser.parse_args(argv)
+    n_calls = 5000 if args.quick else 30000
+    X, y, X_test, names = letter_binary()
+    with tempfile.TemporaryDirectory(prefix="adaptedge-bench-edge-") as tmp:
+        bundle = Path(tmp) / "letter-binary"
+        started = time.perf_counter()
+        manifest, lpc, gate = build_bundle(bundle, X, y, names)
+        build_s = time.perf_counter() - started
+        rows = np.ascontiguousarray(X_test[:2000], dtype=np.float32)
+        rt = EdgeRuntime.load(bundle, operating_point="gate")
+
+        def skl_decision(row: F32) -> tuple[bool, int]:
+            x = row.reshape(1, -1)
+            escalate = bool(gate.predict_proba(x)[0].argmax() == 1)
+            return escalate, int(lpc.predict_proba(x)[0].argmax())
+
+        edge_decisions = [rt.predict_row(r) for r in rows]
+        skl = [skl_decision(r) for r in rows]
+        agreement = float(np.mean([(d.escalated, d.label_index) == s
+                                   for d, s in zip(edge_decisions, skl, strict=True)]))
+        # Interleave the two measurements in rounds so machine noise hits both alike.
+        local: list[float] = []
+        sklearn: list[float] = []
+        rounds = 5
+        for _ in range(rounds):
+            local += timed_us(rt.predict_row, rows, n_calls // rounds)
+            sklearn += timed_us(skl_decision, rows, max(200, n_calls // (rounds * 20)))
+        rt.set_operating_point("one")
+        one = timed_us(rt.predict_row, rows, n_calls)
+        rt.set_operating_point("chain")
+        chain = timed_us(rt.predict_row, rows, n_calls)
+        steps = len(manifest.policies["chain"].nodes) - 1
+        assert rt.predict_row(rows[0]).nodes[-1] == f"n{steps + 1}"
+        rss_code = (
+            "import sys, numpy as np\n"
+            "import edge\n"
+            f"rt = edge.EdgeRuntime.load({str(bundle)!r})\n"
+            "rt.predict_row(np.zeros(16, np.float32))\n"
+            "heavy = [m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy', "
+            "'skl2onnx')]\n"
+            "st = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)\n"
+            "kb = lambda k: int(st[k].split()[0])\n"
+            "print(kb('VmRSS'), kb('VmHWM'), len(heavy))\n"
+        )
+        rss_kb, hwm_kb, n_heavy = map(int, fresh_process(rss_code).split())
+        mqtt_code = rss_code.replace(
+            "import edge\n", "import edge\nuplink = edge.MqttUplink('mqtt://127.0.0.1:1', 'd')\n")
+        mqtt_kb = int(fresh_process(mqtt_code).split()[0])
+    import_times = [float(fresh_process(
+        "import time; t = time.perf_counter(); import edge; print(time.perf_counter() - t)"))
+        for _ in range(3)]
+    local_p50, sklearn_p50 = pct(local, 50), pct(sklearn, 50)
+    one_p50, chain_p50 = pct(one, 50), pct(chain, 50)
+    return {
+        "local_p50_us": round(local_p50, 2),
+        "local_p99_us": round(pct(local, 99), 2),
+        "sklearn_p50_us": round(sklearn_p50, 2),
+        "sklearn_p99_us": round(pct(sklearn, 99), 2),
+        "speedup_vs_sklearn": round(sklearn_p50 / local_p50, 1),
+        "agreement": agreement,
+        "step_p50_us": round((chain_p50 - one_p50) / steps, 2),
+        "one_node_walk_p50_us": round(one_p50, 2),
+        "chain_walk_p50_us": round(chain_p50, 2),
+        "chain_steps": steps,
+        "rss_mib": round(rss_kb / 1024, 1),
+        "peak_rss_mib": round(hwm_kb / 1024, 1),
+        "rss_with_mqtt_uplink_mib": round(mqtt_kb / 1024, 1),
+        "heavy_modules_in_edge_process": n_heavy,
+        "import_s": round(statistics.median(import_times), 3),
+        "bundle_models": len(manifest.files),
+        "bundle_build_s": round(build_s, 1),
+        "timed_calls": n_calls,
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(main()))
