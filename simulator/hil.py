@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from protocol.bundle import verify
 from simulator.brokers import AmqttBroker, MosquittoBroker, best_available_broker
+from simulator.monitor import RequestMonitor
 from simulator.network import Outage
 from simulator.processes import ProcessSet, adaptedge_command
 from simulator.proxy import ImpairedProxy
@@ -124,6 +125,9 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
         if outages and opts.outage_mode == "pause" and mosquitto is None:
             raise HilError("outage_mode 'pause' needs a mosquitto broker started here "
                            "(--broker mosquitto)")
+        monitor = RequestMonitor(url)
+        monitor.start()
+        stack.callback(monitor.stop)
         cloud_args = ["cloud", "serve", "--bundle", str(bundle_dir), "--broker", url,
                       "--stats-every", "3600", "--log-level", "WARNING"]
         if not shares:
@@ -144,24 +148,33 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
                 "--limit", str(limit), "--rate", f"{rate:g}", "--operating-point", point,
                 "--json-out", str(out)))
             names.append(name)
-        if proxy is not None:
-            proxy.start_schedule()
-        pauser = None
-        if outages and opts.outage_mode == "pause" and mosquitto is not None:
-            pauser = _pause_schedule(mosquitto, outages)
+        # Outages start when the devices are really deciding: at their first request.
+        schedule_t0: list[float] = []
+        scheduler = _start_outages_on_first_request(
+            monitor, proxy, mosquitto if opts.outage_mode == "pause" else None, outages,
+            schedule_t0, opts.timeout_s)
         budget = opts.timeout_s
         bar = _bar(progress, opts.devices * limit)
         codes = _wait_devices(procs, names, budget, rate, bar)
-        if pauser is not None:
-            pauser.join(timeout=max(o.end_s for o in outages) + 5)
+        if scheduler is not None:
+            scheduler.join(timeout=max(o.end_s for o in outages) + 5)
         failed = {n: c for n, c in codes.items() if c != 0}
         if failed:
             detail = "; ".join(f"{n}: exit {c}: {procs.log(n)[-400:]}" for n, c in failed.items())
             raise HilError(f"edge device(s) failed or timed out after {budget:g} s: {detail} "
                            f"(logs in {procs.log_dir})")
         cols = DecisionColumns()
+        starts: dict[str, float] = {}
         for name in names:
-            _append_records(cols, name, outputs[name], truth, rate)
+            records = read_records(outputs[name])
+            starts[name] = _device_start(monitor, name, records, rate)
+        t_origin = min([v for v in starts.values() if v == v] + schedule_t0, default=0.0)
+        for name in names:
+            offset = starts[name] - t_origin if starts[name] == starts[name] else 0.0
+            _append_records(cols, name, read_records(outputs[name]), truth, rate, offset)
+        run_outages = [(o.start_s + (schedule_t0[0] - t_origin if schedule_t0 else 0.0),
+                        o.end_s + (schedule_t0[0] - t_origin if schedule_t0 else 0.0))
+                       for o in outages] if schedule_t0 else []
         cloud_log = procs.log("cloud")
         procs.close()
     extra: dict[str, Any] = {
@@ -169,31 +182,68 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
         "rate_hz": rate, "proxy": use_proxy, "outage_mode": opts.outage_mode if outages else None,
         "workdir": str(workdir), "notes": notes,
     }
+    if outages and not schedule_t0:
+        notes.append("no device sent a request, so the outage schedule never started")
     if proxy is not None:
         extra["proxy_cuts"] = len(proxy.cuts)
+        extra["proxy_cut_spans_s"] = [(a - t_origin, None if b is None else b - t_origin)
+                                      for a, b in proxy.cuts]
+        extra["proxy_connections"] = proxy.connections
         extra["proxy_refused"] = proxy.refused
     if "Traceback" in cloud_log:
         extra["cloud_log_tail"] = cloud_log[-800:]
     return RunResult(
         mode="hil", bundle_id=manifest.bundle_id, operating_point=point,
         classes=manifest.classes, columns=cols,
-        outages=[(o.start_s, o.end_s) for o in outages],
+        outages=run_outages,
         duration_s=max(cols.t_start, default=0.0), wall_s=time.monotonic() - started,
         extra=extra)
 
 
-def _pause_schedule(broker: MosquittoBroker, outages: tuple[Outage, ...]) -> threading.Thread:
-    def run() -> None:
-        t0 = time.monotonic()
-        for o in sorted(outages, key=lambda o: o.start_s):
-            time.sleep(max(0.0, t0 + o.start_s - time.monotonic()))
-            broker.pause()
-            time.sleep(max(0.0, t0 + o.end_s - time.monotonic()))
-            broker.resume()
+def _start_outages_on_first_request(monitor: RequestMonitor, proxy: ImpairedProxy | None,
+                                    pause: MosquittoBroker | None, outages: tuple[Outage, ...],
+                                    t0_out: list[float], timeout_s: float
+                                    ) -> threading.Thread | None:
+    """A thread that waits for the first request, then runs the outages (proxy cuts or
+    broker pauses) relative to it; ``t0_out`` receives the wall time it started."""
+    if not outages or (proxy is None and pause is None):
+        return None
 
-    thread = threading.Thread(target=run, name="broker-pauser", daemon=True)
+    def run() -> None:
+        if not monitor.first_request.wait(timeout_s):
+            return
+        t0 = time.time()
+        t0_out.append(t0)
+        if proxy is not None and pause is None:
+            proxy.start_schedule()
+            return
+        assert pause is not None
+        for o in sorted(outages, key=lambda o: o.start_s):
+            time.sleep(max(0.0, t0 + o.start_s - time.time()))
+            pause.pause()
+            time.sleep(max(0.0, t0 + o.end_s - time.time()))
+            pause.resume()
+
+    thread = threading.Thread(target=run, name="outage-schedule", daemon=True)
     thread.start()
     return thread
+
+
+def _device_start(monitor: RequestMonitor, device: str, records: list[dict[str, Any]],
+                  rate_hz: float) -> float:
+    """Wall time a device started deciding: min over its requests of arrival - row / rate."""
+    best = float("nan")
+    for i, r in enumerate(records):
+        rid = r.get("request_id")
+        if rid is None:
+            continue
+        at = monitor.arrival(device, int(rid))
+        if at is None:
+            continue
+        start = at - int(r.get("index", i)) / rate_hz
+        if not best <= start:
+            best = start
+    return best
 
 
 def _bar(enabled: bool, total: int) -> Any:
@@ -248,16 +298,22 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def _append_records(cols: DecisionColumns, device: str, path: Path,
-                    truth: npt.NDArray[Any], rate_hz: float) -> None:
-    """Add a device's records; a decision's start time is its scheduled time, row / rate."""
+def _append_records(cols: DecisionColumns, device: str, records: list[dict[str, Any]],
+                    truth: npt.NDArray[Any], rate_hz: float, offset_s: float) -> None:
+    """Add a device's records. The device starts row i at ``row / rate`` or when the previous
+    decision finished, whichever is later (``edge run --rate`` paces that way), so each
+    decision's start is rebuilt from the latencies, plus the device's offset from the origin."""
     truth_list = np.asarray(truth).tolist()
-    for i, r in enumerate(read_records(path)):
+    free_at = 0.0
+    for i, r in enumerate(records):
         row = int(r.get("index", r.get("row", i)))
         latency = r.get("latency_ms")
         cols.device.append(device)
         cols.row.append(row)
-        cols.t_start.append(row / rate_hz)
+        begin = max(row / rate_hz, free_at)
+        if latency is not None and latency == latency:
+            free_at = begin + float(latency) / 1000.0
+        cols.t_start.append(offset_s + begin)
         cols.latency_ms.append(float("nan") if latency is None else float(latency))
         cols.label.append(int(r["label_index"]))
         cols.truth.append(int(truth_list[row]))

@@ -45,6 +45,9 @@ class ImpairedProxy:
         self._schedule: asyncio.Task[None] | None = None
         self.connections = 0
         self.refused = 0
+        self._armed_at: int | None = None
+        self._started = threading.Event()
+        self.schedule_started: float | None = None
         self.cuts: list[tuple[float, float | None]] = []
         """(wall start, wall end or None) of every cut, in ``time.time()`` seconds."""
 
@@ -119,12 +122,31 @@ class ImpairedProxy:
     def restore(self) -> None:
         self._call(self._do_restore)
 
-    def start_schedule(self) -> None:
-        """Apply ``outages`` relative to now."""
-        if self.outages and self._loop is not None:
-            def begin() -> None:
-                self._schedule = asyncio.ensure_future(self._run_schedule())
-            self._loop.call_soon_threadsafe(begin)
+    def start_schedule(self, after_connections: int = 0) -> None:
+        """Apply ``outages`` relative to now, or to the moment ``after_connections`` clients
+        have connected (so the schedule starts with the devices, not with their imports)."""
+        if self._loop is None:
+            raise RuntimeError("the proxy is not running: call start() first")
+
+        def arm() -> None:
+            self._armed_at = after_connections
+            self._maybe_begin()
+
+        self._loop.call_soon_threadsafe(arm)
+
+    def wait_started(self, timeout_s: float) -> float | None:
+        """Block until the schedule has started; its ``time.time()``, or None on timeout."""
+        self._started.wait(timeout_s)
+        return self.schedule_started
+
+    def _maybe_begin(self) -> None:
+        if self._armed_at is None or self.connections < self._armed_at:
+            return
+        self._armed_at = None
+        self.schedule_started = time.time()
+        self._started.set()
+        if self.outages:
+            self._schedule = asyncio.ensure_future(self._run_schedule())
 
     def _call(self, fn: object) -> None:
         loop = self._loop
@@ -183,6 +205,7 @@ class ImpairedProxy:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.connections += 1
         self._writers.update((writer, up_writer))
+        self._maybe_begin()
         try:
             await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
         except asyncio.CancelledError:

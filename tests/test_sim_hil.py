@@ -1,0 +1,83 @@
+"""Hardware in the loop against replay: real broker, cloud and edge processes on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sim_helpers import build_dataset_bundle
+
+from simulator.hil import HilOptions, run_hil
+from simulator.network import NetworkConfig, Outage
+from simulator.records import RunResult
+from simulator.replay import replay
+from simulator.report import evaluate, write_report
+from simulator.scenario import DevicesConfig, Scenario
+from trainer.datasets import load_dataset
+
+DATA = "wall-robot"
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("hil") / "bundle"
+    build_dataset_bundle(out, DATA, escalate=0.4)
+    return out
+
+
+def _children_gone(run: RunResult) -> None:
+    import psutil
+
+    me = psutil.Process()
+    assert me.children(recursive=True) == [], "HIL left child processes behind"
+
+
+@pytest.mark.parametrize("broker", ["mosquitto", "amqtt"])
+def test_replay_and_hil_make_the_same_decisions(bundle: Path, tmp_path: Path,
+                                                broker: str) -> None:
+    X, y = load_dataset(DATA).split("test")
+    scenario = Scenario(seed=3, devices=DevicesConfig(count=2, rate_hz=100, limit=80))
+    hil = run_hil(bundle, DATA, scenario=scenario, truth=y,
+                  options=HilOptions(devices=2, broker=broker, workdir=tmp_path, timeout_s=120))
+    _children_gone(hil)
+    sim = replay(bundle, X, y, scenario=scenario)
+    assert hil.n == sim.n == 160
+    assert set(hil.columns.source) == {"local", "cloud"}
+    assert hil.keyed() == sim.keyed()  # labels, sources, escalation, sensors per (device, row)
+    e_hil, e_sim = float(np.sum(hil.columns.energy_mj)), float(np.sum(sim.columns.energy_mj))
+    assert abs(e_hil - e_sim) <= 0.01 * e_sim
+
+
+@pytest.mark.parametrize("mode", ["proxy", "pause"])
+def test_outage_every_request_gets_exactly_one_answer(bundle: Path, tmp_path: Path,
+                                                      mode: str) -> None:
+    X, y = load_dataset(DATA).split("test")
+    limit, rate = 200, 50.0
+    scenario = Scenario(seed=1, devices=DevicesConfig(count=1, rate_hz=rate, limit=limit),
+                        network=NetworkConfig(outages=(Outage(1.0, 1.5),)))
+    hil = run_hil(bundle, DATA, scenario=scenario, truth=y,
+                  options=HilOptions(devices=1, broker="mosquitto", workdir=tmp_path / "w",
+                                     timeout_s=120, outage_mode=mode))  # type: ignore[arg-type]
+    _children_gone(hil)
+    assert sorted(hil.columns.row) == list(range(limit))  # none lost, none twice
+    escalated = np.asarray(hil.columns.escalated)
+    sources = hil.sources()
+    assert set(sources[escalated]) <= {"cloud", "degraded"}
+    assert (sources[~escalated] == "local").all()
+    t = np.asarray(hil.columns.t_start)
+    start, end = hil.outages[0]
+    inside = (t >= start + 0.05) & (t < end)
+    assert (sources[inside & escalated] == "degraded").mean() > 0.5
+    assert (sources[(t < start - 0.1) & escalated] == "cloud").all()
+    assert hil.outages and hil.outages[0][1] - hil.outages[0][0] == pytest.approx(1.5)
+    if mode == "proxy":
+        assert hil.extra["proxy_cuts"] == 1
+    report = write_report(evaluate(bundle, X, y, scenario=scenario, main=hil), tmp_path / "rep")
+    body = json.loads(report["json"].read_text())
+    effect = body["outage_effect"]
+    assert effect["decisions_in_outage"] > 0
+    assert effect["degraded_rate_in_outage"] > effect["degraded_rate_outside"]
+    assert "## Outages" in report["markdown"].read_text()
