@@ -126,7 +126,7 @@ def node_model(lpc: Any, n_in: int, gate: Any | None = None,
                                                      for d, v in opsets.items()])
     model.ir_version = IR_VERSION
     onnx.checker.check_model(model)
-    return model.SerializeToString()
+    return bytes(model.SerializeToString())
 
 
 def build_bundle(out: Path, X: F32, y: npt.NDArray[np.int64],

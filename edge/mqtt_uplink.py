@@ -199,6 +199,9 @@ class MqttUplink:
         delay = low
         first = True
         client = self._client
+        # paho's threaded mode (what loop_start does): other threads' publishes only queue the
+        # packet and wake this thread, so a single thread ever writes to the socket.
+        client._thread = threading.current_thread()
         while not self._stop.is_set():
             try:
                 if first:

@@ -207,3 +207,32 @@ def test_frozen_broker_degrades_at_the_deadline(toy_bundle: Bundle, mosquitto: M
     finally:
         mosquitto.resume()
         responder.close()
+
+
+def test_username_and_password(tmp_path: Path, toy_bundle: Bundle) -> None:
+    import shutil
+    import subprocess
+
+    tool = shutil.which("mosquitto_passwd")
+    if tool is None:
+        pytest.skip("mosquitto_passwd is not installed")
+    passwords = tmp_path / "passwd"
+    subprocess.run([tool, "-b", "-c", str(passwords), "dev1", "s3cret"], check=True,
+                   capture_output=True, timeout=30)
+    with MosquittoBroker(password_file=passwords) as broker:
+        good = MqttUplink(broker.url, "dev1", username="dev1", password="s3cret").start()
+        bad = MqttUplink(broker.url, "dev1", username="dev1", password="wrong",
+                         client_id="dev1-bad").start()
+        try:
+            assert good.wait_connected(10.0), good.last_error
+            give_up = time.monotonic() + 10.0
+            while bad.counters["connect_failures"] < 1 and time.monotonic() < give_up:
+                time.sleep(0.02)
+            assert not bad.is_connected()
+            assert bad.last_error is not None and "refused" in bad.last_error
+            rt = EdgeRuntime.load(toy_bundle[0], operating_point="gate", uplink=bad)
+            d = rt.predict_row(escalated_rows(toy_bundle[0], 1)[0])
+            assert (d.source, d.error) == ("degraded", "uplink_down")
+        finally:
+            good.close()
+            bad.close()
