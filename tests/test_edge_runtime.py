@@ -212,3 +212,55 @@ def test_outbox_records_escalations_within_limits(toy_bundle: Bundle, tmp_path: 
     assert [r.request_id for r in outbox.requests()] == sent[-3:]
     small = Outbox(tmp_path / "outbox", max_bytes=1)  # reopening applies the new limits
     assert len(small) == 0 and small.total_bytes == 0
+
+
+def test_ties_take_the_first_highest_action(tmp_path: Path) -> None:
+    from toy_bundle import linear_model_bytes
+
+    from protocol import (
+        Action,
+        CostWeights,
+        HpcRef,
+        LinkSpec,
+        ModelRef,
+        OperatingPoint,
+        PolicyGraph,
+        PolicyNode,
+        SensorSpec,
+        write_bundle,
+    )
+
+    w = np.ones((1, 2), np.float32)
+    tie = linear_model_bytes(w, np.zeros(2, np.float32), np.zeros((1, 3), np.float32),
+                             np.array([0.5, 0.5, 0.5], np.float32))
+    graph = PolicyGraph(root="n", nodes={"n": PolicyNode(
+        ("s",), ModelRef("n.onnx", (0,)),
+        (Action("escalate"), Action("stop"), Action("escalate")))})
+    manifest = Manifest(
+        schema_version=1, bundle_id="pending", classes=("x", "y"), feature_names=("f",),
+        sensors=(SensorSpec("s", (0,)),), link=LinkSpec(), cost_weights=CostWeights(),
+        hpc=HpcRef("n.onnx", ("s",), accuracy=0.5), policies={"p": graph},
+        operating_points=(OperatingPoint("p", "p", accuracy=0.5, cost=1.0),),
+        default_operating_point="p", files={})
+    write_bundle(tmp_path / "tie", manifest, {"n.onnx": tie})
+    rt = EdgeRuntime.load(tmp_path / "tie")
+    d = rt.predict_row([1.0])
+    assert d.escalated and d.source == "degraded"
+    assert d.label_index == 0  # probabilities tie too: the first class
+
+
+def test_outbox_drops_old_records(toy_bundle: Bundle, tmp_path: Path) -> None:
+    import time
+
+    path, manifest = toy_bundle
+    ref = ReferenceWalk(path, manifest)
+    probe = EdgeRuntime.load(path, operating_point="gate")
+    escalated = [r for r in rows(200, 8) if probe.predict_row(r).escalated][:4]
+    outbox = Outbox(tmp_path / "outbox", max_age_s=1.0)
+    rt = EdgeRuntime.load(path, operating_point="gate", uplink=HpcUplink(ref), outbox=outbox)
+    for row in escalated:
+        rt.predict_row(row)
+    assert len(outbox) == len(escalated) == 4
+    time.sleep(1.1)
+    rt.predict_row(escalated[0])
+    assert len(outbox) == 1
