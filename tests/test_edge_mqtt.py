@@ -236,3 +236,26 @@ def test_username_and_password(tmp_path: Path, toy_bundle: Bundle) -> None:
         finally:
             good.close()
             bad.close()
+
+
+def test_with_the_real_cloud_service(toy_bundle: Bundle, mosquitto: MosquittoBroker,
+                                     uplink: MqttUplink) -> None:
+    from cloud.service import CloudService
+
+    path, manifest = toy_bundle
+    ref = ReferenceWalk(path, manifest)
+    service = CloudService(path, mosquitto.url, max_wait_ms=1.0)
+    service.start()
+    try:
+        rt = EdgeRuntime.load(path, operating_point="gate", uplink=uplink, device_id="dev1")
+        rows = escalated_rows(path, 8)
+        give_up = time.monotonic() + 10.0
+        while rt.predict_row(rows[0]).source != "cloud" and time.monotonic() < give_up:
+            time.sleep(0.05)
+        for row in rows:
+            d = rt.predict_row(row)
+            assert d.source == "cloud", d.error
+            assert d.label_index == int(np.argmax(ref.hpc(row)))
+            np.testing.assert_allclose(d.probabilities, ref.hpc(row), rtol=1e-5)
+    finally:
+        service.stop()
