@@ -12,6 +12,8 @@ COUNTER_NAMES: tuple[str, ...] = (
     "deadline_missed",
     "cloud_errors",
     "mismatched_replies",
+    "uplink_errors",
+    "outbox_errors",
     "sensor_failures",
     "late_replies",
     "duplicate_replies",

@@ -10,7 +10,6 @@ answers with the first argmax of ``probabilities``, ``acquire`` moves to the nex
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,7 +109,3 @@ def compile_all(manifest: Manifest, bundle_root: Path) -> dict[str, CompiledPoli
     return {name: compile_policy(manifest, name, graph, sessions)
             for name, graph in manifest.policies.items()}
 
-
-def policy_for_point(policies: Mapping[str, CompiledPolicy], manifest: Manifest,
-                     point: str) -> CompiledPolicy:
-    return policies[manifest.operating_point(point).policy]

@@ -9,6 +9,7 @@ A runtime is not thread-safe: use one per thread (each holds its own bound buffe
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -42,6 +43,8 @@ UPLINK_DOWN = "uplink_down"
 DEADLINE = "deadline"
 MISMATCHED_REPLY = "mismatched_reply"
 SENSOR_FAILURE = "sensor_failure"
+UPLINK_ERROR = "uplink_error"
+log = logging.getLogger("edge")
 
 
 class EdgeRuntime:
@@ -343,10 +346,21 @@ class EdgeRuntime:
                 request = self._request(values, read_bits, local_idx, float(proba[local_idx]))
                 request_id = request.request_id
                 if self.outbox is not None:
-                    self.outbox.record(request)
+                    try:
+                        self.outbox.record(request)
+                    except (OSError, ValueError):
+                        counters["outbox_errors"] += 1
                 sent = True
                 t_send = clock()
-                reply = uplink.exchange(request, t_send + self._deadline_s)
+                try:
+                    reply = uplink.exchange(request, t_send + self._deadline_s)
+                except Exception:  # a transport bug must not crash the device
+                    log.exception("edge %s: the uplink raised; answering degraded",
+                                  self.device_id)
+                    reply = ErrorReply(request_id, self.device_id, UPLINK_ERROR,
+                                       "the uplink raised", 0.0)
+                    counters["uplink_errors"] += 1
+                    counters["cloud_errors"] -= 1  # counted below as an error reply
                 t_cloud = clock() - t_send
                 if reply is None:
                     error = DEADLINE

@@ -264,3 +264,18 @@ def test_outbox_drops_old_records(toy_bundle: Bundle, tmp_path: Path) -> None:
     time.sleep(1.1)
     rt.predict_row(escalated[0])
     assert len(outbox) == 1
+
+
+def test_an_uplink_that_raises_degrades(toy_bundle: Bundle) -> None:
+    path, manifest = toy_bundle
+
+    def boom(req: InferenceRequest) -> None:
+        raise RuntimeError("transport bug")
+
+    rt = EdgeRuntime.load(path, operating_point="gate",
+                          uplink=HpcUplink(ReferenceWalk(path, manifest), behaviour=boom))
+    escalated = [d for d in map(rt.predict_row, rows(50, 9)) if d.escalated]
+    assert escalated and all((d.source, d.error) == ("degraded", "uplink_error")
+                             for d in escalated)
+    assert rt.counters["uplink_errors"] == len(escalated)
+    assert rt.counters["cloud_errors"] == 0
