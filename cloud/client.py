@@ -18,7 +18,7 @@ from cloud.connection import TlsFiles, connect, make_client, parse_broker_url
 from cloud.errors import CloudError
 from protocol.codec import decode
 from protocol.errors import ProtocolError
-from protocol.messages import ErrorReply, InferenceReply, Message
+from protocol.messages import Message, Telemetry
 from protocol.topics import DEFAULT_PREFIX, reply_topic, request_topic
 
 ReplyHandler = Callable[[Message, float], None]
@@ -97,7 +97,8 @@ class RequestClient:
         except ProtocolError:
             self.undecodable += 1
             return
-        rid = reply.request_id if isinstance(reply, InferenceReply | ErrorReply) else None
+        # Replies and errors carry the request id; so does a request echoed back verbatim.
+        rid = None if isinstance(reply, Telemetry) else reply.request_id
         self.replies.setdefault(rid, []).append((now, reply))
         if self.on_reply is not None:
             self.on_reply(reply, now)

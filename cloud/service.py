@@ -37,6 +37,7 @@ from protocol.topics import DEFAULT_PREFIX, shared, telemetry_topic, wildcard
 
 ShareMode = Literal["auto", "on", "off"]
 _SUCCESS = MQTTErrorCode.MQTT_ERR_SUCCESS
+_select = select.select
 _IDLE_TICK_S = 0.05
 _PROBE_TIMEOUT_S = 1.0
 _DRAIN_QUIET_S = 0.1
@@ -82,8 +83,9 @@ class CloudService:
         self._batch: MicroBatch[_Item] = MicroBatch(max_batch, max_wait_ms)
         self._recent = RecentRequests(dedup_capacity)
         self._stats = ServiceStats()
+        self._tls = tls is not None or self.address.tls
         self._client = make_client(self.worker_id, username=username, password=password,
-                                   tls=tls, use_tls=self.address.tls)
+                                   tls=tls, use_tls=self._tls)
         self._client.on_message = self._on_message
         self._client.on_connect = self._on_connect
         self._client.on_publish = self._on_publish
@@ -218,6 +220,7 @@ class CloudService:
             return
         reply_to, item = prepared
         device = item.device
+        entry: InferenceRequest | ErrorReply | bytes = item
         if type(item) is InferenceRequest:
             cached = self._recent.seen(device, item.request_id)
             if cached is not None:
@@ -225,9 +228,11 @@ class CloudService:
                 if cached == PENDING:
                     return  # the pending batch answers it
                 self._stats.resent += 1
-                self._batch.add((received, reply_to, device, cached), received)
-                return
-        self._batch.add((received, reply_to, device, item), received)
+                entry = cached
+        # Flush from inside the callback when the batch is full or nothing more is waiting:
+        # paho then writes the replies ahead of this message's PUBACK.
+        if self._batch.add((received, reply_to, device, entry), received) or not self._readable():
+            self._flush()
 
     def _flush(self) -> None:
         items = self._batch.take()
@@ -254,13 +259,14 @@ class CloudService:
         self._stats.record_service_ms(service_ms)
 
     def _readable(self) -> bool:
+        """More input already waiting on the socket (then keep batching)."""
         sock = self._client.socket()
         if sock is None:
             return False
-        if hasattr(sock, "pending") and sock.pending() > 0:
+        if self._tls and sock.pending() > 0:  # type: ignore[attr-defined,union-attr]
             return True
         try:
-            return bool(select.select([sock], [], [], 0)[0])
+            return bool(_select([sock], (), (), 0)[0])
         except (OSError, ValueError, TypeError):
             return False
 
@@ -276,8 +282,7 @@ class CloudService:
                     self._flush()
                     self._reconnect(rc)
                     continue
-                if batch.items and (batch.full or batch.due(time.monotonic())
-                                    or not self._readable()):
+                if batch.items and (batch.due(time.monotonic()) or not self._readable()):
                     self._flush()
                 if time.monotonic() >= next_stats:
                     self._report()

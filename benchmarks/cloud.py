@@ -1,0 +1,300 @@
+"""Cloud service speed against a raw paho echo, both over a mosquitto this script starts.
+
+In one run: sequential round trip (p50/p99) and throughput with 50 requests in flight, for a
+raw echo (request in, same bytes out, QoS 1 both ways) and for ``adaptedge cloud serve``
+(decode, validate, one batched onnxruntime call, encode, reply); then the service's
+throughput against ``--max-batch``. Each server is a separate process; the client drives
+paho's loop in its own thread (no handoff). Rounds alternate echo/service and the medians are
+reported, so load from other processes hits both alike. Prints one JSON object.
+
+    .venv/bin/python benchmarks/cloud.py [--rounds 10] [--sequential 300] [--requests 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import itertools
+
+from cloud.client import RequestClient
+from protocol import InferenceRequest, Manifest, encode, pack_features
+
+ECHO_PREFIX = "echo"
+SERVICE_PREFIX = "adaptedge"
+
+
+# -- a bundle built here: a small MLP HPC ------------------------------------------------------
+def build_bundle(out: Path, n_features: int, n_classes: int = 4, hidden: int = 64) -> Manifest:
+    from onnx import TensorProto, helper, numpy_helper
+
+    from protocol import (
+        Action,
+        CostWeights,
+        HpcRef,
+        LinkSpec,
+        ModelRef,
+        OperatingPoint,
+        PolicyGraph,
+        PolicyNode,
+        SensorSpec,
+        write_bundle,
+    )
+
+    rng = np.random.default_rng(0)
+
+    def model(layers: list[int]) -> bytes:
+        inits, nodes, prev = [], [], "x"
+        for k, (a, b) in enumerate(itertools.pairwise(layers)):
+            inits += [numpy_helper.from_array(rng.normal(size=(a, b)).astype(np.float32), f"W{k}"),
+                      numpy_helper.from_array(rng.normal(size=b).astype(np.float32), f"b{k}")]
+            nodes += [helper.make_node("MatMul", [prev, f"W{k}"], [f"m{k}"]),
+                      helper.make_node("Add", [f"m{k}", f"b{k}"], [f"z{k}"])]
+            prev = f"z{k}"
+            if k < len(layers) - 2:
+                nodes.append(helper.make_node("Relu", [prev], [f"r{k}"]))
+                prev = f"r{k}"
+        nodes.append(helper.make_node("Softmax", [prev], ["probabilities"], axis=1))
+        graph = helper.make_graph(
+            nodes, "bench",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", layers[0]])],
+            [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["N", layers[-1]])],
+            initializer=inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 9
+        return bytes(m.SerializeToString())
+
+    cols = tuple(range(n_features))
+    gate = PolicyGraph(root="all", nodes={"all": PolicyNode(
+        sensors=("s",), model=ModelRef("gate.onnx", cols),
+        actions=(Action("stop"), Action("escalate")))})
+    manifest = Manifest(
+        schema_version=1, bundle_id="pending", classes=tuple(f"c{i}" for i in range(n_classes)),
+        feature_names=tuple(f"f{i}" for i in cols), sensors=(SensorSpec("s", cols),),
+        link=LinkSpec(), cost_weights=CostWeights(),
+        hpc=HpcRef("hpc.onnx", ("s",), accuracy=0.9, description=f"MLP {n_features}-{hidden}"),
+        policies={"gate": gate},
+        operating_points=(OperatingPoint("gate", "gate", accuracy=0.8, cost=1.0),),
+        default_operating_point="gate", files={}, metadata={"method": "benchmark"})
+    return write_bundle(out, manifest, {"hpc.onnx": model([n_features, hidden, n_classes]),
+                                        "gate.onnx": model([n_features, n_classes])})
+
+
+# -- servers -------------------------------------------------------------------------------
+def echo_server(url: str) -> None:
+    """Raw paho echo: every request's bytes back on the device's reply topic, QoS 1."""
+    from cloud.connection import connect, make_client, parse_broker_url
+
+    client = make_client(f"echo-{os.getpid()}")
+    connect(client, parse_broker_url(url))
+
+    def on_message(c: Any, userdata: Any, message: Any) -> None:
+        c.publish(message.topic[:-3] + "resp", message.payload, qos=1)
+
+    client.on_message = on_message
+    # The same shared-subscription routing the service gets from the broker.
+    client.subscribe(f"$share/echo/{ECHO_PREFIX}/v1/+/req", qos=1)
+    print("ready", flush=True)
+    client.loop_forever()
+
+
+def spawn(cmd: list[str], ready: str, log: Path) -> subprocess.Popen[bytes]:
+    fh = log.open("wb")
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while ready not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{cmd[:4]} did not start: {log.read_text()[-1000:]}")
+        time.sleep(0.05)
+    return proc
+
+
+def service(url: str, bundle: Path, max_batch: int, log: Path) -> subprocess.Popen[bytes]:
+    return spawn([sys.executable, "-m", "adaptedge_cli.main", "cloud", "serve", "--bundle",
+                  str(bundle), "--broker", url, "--max-batch", str(max_batch),
+                  "--client-id", f"bench-{max_batch}", "--stats-every", "3600",
+                  "--log-level", "WARNING"], "ready", log)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+# -- the client ----------------------------------------------------------------------------
+class Load:
+    def __init__(self, url: str, prefix: str, manifest: Manifest, n_features: int) -> None:
+        self.client = RequestClient(url, "bench-dev", prefix=prefix,
+                                    client_id=f"bench-{prefix}-{os.getpid()}")
+        self.client.connect()
+        rng = np.random.default_rng(1)
+        self.feats, self.mask = pack_features(rng.normal(size=n_features), np.ones(n_features))
+        self.bundle_id = manifest.bundle_id
+        self.next_id = 0
+
+    def payload(self) -> tuple[int, bytes]:
+        rid, self.next_id = self.next_id, self.next_id + 1
+        return rid, encode(InferenceRequest(rid, "bench-dev", self.bundle_id, time.time(), 1000.0,
+                                            self.feats, self.mask))
+
+    def sequential(self, n: int) -> list[float]:
+        client, rtts = self.client, []
+        for _ in range(n):
+            rid, data = self.payload()
+            start = time.perf_counter()
+            client.send(data)
+            if not client.pump(5.0, lambda rid=rid: rid in client.replies):  # type: ignore[misc]
+                raise RuntimeError(f"no reply to request {rid} within 5 s")
+            rtts.append(client.replies.pop(rid)[0][0] - start)
+        return rtts
+
+    def throughput(self, n: int, in_flight: int) -> float:
+        client = self.client
+        done = 0
+        sent = 0
+
+        def on_reply(msg: object, at: float) -> None:
+            nonlocal done, sent
+            done += 1
+            if sent < n:
+                sent += 1
+                client.send(self.payload()[1])
+
+        client.on_reply = on_reply
+        start = time.perf_counter()
+        for _ in range(min(in_flight, n)):
+            sent += 1
+            client.send(self.payload()[1])
+        ok = client.pump(120.0, lambda: done >= n)
+        elapsed = time.perf_counter() - start
+        client.on_reply = None
+        client.replies.clear()
+        if not ok:
+            raise RuntimeError(f"only {done} of {n} replies within 120 s")
+        return n / elapsed
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def percentile_us(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values) * 1e6, q))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--echo-server", metavar="URL", help=argparse.SUPPRESS)
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--sequential", type=int, default=300, help="round trips per round")
+    ap.add_argument("--requests", type=int, default=3000, help="requests per throughput run")
+    ap.add_argument("--in-flight", type=int, default=50)
+    ap.add_argument("--features", type=int, default=32)
+    ap.add_argument("--batch-sizes", default="1,4,16,64")
+    args = ap.parse_args()
+    if args.echo_server:
+        echo_server(args.echo_server)
+        return
+
+    from simulator.brokers import MosquittoBroker
+
+    work = Path(tempfile.mkdtemp(prefix="adaptedge-bench-cloud-"))
+    manifest = build_bundle(work / "bundle", args.features)
+    seq: dict[str, list[float]] = {"echo": [], "service": []}
+    rps: dict[str, list[float]] = {"echo": [], "service": []}
+    by_batch: dict[int, float] = {}
+    cpu = {"echo": 0.0, "service": 0.0}
+    with MosquittoBroker() as broker:
+        echo = spawn([sys.executable, __file__, "--echo-server", broker.url], "ready",
+                     work / "echo.log")
+        svc = service(broker.url, work / "bundle", 32, work / "service.log")
+        try:
+            loads = {"echo": Load(broker.url, ECHO_PREFIX, manifest, args.features),
+                     "service": Load(broker.url, SERVICE_PREFIX, manifest, args.features)}
+            for load in loads.values():  # warm up: connections, caches, onnxruntime
+                load.sequential(200)
+                load.throughput(1000, args.in_flight)
+            seq_rounds: dict[str, list[float]] = {"echo": [], "service": []}
+            pids = {"echo": echo.pid, "service": svc.pid}
+            for r in range(args.rounds):
+                # Alternate which goes first, so drifting load from other processes
+                # hits both alike.
+                for name, load in sorted(loads.items(), reverse=bool(r % 2)):
+                    rtts = load.sequential(args.sequential)
+                    seq[name] += rtts
+                    seq_rounds[name].append(percentile_us(rtts, 50))
+                    before = cpu_seconds(pids[name])
+                    rps[name].append(load.throughput(args.requests, args.in_flight))
+                    cpu[name] += cpu_seconds(pids[name]) - before
+            loads["service"].client.close()
+        finally:
+            stop(svc)
+        try:
+            for batch in [int(b) for b in args.batch_sizes.split(",")]:
+                svc = service(broker.url, work / "bundle", batch, work / f"service-{batch}.log")
+                try:
+                    load = Load(broker.url, SERVICE_PREFIX, manifest, args.features)
+                    load.throughput(1000, args.in_flight)
+                    by_batch[batch] = statistics.median(
+                        load.throughput(args.requests // 2, args.in_flight)
+                        for _ in range(max(3, args.rounds // 3)))
+                    load.client.close()
+                finally:
+                    stop(svc)
+        finally:
+            loads["echo"].client.close()
+            stop(echo)
+
+    result = {
+        "echo_rtt_p50_us": percentile_us(seq["echo"], 50),
+        "echo_rtt_p99_us": percentile_us(seq["echo"], 99),
+        "service_rtt_p50_us": percentile_us(seq["service"], 50),
+        "service_rtt_p99_us": percentile_us(seq["service"], 99),
+        "echo_rps": statistics.median(rps["echo"]),
+        "service_rps": statistics.median(rps["service"]),
+        "rtt_p50_ratio": percentile_us(seq["service"], 50) / percentile_us(seq["echo"], 50),
+        "rtt_p50_ratio_median_of_rounds": statistics.median(
+            s / e for s, e in zip(seq_rounds["service"], seq_rounds["echo"], strict=True)),
+        "rps_ratio": statistics.median(rps["service"]) / statistics.median(rps["echo"]),
+        "echo_server_cpu_us_per_request": cpu["echo"] / (args.rounds * args.requests) * 1e6,
+        "service_server_cpu_us_per_request": cpu["service"] / (args.rounds * args.requests) * 1e6,
+        "load_average_1m": os.getloadavg()[0],
+        "service_rps_by_max_batch": {str(k): v for k, v in by_batch.items()},
+        "rounds": args.rounds,
+        "sequential_per_round": args.sequential,
+        "requests_per_round": args.requests,
+        "in_flight": args.in_flight,
+        "features": args.features,
+        "hpc": f"MLP {args.features}-64-4 (onnxruntime, 1 thread)",
+        "qos": 1,
+        "mqtt": "3.1.1",
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+    result["pass_rtt"] = result["rtt_p50_ratio"] <= 1.5
+    result["pass_rps"] = result["rps_ratio"] >= 0.7
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
