@@ -164,6 +164,7 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
             raise HilError(f"edge device(s) failed or timed out after {budget:g} s: {detail} "
                            f"(logs in {procs.log_dir})")
         cols = DecisionColumns()
+        sensor_ms = {spec.name: spec.latency_ms for spec in manifest.sensors}
         starts: dict[str, float] = {}
         for name in names:
             records = read_records(outputs[name])
@@ -171,7 +172,8 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
         t_origin = min([v for v in starts.values() if v == v] + schedule_t0, default=0.0)
         for name in names:
             offset = starts[name] - t_origin if starts[name] == starts[name] else 0.0
-            _append_records(cols, name, read_records(outputs[name]), truth, rate, offset)
+            _append_records(cols, name, read_records(outputs[name]), truth, rate, offset,
+                            sensor_ms)
         run_outages = [(o.start_s + (schedule_t0[0] - t_origin if schedule_t0 else 0.0),
                         o.end_s + (schedule_t0[0] - t_origin if schedule_t0 else 0.0))
                        for o in outages] if schedule_t0 else []
@@ -299,10 +301,13 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 
 def _append_records(cols: DecisionColumns, device: str, records: list[dict[str, Any]],
-                    truth: npt.NDArray[Any], rate_hz: float, offset_s: float) -> None:
+                    truth: npt.NDArray[Any], rate_hz: float, offset_s: float,
+                    sensor_ms: dict[str, float]) -> None:
     """Add a device's records. The device starts row i at ``row / rate`` or when the previous
     decision finished, whichever is later (``edge run --rate`` paces that way), so each
-    decision's start is rebuilt from the latencies, plus the device's offset from the origin."""
+    decision's start is rebuilt from the latencies, plus the device's offset from the origin.
+    Replayed sensors answer from memory, so each decision's latency gets the bundle's nominal
+    latency of the sensors it read, as in replay."""
     truth_list = np.asarray(truth).tolist()
     free_at = 0.0
     for i, r in enumerate(records):
@@ -314,12 +319,14 @@ def _append_records(cols: DecisionColumns, device: str, records: list[dict[str, 
         if latency is not None and latency == latency:
             free_at = begin + float(latency) / 1000.0
         cols.t_start.append(offset_s + begin)
-        cols.latency_ms.append(float("nan") if latency is None else float(latency))
+        sensors = tuple(r.get("sensors", r.get("sensors_read", ())))
+        nominal = sum(sensor_ms.get(s, 0.0) for s in sensors)
+        cols.latency_ms.append(float("nan") if latency is None else float(latency) + nominal)
         cols.label.append(int(r["label_index"]))
         cols.truth.append(int(truth_list[row]))
         cols.source.append(str(r["source"]))
         cols.escalated.append(bool(r.get("escalated", False)))
-        cols.sensors.append(tuple(r.get("sensors", r.get("sensors_read", ()))))
+        cols.sensors.append(sensors)
         rid = r.get("request_id")
         cols.request_id.append(-1 if rid is None else int(rid))
         cols.sent.append(rid is not None)
