@@ -115,5 +115,5 @@ def test_replay_agrees_with_an_independent_reference_walk(
         label = int(np.argmax(ref.hpc(X[i]))) if want["escalated"] else want["label_index"]
         assert run.columns.label[i] == label
         assert run.columns.source[i] == ("cloud" if want["escalated"] else "local")
-        assert sorted(run.columns.sensors[i]) == sorted(want["sensors_read"])  # type: ignore[arg-type]
+        assert sorted(run.columns.sensors[i]) == sorted(want["sensors_read"])  # type: ignore[call-overload]
 
