@@ -70,6 +70,28 @@ def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
 
 def run_device(args: argparse.Namespace) -> int:
     from adaptedge_cli.main import CommandError
+    from edge import EdgeError
+    from protocol.errors import BundleError
+
+    stop = {"flag": False}
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop["flag"] = True
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _run_device(args, stop)
+    except BundleError:
+        raise  # main reports it, naming the file
+    except EdgeError as exc:
+        raise CommandError(str(exc)) from exc
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _run_device(args: argparse.Namespace, stop: dict[str, bool]) -> int:
+    from adaptedge_cli.main import CommandError
     from edge import EdgeRuntime, MqttUplink, Outbox
     from trainer.datasets import load_dataset
 
@@ -104,12 +126,6 @@ def run_device(args: argparse.Namespace) -> int:
     classes = list(rt.manifest.classes)
     truth_names = [dataset.classes[int(t)] for t in y]
 
-    stop = {"flag": False}
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop["flag"] = True
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     if uplink is not None:
         uplink.start()
         if not uplink.wait_connected(args.connect_timeout):
@@ -122,6 +138,10 @@ def run_device(args: argparse.Namespace) -> int:
     columns = {s.name: np.asarray(s.features, dtype=np.intp) for s in rt.manifest.sensors}
     records: list[dict[str, Any]] = []
     latencies: list[float] = []
+    rate = f" at {args.rate:g} Hz" if args.rate else ""
+    print(f"adaptedge edge: device {args.device} replaying {len(X)} rows of {args.replay} "
+          f"({args.split}){rate}, operating point {rt.operating_point}", file=sys.stderr,
+          flush=True)
     started = time.monotonic()
     next_telemetry = started + args.telemetry_every if args.telemetry_every > 0 else float("inf")
     try:
@@ -142,8 +162,6 @@ def run_device(args: argparse.Namespace) -> int:
                 uplink.publish_telemetry(_telemetry(rt.counters, latencies))
                 next_telemetry = time.monotonic() + args.telemetry_every
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
         if uplink is not None:
             uplink.publish_telemetry(_telemetry(rt.counters, latencies))
             time.sleep(0.05)  # let the last telemetry leave

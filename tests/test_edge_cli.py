@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import select
 import signal
 import subprocess
 import sys
@@ -72,7 +73,11 @@ def test_sigterm_stops_cleanly_with_a_summary(tmp_path: Path) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         give_up = time.monotonic() + 60
-        time.sleep(1.5)
+        assert proc.stderr is not None
+        ready, _, _ = select.select([proc.stderr], [], [], 30.0)
+        assert ready, "the device never started replaying"
+        assert "replaying 4000 rows" in proc.stderr.readline()
+        time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=max(1.0, give_up - time.monotonic()))
     finally:
@@ -94,3 +99,17 @@ def test_mismatched_dataset_is_a_user_error(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 2
     assert "do not match dataset 'satimage'" in proc.stderr
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--budget", "1"], "no operating point costs <= 1"),
+    (["--operating-point", "nope"], "no operating point 'nope'"),
+    (["--broker", "http://x"], "is not mqtt://HOST"),
+])
+def test_bad_options_are_user_errors(tmp_path: Path, extra: list[str], message: str) -> None:
+    bundle = tmp_path / "bundle"
+    build_dataset_bundle(bundle, "letter-binary")
+    proc = subprocess.run(edge_run("--bundle", str(bundle), "--replay", "letter-binary", *extra),
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
