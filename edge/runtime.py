@@ -205,7 +205,9 @@ class EdgeRuntime:
             shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
             raise EdgeError(f"a row has {row.shape[0]} values; this bundle takes "
                             f"{self._n_features} features ({shown})")
-        if math.isfinite(row.sum()):  # float32 overflow only sends finite rows the slow way
+        # NaN and infinity propagate through a dot product; a float32 overflow only sends a
+        # finite row the slow way, which checks each sensor exactly.
+        if math.isfinite(row.dot(row)):
             return self._decide(row, None)
         row = row.copy()
         cols, counters = self._sensor_cols, self._counters

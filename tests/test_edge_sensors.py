@@ -144,6 +144,12 @@ def test_non_finite_row_marks_the_sensor_failed(toy_bundle: Bundle) -> None:
     assert rt.counters["sensor_failures"] == 1
 
 
+def test_huge_finite_row_is_not_a_failure(toy_bundle: Bundle) -> None:
+    rt = EdgeRuntime.load(toy_bundle[0], operating_point="gate")
+    d = rt.predict_row([3e30, -3e30, 1.0])  # its squared norm overflows float32
+    assert d.failed_sensors == {}
+
+
 def test_hanging_readers_never_leak_threads_or_hang(toy_bundle: Bundle) -> None:
     path, _ = toy_bundle
     release = threading.Event()
