@@ -112,3 +112,41 @@ def test_kill_one_of_two_workers_mid_run(
     assert "worker-b stopped" in (logs / "worker-b.log").read_text()
     assert "Client worker-b disconnected" in broker.log()
     dev.close()
+
+
+def test_kill_one_worker_under_the_edge_uplink(
+        workers: tuple[Manifest, MosquittoBroker, dict[str, subprocess.Popen[bytes]], Path]) -> None:
+    """The same, with the device side being the edge runtime's own MqttUplink."""
+    from edge.mqtt_uplink import MqttUplink
+
+    manifest, broker, procs, _ = workers
+    spy = RequestClient(broker.url, "spy")
+    spy.connect(subscribe=False)
+    spy.subscribe(wildcard("telemetry"))
+    served: dict[str, float] = {}
+    spy.on_reply = lambda msg, at: served.__setitem__(msg.source, msg.counters["received"]) \
+        if isinstance(msg, Telemetry) else None
+    feats, mask = pack_features([0.3, -1.2, 2.0], [True] * 3)
+    outcomes: list[tuple[float, object]] = []
+    kill_at = 0.0
+    with MqttUplink(broker.url, "dev7") as uplink:
+        assert uplink.wait_connected(5.0)
+        time.sleep(0.2)  # the reply subscription
+        for i in range(N_REQUESTS // 2):
+            if i == KILL_AFTER // 2:
+                assert spy.pump(3.0, lambda: len(served) == 2 and all(served.values())), served
+                os.kill(procs["worker-a"].pid, signal.SIGKILL)
+                kill_at = time.monotonic()
+            request = InferenceRequest(i, "dev7", manifest.bundle_id, time.time(), DEADLINE_MS,
+                                       feats, mask)
+            sent = time.monotonic()
+            outcomes.append((sent, uplink.exchange(request, sent + DEADLINE_MS / 1000)))
+            spy.client.loop(0)  # keep the telemetry spy's connection served
+        time.sleep(0.3)
+        counters = uplink.counters
+    spy.close()
+    degraded = [i for i, (_, reply) in enumerate(outcomes) if reply is None]
+    assert all(isinstance(reply, InferenceReply) for _, reply in outcomes if reply is not None)
+    assert all(sent <= kill_at + GRACE_S for sent, _ in (outcomes[i] for i in degraded)), degraded
+    assert len(degraded) <= 2, degraded  # at most the one request worker-a held
+    assert counters["duplicate_replies"] == 0 and counters["unknown_replies"] == 0, counters
