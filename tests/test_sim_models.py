@@ -115,3 +115,11 @@ def test_energy_overrides_change_the_link(toy_bundle: tuple[Path, Manifest]) -> 
                                                 * manifest.link.rx_energy_mj_per_byte)
     assert cost.sensor_energy_mj == base.sensor_energy_mj
     assert dear.idle_mj(2.0) == 6.0
+
+
+def test_shipped_scenarios_load() -> None:
+    folder = Path(__file__).resolve().parent.parent / "simulator" / "scenarios"
+    files = sorted(folder.glob("*.toml"))
+    assert files
+    for path in files:
+        assert load_scenario(path).name == path.stem
