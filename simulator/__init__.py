@@ -1,0 +1,13 @@
+"""The simulator: what a bundle costs and how it answers, before anything is deployed.
+
+- ``simulator.replay.replay`` — the real ``EdgeRuntime`` over a dataset split with a simulated
+  clock, the network model and the cloud's ``HpcInference`` in-process (fast, deterministic).
+- ``simulator.hil.run_hil`` — hardware in the loop: a real broker, ``adaptedge cloud serve``
+  and N ``adaptedge edge run`` processes, optionally behind an impaired link.
+- ``simulator.report`` — report.md, report.json and PNG plots (frontier with baselines, cost
+  breakdown in real units, latency CDF, escalation/degraded rates over time with outages).
+- ``simulator.remote_sensors`` — sensor reads served over MQTT from recorded rows, for a
+  device under test that is not ours to start.
+- Models: ``clock`` (simulated time), ``network`` (round trip, loss, bandwidth, outages),
+  ``energy`` (on ``protocol.costs``), ``scenario`` (TOML), ``proxy`` (loopback impairment).
+"""
