@@ -25,11 +25,7 @@ from protocol import (
     pack_features,
 )
 from protocol import errors as E
-
-try:  # the envelope's first element: [kind, ...] with kind = version * 256 + type
-    from protocol.messages import TYPE_REQUEST, kind
-except ImportError:  # the older [version, type, ...] envelope
-    kind, TYPE_REQUEST = None, 1  # type: ignore[assignment]
+from protocol.messages import TYPE_REQUEST, kind
 
 TOPIC = "adaptedge/v1/dev1/req"
 
@@ -50,7 +46,7 @@ def request(manifest: Manifest, rid: int, values: list[float], measured: list[bo
 def other_version(payload: bytes) -> bytes:
     """The same message claiming schema version 99 (the envelope's first element)."""
     obj = msgpack.unpackb(payload)
-    obj[0] = kind(TYPE_REQUEST, 99) if kind is not None else 99
+    obj[0] = kind(TYPE_REQUEST, 99)
     return bytes(msgpack.packb(obj))
 
 
@@ -195,3 +191,19 @@ def test_recent_requests_lru() -> None:
     assert recent.seen("d", 2) is None  # evicts the least recently used: ("d", 1)
     assert len(recent) == 2 and recent.seen("e", 1) is PENDING
     assert recent.seen("d", 1) is None
+
+
+def test_cloud_loads_no_training_libraries(bundle: tuple[Path, Manifest]) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import cloud, cloud.acl, cloud.client, cloud.service, adaptedge_cli.cloud_cmd\n"
+        f"cloud.HpcInference.load({str(bundle[0])!r})\n"
+        "heavy = ('sklearn', 'scipy', 'skl2onnx', 'onnx', 'matplotlib')\n"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""

@@ -27,6 +27,7 @@ from protocol import (
     pack_features,
 )
 from protocol import errors as E
+from protocol.messages import TYPE_REQUEST, kind
 from protocol.topics import telemetry_topic
 from simulator.brokers import AmqttBroker, MosquittoBroker
 
@@ -113,7 +114,7 @@ def hostile_payloads(manifest: Manifest, rng: random.Random) -> list[bytes]:
             out.append(bytes(base[: rng.randrange(len(base))]))
     for i in range(100):  # another schema version, another message type
         obj = msgpack.unpackb(good[i % 50])
-        obj[0] = obj[0] + 256 * 7 if obj[0] >= 256 else obj[0] + 7
+        obj[0] = kind(TYPE_REQUEST, 8)  # the envelope's kind = version * 256 + type
         out.append(msgpack.packb(obj))
         out.append(encode(Telemetry("dev1", 0.0, {"x": 1.0})))
     nan, inf = float("nan"), float("inf")
@@ -250,3 +251,36 @@ def test_falls_back_to_a_plain_subscription_where_share_delivers_nothing(
             dev.close()
         finally:
             svc.stop()
+
+
+def test_reconnects_and_resubscribes_after_a_broker_restart(
+        bundle: tuple[Path, Manifest], broker: MosquittoBroker, service: CloudService) -> None:
+    _, manifest = bundle
+    broker.restart()  # same port; the service's session and subscription are gone
+    dev = device_client(broker)
+    deadline = time.monotonic() + 15.0
+    rid = 0
+    while not dev.replies and time.monotonic() < deadline:  # until the worker is back
+        dev.send(request_bytes(manifest, rid, [1.0, 2.0, 3.0]))
+        dev.pump(0.2)
+        rid += 1
+    assert dev.replies, "the worker did not come back after the broker restart"
+    assert service.running
+    dev.close()
+
+
+def test_cli_reports_user_errors_in_one_line(bundle: tuple[Path, Manifest],
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from adaptedge_cli.main import main as cli
+    from simulator.brokers import free_port
+
+    path, _ = bundle
+    cases = [
+        (["--broker", "http://example"], "is not mqtt://HOST"),
+        (["--broker", f"mqtt://127.0.0.1:{free_port()}"], "cannot reach the MQTT broker"),
+        (["--broker", "mqtt://127.0.0.1:1", "--password-file", "x"], "needs --username"),
+    ]
+    for extra, message in cases:
+        assert cli(["cloud", "serve", "--bundle", str(path), *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1, err
