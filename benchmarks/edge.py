@@ -27,6 +27,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import tempfile
@@ -174,7 +175,7 @@ def build_bundle(out: Path, X: F32, y: npt.NDArray[np.int64],
 
 def timed_us(fn: Callable[[F32], object], rows: F32, n_calls: int) -> list[float]:
     """Per-call wall times in µs, cycling over ``rows`` (after a warm-up)."""
-    for row in rows[:200]:
+    for row in rows[:50]:
         fn(row)
     out: list[float] = []
     clock = time.perf_counter
@@ -220,17 +221,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         skl = [skl_decision(r) for r in rows]
         agreement = float(np.mean([(d.escalated, d.label_index) == s
                                    for d, s in zip(edge_decisions, skl, strict=True)]))
-        # Interleave the two measurements in rounds so machine noise hits both alike.
+        # Interleave all measurements in rounds so machine noise hits them alike.
+        one_rt = EdgeRuntime.load(bundle, operating_point="one")
+        chain_rt = EdgeRuntime.load(bundle, operating_point="chain")
         local: list[float] = []
         sklearn: list[float] = []
-        rounds = 5
+        one: list[float] = []
+        chain: list[float] = []
+        rounds = 10
+        per_round = n_calls // rounds
         for _ in range(rounds):
-            local += timed_us(rt.predict_row, rows, n_calls // rounds)
-            sklearn += timed_us(skl_decision, rows, max(200, n_calls // (rounds * 20)))
-        rt.set_operating_point("one")
-        one = timed_us(rt.predict_row, rows, n_calls)
-        rt.set_operating_point("chain")
-        chain = timed_us(rt.predict_row, rows, n_calls)
+            local += timed_us(rt.predict_row, rows, per_round)
+            sklearn += timed_us(skl_decision, rows, max(100, per_round // 20))
+            one += timed_us(one_rt.predict_row, rows, per_round)
+            chain += timed_us(chain_rt.predict_row, rows, per_round // 4)
+        rt = chain_rt
         steps = len(manifest.policies["chain"].nodes) - 1
         assert rt.predict_row(rows[0]).nodes[-1] == f"n{steps + 1}"
         rss_code = (
@@ -254,6 +259,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     local_p50, sklearn_p50 = pct(local, 50), pct(sklearn, 50)
     one_p50, chain_p50 = pct(one, 50), pct(chain, 50)
     return {
+        "load_average_1min": round(os.getloadavg()[0], 2),
         "local_p50_us": round(local_p50, 2),
         "local_p99_us": round(pct(local, 99), 2),
         "sklearn_p50_us": round(sklearn_p50, 2),

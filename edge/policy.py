@@ -31,6 +31,9 @@ class CompiledAction:
     sensor: int = -1
     """For acquire: the sensor (index into ``manifest.sensors``) named by the action."""
     next: CompiledNode | None = None
+    new_sensors: tuple[int, ...] = ()
+    """For acquire: the sensors entering ``next`` reads when every sensor of this node was read
+    (the replay path), in ``next``'s listed order."""
 
 
 @dataclass(slots=True, eq=False)
@@ -96,8 +99,10 @@ def compile_policy(manifest: Manifest, name: str, graph: PolicyGraph,
             kind = _KIND_CODES[action.kind]
             if kind == ACQUIRE:
                 assert action.sensor is not None and action.next is not None
+                target = nodes[action.next]
+                new = tuple(i for i in target.sensors if not compiled.sensor_bits >> i & 1)
                 compiled.actions.append(
-                    CompiledAction(kind, index[action.sensor], nodes[action.next]))
+                    CompiledAction(kind, index[action.sensor], target, new))
             else:
                 compiled.actions.append(CompiledAction(kind))
         compiled.single = len(compiled.actions) == 1

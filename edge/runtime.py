@@ -269,11 +269,9 @@ class EdgeRuntime:
                 break
             target = action.next
             assert target is not None
-            if read is None:
-                new = target.sensor_bits & ~read_bits
-                if new:
-                    order.extend(s for s in target.sensors if new >> s & 1)
-                    read_bits |= new
+            if read is None:  # replay: every sensor of this node was read
+                order.extend(action.new_sensors)
+                read_bits = target.sensor_bits
                 node = target
                 continue
             # Live sensors: entering may fail; then take the next-best action still possible.
