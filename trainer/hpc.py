@@ -1,0 +1,250 @@
+"""The high-cost model (HPC) f0: a strong classifier on all sensors, or a given ONNX model.
+
+``fit_hpc`` returns an ``HpcModel`` with what every method needs: out-of-fold probabilities
+on the training set (the ADAPT q-step; in-sample ensemble probabilities are overconfident),
+validation/test probabilities and the ONNX export the cloud runs. Fitted models are cached
+under ``$ADAPTEDGE_CACHE_DIR`` (default ``~/.cache/adaptedge``) keyed by the data, the kind,
+the seed and the scikit-learn version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from protocol.manifest import MODEL_INPUT, PROBA_OUTPUT
+from trainer.datasets import Dataset
+
+N_FOLDS = 5
+KINDS = ("auto", "hgb", "random-forest", "extra-trees")
+_CACHE_VERSION = 1
+
+
+class HpcError(ValueError):
+    """An HPC that cannot be fitted or loaded (bad kind, ONNX model of the wrong shape)."""
+
+
+@dataclass
+class HpcModel:
+    description: str
+    sensors: tuple[str, ...]
+    n_classes: int
+    oof_proba_train: npt.NDArray[np.float64]
+    proba_val: npt.NDArray[np.float64]
+    proba_test: npt.NDArray[np.float64]
+    val_accuracy: float
+    n_features: int = 0
+    estimator: Any = field(default=None, repr=False)
+    """The fitted scikit-learn classifier (None for an ONNX-given HPC)."""
+    onnx_model: bytes | None = field(default=None, repr=False)
+    """The ONNX model: given as the HPC, or the fitted one's export once made (cached)."""
+
+    def predict_proba(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Class probabilities [N, n_classes] for full feature rows."""
+        x = np.asarray(X, dtype=np.float32)
+        if self.estimator is not None:
+            from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+            with threadpool_limits(limits=1, user_api="openmp"):
+                return np.asarray(self.estimator.predict_proba(x), dtype=np.float64)
+        from trainer.onnx_export import run_onnx
+
+        assert self.onnx_model is not None
+        return run_onnx(self.onnx_model, x, PROBA_OUTPUT).astype(np.float64)
+
+    def onnx_bytes(self) -> bytes:
+        """ONNX: input ``x`` float32 [N, n_features], output ``probabilities`` float32 [N, C]."""
+        if self.onnx_model is None:
+            from trainer.onnx_export import sklearn_to_onnx
+
+            self.onnx_model = sklearn_to_onnx(self.estimator, self.n_features).SerializeToString()
+        return self.onnx_model
+
+
+def _candidate(kind: str, seed: int, n_jobs: int) -> Any:
+    from sklearn.ensemble import (
+        ExtraTreesClassifier,
+        HistGradientBoostingClassifier,
+        RandomForestClassifier,
+    )
+
+    if kind == "hgb":
+        return HistGradientBoostingClassifier(max_iter=300, learning_rate=0.1, max_leaf_nodes=63,
+                                              l2_regularization=1.0, early_stopping=False,
+                                              random_state=seed)
+    if kind == "random-forest":
+        return RandomForestClassifier(n_estimators=300, n_jobs=n_jobs, random_state=seed)
+    if kind == "extra-trees":
+        return ExtraTreesClassifier(n_estimators=200, n_jobs=n_jobs, random_state=seed)
+    raise HpcError(f"unknown HPC kind {kind!r}; choose one of {list(KINDS)} or pass a "
+                   "scikit-learn classifier")
+
+
+def _accuracy(proba: npt.NDArray[np.float64], y: npt.NDArray[np.int64]) -> float:
+    return float(np.mean(np.argmax(proba, axis=1) == y))
+
+
+def _full_proba(estimator: Any, X: npt.NDArray[np.float32], n_classes: int
+                ) -> npt.NDArray[np.float64]:
+    """predict_proba with a column for every class (a fold may miss a rare class)."""
+    proba = np.asarray(estimator.predict_proba(X), dtype=np.float64)
+    out = np.zeros((len(X), n_classes))
+    out[:, np.asarray(estimator.classes_, dtype=np.int64)] = proba
+    return out
+
+
+def _oof(template: Any, d: Dataset, seed: int, progress: bool) -> npt.NDArray[np.float64]:
+    from sklearn.base import clone
+    from sklearn.model_selection import StratifiedKFold
+
+    counts = np.bincount(d.y_train)
+    n_splits = max(2, min(N_FOLDS, int(counts[counts > 0].min())))
+    folds = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
+    oof = np.zeros((len(d.y_train), d.n_classes))
+    for train_idx, held_idx in _bar(list(folds.split(d.X_train, d.y_train)), progress,
+                                    "HPC out-of-fold"):
+        model = clone(template).fit(d.X_train[train_idx], d.y_train[train_idx])
+        oof[held_idx] = _full_proba(model, d.X_train[held_idx], d.n_classes)
+    return oof
+
+
+def _bar(items: list[Any], progress: bool, desc: str) -> Any:
+    if not progress:
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc=desc, leave=False, disable=None)
+
+
+def _cache_path(d: Dataset, kind: str, seed: int) -> Path:
+    import sklearn
+
+    digest = hashlib.sha256()
+    for arr in (d.X_train, d.y_train, d.X_val, d.y_val, d.X_test, d.y_test):
+        digest.update(np.ascontiguousarray(arr).tobytes())
+    digest.update(f"{kind}|{seed}|{sklearn.__version__}|{_CACHE_VERSION}".encode())
+    root = Path(os.environ.get("ADAPTEDGE_CACHE_DIR", Path.home() / ".cache" / "adaptedge"))
+    return root / "hpc" / f"{d.name}-{kind}-{seed}-{digest.hexdigest()[:16]}.pkl"
+
+
+def fit_hpc(dataset: Dataset, *, kind: Any = "auto", seed: int = 0, n_jobs: int = 1,
+            onnx_path: str | Path | None = None, progress: bool = False,
+            cache: bool = True) -> HpcModel:
+    """Fit (or load) the HPC on ``dataset``'s training split.
+
+    ``kind``: "auto" (the better on validation of a histogram gradient-boosting model, 300
+    rounds, and extra-trees, 300 trees), "hgb", "random-forest", "extra-trees", or any
+    unfitted scikit-learn classifier. ``onnx_path``: use an existing ONNX classifier (input
+    ``x`` [N, n_features], output ``probabilities``) as the HPC — the paper's legacy system;
+    its training-set probabilities are then in-sample, not out-of-fold (said in
+    ``description``). ``cache``: reuse a fitted HPC from disk for a string ``kind``.
+    """
+    sensors = tuple(s.name for s in dataset.sensors)
+    if onnx_path is not None:
+        return _from_onnx(dataset, Path(onnx_path), sensors)
+    if isinstance(kind, str) and kind not in KINDS:
+        raise HpcError(f"unknown HPC kind {kind!r}; choose one of {list(KINDS)} or pass a "
+                       "scikit-learn classifier")
+    path = _cache_path(dataset, kind, seed) if cache and isinstance(kind, str) else None
+    if path is not None and path.is_file():
+        try:
+            with path.open("rb") as fh:
+                cached = pickle.load(fh)
+            if isinstance(cached, HpcModel):
+                return cached
+        except Exception:  # a stale or broken cache entry is refitted
+            pass
+    import sklearn.ensemble  # noqa: F401  (load OpenMP first so the limit below applies)
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+    # OpenMP in HistGradientBoosting slows ~20x on a busy 2-core machine: one thread each.
+    with threadpool_limits(limits=1, user_api="openmp"):
+        model = _fit(dataset, kind, seed, n_jobs, progress, sensors)
+    if path is not None:
+        model.onnx_bytes()  # cache the (slow) ONNX conversion with the model
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        with tmp.open("wb") as fh:
+            pickle.dump(model, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.replace(path)
+    return model
+
+
+def _fit(d: Dataset, kind: Any, seed: int, n_jobs: int, progress: bool,
+         sensors: tuple[str, ...]) -> HpcModel:
+    from sklearn.base import clone, is_classifier
+
+    if isinstance(kind, str):
+        names = ["hgb", "extra-trees"] if kind == "auto" else [kind]
+        templates = [_candidate(k, seed, n_jobs) for k in names]
+    else:
+        if not is_classifier(kind):
+            raise HpcError(f"HPC must be a scikit-learn classifier, got {type(kind).__name__}")
+        names, templates = [type(kind).__name__], [kind]
+    best: tuple[float, str, Any, npt.NDArray[np.float64]] | None = None
+    for name, template in _bar(list(zip(names, templates, strict=True)), progress,
+                               "HPC candidates"):
+        fitted = clone(template).fit(d.X_train, d.y_train)
+        proba_val = _full_proba(fitted, d.X_val, d.n_classes)
+        acc = _accuracy(proba_val, d.y_val)
+        if best is None or acc > best[0]:
+            best = (acc, name, fitted, proba_val)
+    assert best is not None
+    acc, name, fitted, proba_val = best
+    oof = _oof(clone(fitted), d, seed, progress)
+    tried = f" (best on validation of {', '.join(names)})" if len(names) > 1 else ""
+    if getattr(fitted, "n_jobs", None) is not None:
+        fitted.set_params(n_jobs=1)  # predicting (cloud, evaluation) is single-process
+    return HpcModel(
+        description=f"{type(fitted).__name__}{tried} on all {len(sensors)} sensors; "
+                    f"validation accuracy {acc:.4f}; training probabilities out-of-fold "
+                    f"({N_FOLDS}-fold, seed {seed})",
+        sensors=sensors, n_classes=d.n_classes, oof_proba_train=oof, proba_val=proba_val,
+        proba_test=_full_proba(fitted, d.X_test, d.n_classes), val_accuracy=acc,
+        n_features=d.n_features, estimator=fitted)
+
+
+def _from_onnx(d: Dataset, path: Path, sensors: tuple[str, ...]) -> HpcModel:
+    import onnxruntime as ort
+
+    from trainer.onnx_export import run_onnx
+
+    if not path.is_file():
+        raise HpcError(f"HPC ONNX file {path} not found")
+    data = path.read_bytes()
+    try:
+        session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise HpcError(f"{path}: onnxruntime cannot load it ({exc})") from exc
+    inputs = [i.name for i in session.get_inputs()]
+    outputs = [o.name for o in session.get_outputs()]
+    if inputs != [MODEL_INPUT] or PROBA_OUTPUT not in outputs:
+        raise HpcError(f"{path}: an HPC model needs input [{MODEL_INPUT!r}] and an output "
+                       f"{PROBA_OUTPUT!r}; it has inputs {inputs} and outputs {outputs}")
+
+    def proba(X: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
+        try:
+            p = run_onnx(data, X, PROBA_OUTPUT).astype(np.float64)
+        except Exception as exc:
+            raise HpcError(f"{path}: running it on {X.shape[1]} features failed ({exc})") from exc
+        if p.shape != (len(X), d.n_classes):
+            raise HpcError(f"{path}: gives probabilities of shape {p.shape[1:]}, the dataset "
+                           f"has {d.n_classes} classes")
+        return p
+
+    proba_val = proba(d.X_val)
+    acc = _accuracy(proba_val, d.y_val)
+    return HpcModel(
+        description=f"ONNX model {path.name} (given, not fitted); validation accuracy "
+                    f"{acc:.4f}; training probabilities are IN-SAMPLE (out-of-fold is "
+                    "impossible for a given model)",
+        sensors=sensors, n_classes=d.n_classes, oof_proba_train=proba(d.X_train),
+        proba_val=proba_val, proba_test=proba(d.X_test), val_accuracy=acc,
+        n_features=d.n_features, onnx_model=data)
