@@ -26,7 +26,7 @@ from protocol.bundle import verify
 from protocol.codec import MAX_MESSAGE_BYTES, decode, encode
 from protocol.errors import ProtocolError
 from protocol.manifest import MODEL_INPUT, PROBA_OUTPUT, Manifest
-from protocol.messages import ErrorReply, InferenceReply, InferenceRequest
+from protocol.messages import MAX_TEXT_CHARS, ErrorReply, InferenceReply, InferenceRequest
 from protocol.topics import DEFAULT_PREFIX, parse, reply_topic
 
 Reply = InferenceReply | ErrorReply
@@ -126,7 +126,7 @@ class HpcInference:
         self._topics[topic] = result
         return result
 
-    def prepare(self, topic: str, payload: bytes, now: float | None = None
+    def prepare(self, topic: str, payload: bytes | bytearray, now: float | None = None
                 ) -> tuple[str, InferenceRequest | ErrorReply] | None:
         """Decode one message: the reply topic and either the request or the error to send."""
         route = self.reply_topic_for(topic)
@@ -154,6 +154,8 @@ class HpcInference:
               now: float | None = None) -> ErrorReply:
         """An error reply, counted under its code."""
         self.error_counts[code] += 1
+        if len(message) > MAX_TEXT_CHARS:
+            message = message[: MAX_TEXT_CHARS - 3] + "..."
         return ErrorReply(request_id, device, code, message, time.time() if now is None else now)
 
     # -- a batch --------------------------------------------------------------------------------
@@ -264,7 +266,7 @@ class HpcInference:
             replies[rows[j]] = self.error(req.device, req.request_id, code, text, server_time)
 
 
-def _salvage_request_id(payload: bytes, code: str, device: str) -> int | None:
+def _salvage_request_id(payload: bytes | bytearray, code: str, device: str) -> int | None:
     """Best effort: the request id of a message that failed validation, so the device can
     match the error reply. Taken only from an array whose id is followed by the topic's device
     (``[..., request_id, device, ...]``, the layout of every request); else ``None``."""

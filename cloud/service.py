@@ -31,6 +31,7 @@ from cloud.dedup import PENDING, RecentRequests
 from cloud.errors import CloudError
 from cloud.inference import HpcInference
 from cloud.stats import ServiceStats, log_line
+from protocol import errors as E
 from protocol.codec import encode
 from protocol.messages import ErrorReply, InferenceRequest, Telemetry
 from protocol.topics import DEFAULT_PREFIX, shared, telemetry_topic, wildcard
@@ -211,10 +212,21 @@ class CloudService:
 
     # -- the hot path ------------------------------------------------------------------------
     def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        try:
+            self._accept(message)
+        except Exception:  # a bug must not stop the worker: count it, log it, keep serving
+            self.inference.error_counts[E.INTERNAL] += 1
+            self.log.exception("worker %s failed on a message; continuing", self.worker_id)
+
+    def _accept(self, message: mqtt.MQTTMessage) -> None:
         received = message.timestamp
         self._stats.received += 1
-        inference = self.inference
-        prepared = inference.prepare(message.topic, bytes(message.payload))
+        try:
+            topic = message.topic
+        except UnicodeDecodeError:  # paho raises on a topic that is not UTF-8
+            self.inference.error_counts[E.BAD_TOPIC] += 1
+            return
+        prepared = self.inference.prepare(topic, message.payload)
         if prepared is None:
             self._stats.dropped_topics += 1
             return

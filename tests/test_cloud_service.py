@@ -284,3 +284,23 @@ def test_cli_reports_user_errors_in_one_line(bundle: tuple[Path, Manifest],
         assert cli(["cloud", "serve", "--bundle", str(path), *extra]) == 2
         err = capsys.readouterr().err.strip()
         assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_an_unexpected_failure_on_one_message_does_not_stop_the_worker(
+        bundle: tuple[Path, Manifest], broker: MosquittoBroker, service: CloudService,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _, manifest = bundle
+    real_prepare = service.inference.prepare
+
+    def flaky_prepare(topic: str, payload: bytes | bytearray, now: float | None = None) -> object:
+        if payload == b"boom":
+            raise RuntimeError("injected fault")
+        return real_prepare(topic, payload, now)
+
+    monkeypatch.setattr(service.inference, "prepare", flaky_prepare)
+    dev = device_client(broker)
+    dev.send(b"boom")
+    dev.send(request_bytes(manifest, 1, [1.0, 2.0, 3.0]))
+    wait_replies(dev, [1])
+    assert service.running and service.stats()["error.internal"] == 1
+    dev.close()
