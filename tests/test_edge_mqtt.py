@@ -259,3 +259,25 @@ def test_with_the_real_cloud_service(toy_bundle: Bundle, mosquitto: MosquittoBro
             np.testing.assert_allclose(d.probabilities, ref.hpc(row), rtol=1e-5)
     finally:
         service.stop()
+
+
+def test_embedded_amqtt_broker(toy_bundle: Bundle) -> None:
+    pytest.importorskip("amqtt")
+    from simulator.brokers import AmqttBroker
+
+    path, manifest = toy_bundle
+    with AmqttBroker() as broker:
+        responder = MqttResponder(broker.url, ReferenceWalk(path, manifest))
+        link = MqttUplink(broker.url, "dev1").start()
+        try:
+            responder.wait_subscribed()
+            assert link.wait_connected(10.0), link.last_error
+            rt = EdgeRuntime.load(path, operating_point="gate", uplink=link, device_id="dev1")
+            rows = escalated_rows(path, 5)
+            give_up = time.monotonic() + 10.0
+            while rt.predict_row(rows[0]).source != "cloud" and time.monotonic() < give_up:
+                time.sleep(0.05)
+            assert all(rt.predict_row(r).source == "cloud" for r in rows)
+        finally:
+            link.close()
+            responder.close()
