@@ -210,6 +210,7 @@ class MqttUplink:
                 else:
                     client.reconnect()
             except (OSError, ssl.SSLError, ValueError) as exc:
+                _close_sockets_of(exc)
                 self._counters["connect_failures"] += 1
                 self.last_error = f"cannot connect to {self.host}:{self.port}: {exc}"
                 self._stop.wait(random.uniform(0.5, 1.0) * delay)
@@ -273,6 +274,18 @@ class MqttUplink:
                 self._counters["late_replies"] += 1
             else:
                 self._counters["unknown_replies"] += 1
+
+
+def _close_sockets_of(exc: BaseException) -> None:
+    """Close sockets a failed connect left open (paho does not close a socket whose TLS
+    handshake failed; it would linger until garbage collection)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        for value in tb.tb_frame.f_locals.values():
+            if isinstance(value, socket.socket) and value.fileno() != -1:
+                with contextlib.suppress(OSError):
+                    value.close()
+        tb = tb.tb_next
 
 
 def _set_nodelay(client: mqtt.Client, userdata: Any, sock: Any) -> None:

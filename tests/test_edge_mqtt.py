@@ -281,3 +281,37 @@ def test_embedded_amqtt_broker(toy_bundle: Bundle) -> None:
         finally:
             link.close()
             responder.close()
+
+
+def test_tls_with_a_private_ca(tmp_path: Path, toy_bundle: Bundle) -> None:
+    import shutil
+    import ssl
+    import subprocess
+
+    tool = shutil.which("openssl")
+    if tool is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([tool, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+
+    class TlsMosquitto(MosquittoBroker):
+        def config_text(self) -> str:
+            return super().config_text() + (f"cafile {cert}\ncertfile {cert}\nkeyfile {key}\n")
+
+    with TlsMosquitto() as broker:
+        trusted = ssl.create_default_context(cafile=str(cert))
+        link = MqttUplink(f"mqtts://127.0.0.1:{broker.port}", "dev1", tls=trusted).start()
+        untrusted = MqttUplink(f"mqtts://127.0.0.1:{broker.port}", "dev2").start()
+        try:
+            assert link.wait_connected(10.0), link.last_error
+            give_up = time.monotonic() + 10.0
+            while untrusted.last_error is None and time.monotonic() < give_up:
+                time.sleep(0.02)
+            assert not untrusted.is_connected()
+            assert untrusted.last_error is not None and "CERTIFICATE" in untrusted.last_error
+        finally:
+            link.close()
+            untrusted.close()
