@@ -286,6 +286,9 @@ class EdgeRuntime:
                     for s in target.sensors:
                         if read_bits >> s & 1:
                             continue
+                        if failed_bits >> s & 1:  # failed once: not retried this decision
+                            ok = False
+                            break
                         why = read(s)
                         if why is not None:
                             failed[names[s]] = why

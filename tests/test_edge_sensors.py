@@ -197,3 +197,61 @@ def test_unknown_sensor_timeout_is_refused(toy_bundle: Bundle) -> None:
         EdgeRuntime.load(toy_bundle[0], sensor_timeouts_ms={"c": 10.0})
     with pytest.raises(EdgeError, match="positive"):
         EdgeRuntime.load(toy_bundle[0], sensor_timeouts_ms={"a": -1.0})
+
+
+def test_a_failed_sensor_is_not_retried_later_in_the_walk(tmp_path: Path) -> None:
+    from toy_bundle import linear_model_bytes
+
+    from protocol import (
+        Action,
+        CostWeights,
+        HpcRef,
+        LinkSpec,
+        ModelRef,
+        OperatingPoint,
+        PolicyGraph,
+        PolicyNode,
+        SensorSpec,
+        write_bundle,
+    )
+
+    def model(n_in: int, scores: list[float] | None) -> bytes:
+        w = np.ones((n_in, 2), np.float32)
+        if scores is None:
+            return linear_model_bytes(w, np.zeros(2, np.float32))
+        return linear_model_bytes(w, np.zeros(2, np.float32),
+                                  np.zeros((n_in, len(scores)), np.float32),
+                                  np.asarray(scores, np.float32))
+
+    files = {"root.onnx": model(0, [1.0, 0.0]), "a.onnx": model(1, [1.0, 0.0]),
+             "b.onnx": model(1, None), "ab.onnx": model(2, None)}
+    graph = PolicyGraph(root="root", nodes={
+        # Root prefers b, then a; node a prefers acquiring b, then stopping.
+        "root": PolicyNode((), ModelRef("root.onnx", ()),
+                           (Action("acquire", "b", "b"), Action("acquire", "a", "a"))),
+        "a": PolicyNode(("a",), ModelRef("a.onnx", (0,)),
+                        (Action("acquire", "b", "ab"), Action("stop"))),
+        "b": PolicyNode(("b",), ModelRef("b.onnx", (1,)), (Action("stop"),)),
+        "ab": PolicyNode(("a", "b"), ModelRef("ab.onnx", (0, 1)), (Action("stop"),)),
+    })
+    manifest = Manifest(
+        schema_version=1, bundle_id="pending", classes=("x", "y"), feature_names=("fa", "fb"),
+        sensors=(SensorSpec("a", (0,)), SensorSpec("b", (1,))), link=LinkSpec(),
+        cost_weights=CostWeights(), hpc=HpcRef("ab.onnx", ("a", "b"), accuracy=0.5),
+        policies={"p": graph}, operating_points=(OperatingPoint("p", "p", accuracy=0.5,
+                                                                cost=1.0),),
+        default_operating_point="p", files={})
+    write_bundle(tmp_path / "retry", manifest, files)
+    rt = EdgeRuntime.load(tmp_path / "retry")
+    calls: list[str] = []
+
+    def read_b() -> list[float]:
+        calls.append("b")
+        raise OSError("b is broken")
+
+    d = rt.predict({"a": lambda: [1.0], "b": read_b})
+    assert calls == ["b"]
+    assert d.nodes == ("root", "a") and d.sensors_read == ("a",)
+    assert d.source == "local" and d.failed_sensors.keys() == {"b"}
+    # Without faults the walk goes root -> b.
+    assert rt.predict({"a": lambda: [1.0], "b": lambda: [2.0]}).nodes == ("root", "b")
