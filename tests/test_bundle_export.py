@@ -1,0 +1,157 @@
+"""Bundle export: deterministic, verified by protocol.bundle.verify; frontier and budget picks.
+
+``heart_policies`` builds small real policies (logistic models on heart's sensors exported with
+``trainer.onnx_export``); other tests import it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from protocol.bundle import verify
+from protocol.manifest import Action
+from trainer.bundle_export import evaluate_exports, export_bundle, metrics_of
+from trainer.datasets import Dataset, load_dataset
+from trainer.frontier import BudgetError, pareto_frontier, pick_near_accuracy, pick_within_budget
+from trainer.hpc import HpcModel, fit_hpc
+from trainer.onnx_export import fuse_node_model, linear_to_onnx
+from trainer.policy import Metrics, NodeExport, PolicyExport
+
+
+def _columns(d: Dataset, sensors: list[str]) -> tuple[int, ...]:
+    return tuple(sorted(c for s in d.sensors if s.name in sensors for c in s.features))
+
+
+def logistic_node(d: Dataset, sensors: list[str], actions: tuple[Action, ...],
+                  threshold: float = 0.8) -> NodeExport:
+    """A standardised logistic model on ``sensors``; with >1 action, a confidence rule picks
+    stop when max probability >= threshold, else the last action."""
+    cols = _columns(d, sensors)
+    X = d.X_train[:, list(cols)].astype(np.float64)
+    mean, std = X.mean(axis=0), X.std(axis=0) + 1e-9
+    if cols:
+        clf = LogisticRegression(max_iter=1000).fit((X - mean) / std, d.y_train)
+        W = clf.coef_.T / std[:, None]
+        b = clf.intercept_ - (mean / std) @ clf.coef_.T
+        if W.shape[1] == 1:  # binary: logits for both classes
+            W, b = np.hstack([-W / 2, W / 2]), np.array([-b[0] / 2, b[0] / 2])
+    else:
+        prior = np.bincount(d.y_train, minlength=d.n_classes) / len(d.y_train)
+        W, b = np.zeros((0, d.n_classes)), np.log(prior)
+    proba = linear_to_onnx(W, b, output="probabilities", transform="softmax")
+    scores = None
+    if len(actions) > 1:
+        # score(stop) = |logit gap| - t ; score(other) = 0: stop when confident
+        gap = (W[:, 1] - W[:, 0]) if W.shape[1] == 2 else W[:, 0]
+        t = float(np.log(threshold / (1 - threshold)))
+        A = np.zeros((len(cols), len(actions)))
+        c = np.zeros(len(actions))
+        A[:, 0], c[0] = gap, (b[1] - b[0] if W.shape[1] == 2 else b[0]) - t
+        scores = linear_to_onnx(A, c, output="variable")
+    return NodeExport(sensors=tuple(sensors), inputs=cols,
+                      onnx_model=fuse_node_model(proba, scores), actions=actions)
+
+
+def heart_policies(d: Dataset) -> list[PolicyExport]:
+    """A one-node gate (all sensors; stop or escalate) and a walk age -> +thal (stop/escalate)."""
+    everything = [s.name for s in d.sensors]
+    gate = {"all": logistic_node(d, everything, (Action("stop"), Action("escalate")))}
+    walk = {
+        "root": logistic_node(d, [], (Action("acquire", "age", "age"),)),
+        "age": logistic_node(d, ["age"], (Action("stop"), Action("acquire", "thal", "age+thal")),
+                             threshold=0.75),
+        "age+thal": logistic_node(d, ["age", "thal"], (Action("stop"), Action("escalate"))),
+    }
+    local = {"all": logistic_node(d, everything, (Action("stop"),))}
+    policies = [PolicyExport("gate", "all", gate, Metrics(0, 0), {"threshold": 0.8}, "test"),
+                PolicyExport("walk", "root", walk, Metrics(0, 0), {"lambda": 0.1}, "test"),
+                PolicyExport("local", "all", local, Metrics(0, 0), {}, "test")]
+    results = evaluate_exports(d, fit_heart_hpc(d), policies)
+    return [PolicyExport(p.name, p.root, p.nodes, metrics_of(r), p.params, p.method)
+            for p, r in zip(policies, results, strict=True)]
+
+
+_HPC: dict[int, HpcModel] = {}
+
+
+def fit_heart_hpc(d: Dataset) -> HpcModel:
+    if id(d) not in _HPC:
+        _HPC[id(d)] = fit_hpc(d, kind=make_pipeline(StandardScaler(),
+                                                    LogisticRegression(max_iter=1000)),
+                              cache=False)
+    return _HPC[id(d)]
+
+
+@pytest.fixture(scope="module")
+def heart() -> Dataset:
+    return load_dataset("heart")
+
+
+@pytest.fixture(scope="module")
+def policies(heart: Dataset) -> list[PolicyExport]:
+    return heart_policies(heart)
+
+
+def test_export_verifies_and_is_deterministic(heart: Dataset, policies: list[PolicyExport],
+                                              tmp_path: Path) -> None:
+    hpc = fit_heart_hpc(heart)
+    a = export_bundle(tmp_path / "a", heart, hpc, policies, default="walk",
+                      metadata={"method": "test"})
+    b = export_bundle(tmp_path / "b", heart, hpc, policies, default="walk",
+                      metadata={"method": "test"})
+    assert verify(tmp_path / "a") == a
+    assert a.bundle_id == b.bundle_id
+    for name in a.files:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert (tmp_path / "a" / "manifest.json").read_bytes() == \
+        (tmp_path / "b" / "manifest.json").read_bytes()
+    # the "all" node model of "local" differs from the gate's (no scores); shared files once
+    assert len(a.files) == 1 + 3 + 2
+    assert a.default_operating_point == "walk" and a.hpc.file == "hpc.onnx"
+    point = a.operating_point("walk")
+    walk = next(p for p in policies if p.name == "walk")
+    assert point.accuracy == walk.validation.accuracy and point.cost == walk.validation.cost
+    assert point.params == {"lambda": 0.1, "method": "test"}
+
+
+def test_export_rejects_duplicates_and_unknown_default(heart: Dataset,
+                                                       policies: list[PolicyExport],
+                                                       tmp_path: Path) -> None:
+    hpc = fit_heart_hpc(heart)
+    with pytest.raises(ValueError, match="repeated: \\['gate'\\]"):
+        export_bundle(tmp_path / "x", heart, hpc, [policies[0], policies[0]])
+    with pytest.raises(ValueError, match="default operating point 'nope'"):
+        export_bundle(tmp_path / "x", heart, hpc, policies, default="nope")
+    assert not (tmp_path / "x").exists()
+
+
+def test_validation_metrics_come_from_the_exported_onnx(heart: Dataset,
+                                                        policies: list[PolicyExport]) -> None:
+    gate, walk, local = policies
+    assert local.validation.escalation_rate == 0.0
+    assert local.validation.cost == pytest.approx(sum(s.money for s in heart.sensors))
+    assert 0.0 < gate.validation.escalation_rate < 1.0
+    assert 1.0 <= walk.validation.avg_sensors_read <= 13.0
+    assert local.validation.accuracy > 0.7
+
+
+def _p(name: str, acc: float, cost: float) -> PolicyExport:
+    return PolicyExport(name, "r", {}, Metrics(acc, cost))
+
+
+def test_pareto_frontier_and_picks() -> None:
+    pts = [_p("a", 0.80, 1.0), _p("b", 0.85, 2.0), _p("c", 0.84, 3.0), _p("d", 0.90, 3.0),
+           _p("e", 0.90, 4.0), _p("f", 0.79, 1.0)]
+    assert [p.name for p in pareto_frontier(pts)] == ["a", "b", "d"]
+    assert pick_within_budget(pts, 2.5).name == "b"
+    assert pick_within_budget(pts, 100).name == "d"
+    with pytest.raises(BudgetError, match="the cheapest costs 1"):
+        pick_within_budget(pts, 0.5)
+    assert pick_near_accuracy(pts, 0.86).name == "b"
+    assert pick_near_accuracy(pts, 0.99).name == "d"

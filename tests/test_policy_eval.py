@@ -1,0 +1,107 @@
+"""policy_eval: the batched walk equals a row-by-row walk, and every row's cost equals
+protocol.costs.decision_cost; the always-cloud HPC costs hpc_cost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from protocol.costs import decision_cost, hpc_cost
+from protocol.manifest import Manifest
+from trainer.policy_eval import BundleRunner, evaluate_policy
+
+
+def _row_walk(root: Path, m: Manifest, policy: str, x: np.ndarray
+              ) -> tuple[int, bool, set[str], int]:
+    """One row, one node at a time, straight from the manifest (independent of policy_eval)."""
+    def run(file: str, cols: list[int], outputs: list[str]) -> list[np.ndarray]:
+        sess = ort.InferenceSession(str(root / file), providers=["CPUExecutionProvider"])
+        return sess.run(outputs, {"x": x[cols].reshape(1, -1).astype(np.float32)})  # type: ignore[no-any-return]
+
+    graph = m.policies[policy]
+    node_id, read, visits = graph.root, set(), 0
+    while True:
+        node = graph.nodes[node_id]
+        read |= set(node.sensors)
+        visits += 1
+        multi = len(node.actions) > 1
+        out = run(node.model.file, list(node.model.inputs),
+                  ["probabilities"] + (["action_scores"] if multi else []))
+        action = node.actions[int(np.argmax(out[1][0])) if multi else 0]
+        if action.kind == "stop":
+            return int(np.argmax(out[0][0])), False, read, visits
+        if action.kind == "escalate":
+            read |= set(m.hpc.sensors)
+            hpc = run(m.hpc.file, list(range(len(m.feature_names))), ["probabilities"])
+            return int(np.argmax(hpc[0][0])), True, read, visits
+        assert action.next is not None
+        node_id = action.next
+
+
+@pytest.mark.parametrize("policy", ["gate", "walk"])
+def test_batched_walk_matches_row_walk_and_decision_cost(
+        toy_bundle: tuple[Path, Manifest], policy: str) -> None:
+    root, m = toy_bundle
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3)).astype(np.float32) * 2
+    y = rng.integers(0, 2, size=60)
+    res = evaluate_policy(root, policy, X, y)
+    assert res.escalated.any() and (~res.escalated).any()  # both branches exercised
+    for i in range(len(X)):
+        label, escalated, read, visits = _row_walk(root, m, policy, X[i])
+        assert res.labels[i] == label and res.escalated[i] == escalated
+        assert res.nodes_visited[i] == visits
+        assert set(np.array(res.sensor_names)[res.sensors_read[i]]) == read
+        want = decision_cost(m, read, escalated)
+        assert res.cost[i] == pytest.approx(want.scalar, rel=1e-12)
+        assert res.energy_mj[i] == pytest.approx(want.energy_mj, rel=1e-12)
+        assert res.latency_ms[i] == pytest.approx(want.latency_ms, rel=1e-12)
+        assert res.money[i] == pytest.approx(want.money, rel=1e-12, abs=1e-15)
+        assert res.bytes[i] == want.bytes
+    assert res.accuracy == pytest.approx(float(np.mean(res.labels == y)))
+    assert res.escalation_rate == pytest.approx(float(res.escalated.mean()))
+    assert res.mean_cost == pytest.approx(float(res.cost.mean()))
+    assert set(res.source.tolist()) == {"local", "cloud"}
+
+
+def test_walk_reads_more_sensors_on_some_rows(toy_bundle: tuple[Path, Manifest]) -> None:
+    root, _ = toy_bundle
+    X = np.random.default_rng(1).normal(size=(200, 3)).astype(np.float32) * 3
+    res = evaluate_policy(root, "walk", X)
+    assert set(res.nodes_visited.tolist()) >= {2, 3}
+    assert np.isnan(res.accuracy)
+
+
+def test_always_cloud_costs_hpc_cost(toy_bundle: tuple[Path, Manifest]) -> None:
+    root, m = toy_bundle
+    X = np.random.default_rng(2).normal(size=(10, 3)).astype(np.float32)
+    res = BundleRunner.from_dir(root).evaluate_hpc(X)
+    assert res.escalation_rate == 1.0
+    assert res.cost == pytest.approx(np.full(10, hpc_cost(m).scalar))
+    assert res.bytes.tolist() == [hpc_cost(m).bytes] * 10
+
+
+def test_errors_name_the_problem(toy_bundle: tuple[Path, Manifest]) -> None:
+    root, m = toy_bundle
+    with pytest.raises(KeyError, match="no policy 'nope'"):
+        evaluate_policy(root, "nope", np.zeros((1, 3)))
+    with pytest.raises(ValueError, match=r"X must be \[N, 3\]"):
+        evaluate_policy(root, "gate", np.zeros((1, 4)))
+    with pytest.raises(ValueError, match="pass root="):
+        evaluate_policy(m, "gate", np.zeros((1, 3)))
+    assert evaluate_policy(m, "gate", np.zeros((2, 3)), root=root).labels.shape == (2,)
+
+
+def test_policy_eval_imports_no_sklearn() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, trainer.policy_eval; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy', 'skl2onnx')];"
+            " print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stdout + done.stderr

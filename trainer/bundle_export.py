@@ -1,0 +1,112 @@
+"""Turn a dataset, its HPC and a method's policies into a verified bundle on disk.
+
+Node models are stored once each, named by the SHA-256 of their bytes; the HPC is
+``hpc.onnx``; each policy becomes a ``PolicyGraph`` and an ``OperatingPoint`` carrying its
+validation metrics. The same inputs give byte-identical bundles (and the same bundle id).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from protocol.bundle import write_bundle
+from protocol.manifest import (
+    BUNDLE_SCHEMA_VERSION,
+    HpcRef,
+    Manifest,
+    ModelRef,
+    OperatingPoint,
+    PolicyGraph,
+    PolicyNode,
+)
+from trainer.datasets import Dataset, SplitName
+from trainer.hpc import HpcModel
+from trainer.policy import Metrics, PolicyExport
+from trainer.policy_eval import BundleRunner, PolicyResult
+
+HPC_FILE = "hpc.onnx"
+
+
+def model_file_name(onnx_model: bytes) -> str:
+    return f"m_{hashlib.sha256(onnx_model).hexdigest()[:16]}.onnx"
+
+
+def _point(policy: PolicyExport) -> OperatingPoint:
+    params: dict[str, float | str] = {}
+    for key, value in sorted(policy.params.items()):
+        params[key] = value if isinstance(value, str) else float(value)
+    if policy.method and "method" not in params:
+        params["method"] = policy.method
+    v = policy.validation
+    return OperatingPoint(name=policy.name, policy=policy.name, accuracy=float(v.accuracy),
+                          cost=float(v.cost), escalation_rate=float(v.escalation_rate),
+                          avg_sensors_read=float(v.avg_sensors_read), params=params)
+
+
+def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[PolicyExport], *,
+                 default: str | None = None, metadata: Mapping[str, Any] | None = None,
+                 hpc_onnx: bytes | None = None) -> tuple[Manifest, dict[str, bytes]]:
+    """The manifest (hashes not yet filled in) and the files of a bundle, in memory."""
+    if not policies:
+        raise ValueError("a bundle needs at least one policy")
+    names = [p.name for p in policies]
+    if len(set(names)) != len(names):
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"policy names must be unique; repeated: {dupes}")
+    files: dict[str, bytes] = {HPC_FILE: hpc_onnx if hpc_onnx is not None else hpc.onnx_bytes()}
+    graphs: dict[str, PolicyGraph] = {}
+    for policy in policies:
+        nodes: dict[str, PolicyNode] = {}
+        for node_id in sorted(policy.nodes):
+            node = policy.nodes[node_id]
+            file = model_file_name(node.onnx_model)
+            files[file] = node.onnx_model
+            nodes[node_id] = PolicyNode(sensors=tuple(node.sensors),
+                                        model=ModelRef(file, tuple(int(i) for i in node.inputs)),
+                                        actions=tuple(node.actions))
+        graphs[policy.name] = PolicyGraph(root=policy.root, nodes=nodes)
+    points = tuple(_point(p) for p in policies)
+    chosen = default if default is not None else points[0].name
+    if chosen not in names:
+        raise ValueError(f"default operating point {chosen!r} is not one of {names}")
+    manifest = Manifest(
+        schema_version=BUNDLE_SCHEMA_VERSION, bundle_id="pending", classes=dataset.classes,
+        feature_names=dataset.feature_names, sensors=dataset.sensors, link=dataset.link,
+        cost_weights=dataset.cost_weights,
+        hpc=HpcRef(HPC_FILE, hpc.sensors, accuracy=float(hpc.val_accuracy),
+                   description=hpc.description),
+        policies=graphs, operating_points=points, default_operating_point=chosen, files={},
+        metadata=dict(metadata or {}))
+    return manifest, files
+
+
+def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
+                  policies: Sequence[PolicyExport], *, default: str | None = None,
+                  metadata: Mapping[str, Any] | None = None) -> Manifest:
+    """Write the bundle to ``out_dir`` (replacing it) and return the validated manifest."""
+    manifest, files = build_bundle(dataset, hpc, policies, default=default, metadata=metadata)
+    return write_bundle(out_dir, manifest, files)
+
+
+def evaluate_exports(dataset: Dataset, hpc: HpcModel, policies: Sequence[PolicyExport],
+                     split: SplitName = "validation", *, hpc_onnx: bytes | None = None
+                     ) -> list[PolicyResult]:
+    """Run each policy's exported ONNX (via ``policy_eval``) on a split, without writing files.
+
+    For methods: the validation ``Metrics`` of a candidate come from exactly what the device
+    will run (``metrics_of``). Pass ``hpc_onnx`` (``hpc.onnx_bytes()``) to convert once.
+    """
+    manifest, files = build_bundle(dataset, hpc, policies, hpc_onnx=hpc_onnx)
+    runner = BundleRunner.from_files(manifest, files)
+    X, y = dataset.split(split)
+    return [runner.evaluate(p.name, X, y) for p in policies]
+
+
+def metrics_of(result: PolicyResult) -> Metrics:
+    return Metrics(accuracy=result.accuracy, cost=result.mean_cost,
+                   escalation_rate=result.escalation_rate,
+                   avg_sensors_read=result.avg_sensors_read)
+

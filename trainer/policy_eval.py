@@ -1,0 +1,249 @@
+"""The reference walk of a policy graph over a batch of rows, run on the exported ONNX models.
+
+numpy + onnxruntime only (the simulator and the edge parity tests use it). Every row starts
+at the root; nodes are processed in order of increasing sensor-set size (an acquire always
+reaches a bigger set, so every row is routed before its next node runs); at each node the
+node's model runs once on all rows there (columns = ``model.inputs``); the first highest
+``action_scores`` entry picks the action (a single-action node needs no scores):
+stop -> answer argmax ``probabilities``; acquire -> the next node; escalate -> the HPC on the
+row (its sensors read, unmeasured columns 0) answers. Costs follow ``protocol.costs``
+(``decision_cost`` semantics, vectorised).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from protocol.bundle import read_manifest
+from protocol.costs import link_cost, sensor_cost
+from protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Manifest
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    """Per-row outcomes of one policy on a batch, and their means."""
+
+    policy: str
+    labels: npt.NDArray[np.int64]
+    probabilities: npt.NDArray[np.float32]
+    escalated: npt.NDArray[np.bool_]
+    sensors_read: npt.NDArray[np.bool_]
+    """[N, n_sensors], columns in ``Manifest.sensors`` order (escalation's HPC sensors included)."""
+    sensor_names: tuple[str, ...]
+    nodes_visited: npt.NDArray[np.int64]
+    final_node: npt.NDArray[np.str_]
+    cost: npt.NDArray[np.float64]
+    """The training scalar (``Manifest.cost_weights``)."""
+    energy_mj: npt.NDArray[np.float64]
+    latency_ms: npt.NDArray[np.float64]
+    money: npt.NDArray[np.float64]
+    bytes: npt.NDArray[np.int64]
+    y: npt.NDArray[np.int64] | None = None
+
+    @property
+    def source(self) -> npt.NDArray[np.str_]:
+        """"local" or "cloud" per row."""
+        return np.where(self.escalated, "cloud", "local")
+
+    @property
+    def accuracy(self) -> float:
+        if self.y is None:
+            return float("nan")
+        return float(np.mean(self.labels == self.y))
+
+    @property
+    def mean_cost(self) -> float:
+        return float(self.cost.mean())
+
+    @property
+    def mean_energy_mj(self) -> float:
+        return float(self.energy_mj.mean())
+
+    @property
+    def mean_latency_ms(self) -> float:
+        return float(self.latency_ms.mean())
+
+    @property
+    def mean_money(self) -> float:
+        return float(self.money.mean())
+
+    @property
+    def mean_bytes(self) -> float:
+        return float(self.bytes.mean())
+
+    @property
+    def escalation_rate(self) -> float:
+        return float(self.escalated.mean())
+
+    @property
+    def avg_sensors_read(self) -> float:
+        return float(self.sensors_read.sum(axis=1).mean())
+
+
+class BundleRunner:
+    """A manifest plus its ONNX models (sessions created once, one thread each)."""
+
+    def __init__(self, manifest: Manifest, load: Callable[[str], bytes]) -> None:
+        self.manifest = manifest
+        self._load = load
+        self._sessions: dict[str, object] = {}
+        self.sensor_names = tuple(s.name for s in manifest.sensors)
+        self._sensor_index = {n: i for i, n in enumerate(self.sensor_names)}
+        w = manifest.cost_weights
+        per_sensor = [sensor_cost(s, w) for s in manifest.sensors]
+        self._sensor_costs = np.array(
+            [[c.scalar, c.energy_mj, c.latency_ms, c.money, c.bytes] for c in per_sensor],
+            dtype=np.float64).reshape(len(per_sensor), 5)
+        link = link_cost(manifest.link, w)
+        self._link_cost = np.array([link.scalar, link.energy_mj, link.latency_ms, link.money,
+                                    link.bytes], dtype=np.float64)
+
+    @classmethod
+    def from_dir(cls, bundle_dir: str | Path) -> BundleRunner:
+        root = Path(bundle_dir)
+        return cls(read_manifest(root), lambda name: (root / name).read_bytes())
+
+    @classmethod
+    def from_files(cls, manifest: Manifest, files: Mapping[str, bytes]) -> BundleRunner:
+        return cls(manifest, lambda name: files[name])
+
+    def session(self, file: str) -> object:
+        if file not in self._sessions:
+            import onnxruntime as ort
+
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = 1
+            opts.inter_op_num_threads = 1
+            self._sessions[file] = ort.InferenceSession(
+                self._load(file), opts, providers=["CPUExecutionProvider"])
+        return self._sessions[file]
+
+    def run(self, file: str, x: npt.NDArray[np.float32], outputs: list[str]
+            ) -> list[npt.NDArray[np.float32]]:
+        session = self.session(file)
+        result = session.run(outputs, {MODEL_INPUT: np.ascontiguousarray(x)})  # type: ignore[attr-defined]
+        return [np.asarray(r, dtype=np.float32) for r in result]
+
+    def hpc_proba(self, X: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """HPC probabilities on rows with only the HPC's sensors' columns kept (others 0)."""
+        x = np.asarray(X, dtype=np.float32)
+        keep = np.zeros(x.shape[1], dtype=bool)
+        for name in self.manifest.hpc.sensors:
+            keep[list(self.manifest.sensors[self._sensor_index[name]].features)] = True
+        x = np.where(keep, x, np.float32(0)).astype(np.float32)
+        return self.run(self.manifest.hpc.file, x, [PROBA_OUTPUT])[0]
+
+    def hpc_sensor_mask(self) -> npt.NDArray[np.bool_]:
+        mask = np.zeros(len(self.sensor_names), dtype=bool)
+        mask[[self._sensor_index[n] for n in self.manifest.hpc.sensors]] = True
+        return mask
+
+    def costs(self, sensors_read: npt.NDArray[np.bool_], escalated: npt.NDArray[np.bool_]
+              ) -> npt.NDArray[np.float64]:
+        """[N, 5] scalar, energy_mj, latency_ms, money, bytes — ``decision_cost`` per row."""
+        return sensors_read.astype(np.float64) @ self._sensor_costs + \
+            escalated.astype(np.float64)[:, None] * self._link_cost[None, :]
+
+    def evaluate(self, policy_name: str, X: npt.ArrayLike, y: npt.ArrayLike | None = None
+                 ) -> PolicyResult:
+        """Walk ``policy_name`` on every row of ``X`` (full feature rows) in one batch."""
+        m = self.manifest
+        if policy_name not in m.policies:
+            raise KeyError(f"no policy {policy_name!r} in the bundle (it has "
+                           f"{sorted(m.policies)})")
+        x = np.asarray(X, dtype=np.float32)
+        if x.ndim != 2 or x.shape[1] != len(m.feature_names):
+            raise ValueError(f"X must be [N, {len(m.feature_names)}] (the bundle's features), "
+                             f"got shape {x.shape}")
+        graph = m.policies[policy_name]
+        ids = sorted(graph.nodes, key=lambda i: (len(graph.nodes[i].sensors), i))
+        position = {node_id: k for k, node_id in enumerate(ids)}
+        n = len(x)
+        at = np.full(n, position[graph.root], dtype=np.int64)
+        done = np.zeros(n, dtype=bool)
+        escalated = np.zeros(n, dtype=bool)
+        labels = np.zeros(n, dtype=np.int64)
+        proba_out = np.zeros((n, len(m.classes)), dtype=np.float32)
+        read = np.zeros((n, len(self.sensor_names)), dtype=bool)
+        visited = np.zeros(n, dtype=np.int64)
+        final = np.empty(n, dtype=object)
+        for k, node_id in enumerate(ids):
+            rows = np.flatnonzero((at == k) & ~done)
+            if not rows.size:
+                continue
+            node = graph.nodes[node_id]
+            held = np.array([self._sensor_index[s] for s in node.sensors], dtype=np.int64)
+            read[np.ix_(rows, held)] = True
+            visited[rows] += 1
+            final[rows] = node_id
+            want = [PROBA_OUTPUT] + ([ACTION_OUTPUT] if len(node.actions) > 1 else [])
+            cols = np.array(node.model.inputs, dtype=np.int64)
+            out = self.run(node.model.file, x[np.ix_(rows, cols)], want)
+            proba = out[0]
+            choice = (np.argmax(out[1], axis=1) if len(node.actions) > 1
+                      else np.zeros(len(rows), dtype=np.int64))
+            for a, action in enumerate(node.actions):
+                sel = rows[choice == a]
+                if not sel.size:
+                    continue
+                if action.kind == "stop":
+                    labels[sel] = np.argmax(proba[choice == a], axis=1)
+                    proba_out[sel] = proba[choice == a]
+                    done[sel] = True
+                elif action.kind == "acquire":
+                    assert action.next is not None
+                    at[sel] = position[action.next]
+                else:
+                    escalated[sel] = True
+                    done[sel] = True
+        if not done.all():
+            raise RuntimeError(f"policy {policy_name!r}: {int((~done).sum())} rows never "
+                               "reached a stop or escalate action")
+        esc = np.flatnonzero(escalated)
+        if esc.size:
+            hpc = self.hpc_proba(x[esc])
+            labels[esc] = np.argmax(hpc, axis=1)
+            proba_out[esc] = hpc
+            read[esc] |= self.hpc_sensor_mask()
+        c = self.costs(read, escalated)
+        return PolicyResult(
+            policy=policy_name, labels=labels, probabilities=proba_out, escalated=escalated,
+            sensors_read=read, sensor_names=self.sensor_names, nodes_visited=visited,
+            final_node=final.astype(str), cost=c[:, 0], energy_mj=c[:, 1], latency_ms=c[:, 2],
+            money=c[:, 3], bytes=np.rint(c[:, 4]).astype(np.int64),
+            y=None if y is None else np.asarray(y, dtype=np.int64))
+
+    def evaluate_hpc(self, X: npt.ArrayLike, y: npt.ArrayLike | None = None) -> PolicyResult:
+        """Always-cloud: the HPC on every row, its sensors read and the link paid each time."""
+        x = np.asarray(X, dtype=np.float32)
+        n = len(x)
+        proba = self.hpc_proba(x)
+        read = np.tile(self.hpc_sensor_mask(), (n, 1))
+        escalated = np.ones(n, dtype=bool)
+        c = self.costs(read, escalated)
+        return PolicyResult(
+            policy="hpc", labels=np.argmax(proba, axis=1).astype(np.int64), probabilities=proba,
+            escalated=escalated, sensors_read=read, sensor_names=self.sensor_names,
+            nodes_visited=np.zeros(n, dtype=np.int64), final_node=np.full(n, "hpc"),
+            cost=c[:, 0], energy_mj=c[:, 1], latency_ms=c[:, 2], money=c[:, 3],
+            bytes=np.rint(c[:, 4]).astype(np.int64),
+            y=None if y is None else np.asarray(y, dtype=np.int64))
+
+
+def evaluate_policy(bundle: str | Path | Manifest, policy_name: str, X: npt.ArrayLike,
+                    y: npt.ArrayLike | None = None, *, root: str | Path | None = None
+                    ) -> PolicyResult:
+    """Evaluate one policy of a bundle directory (or of ``Manifest`` + ``root``) on ``X``."""
+    if isinstance(bundle, Manifest):
+        if root is None:
+            raise ValueError("pass root= (the bundle directory) with a Manifest")
+        base = Path(root)
+        runner = BundleRunner(bundle, lambda name: (base / name).read_bytes())
+    else:
+        runner = BundleRunner.from_dir(bundle)
+    return runner.evaluate(policy_name, X, y)
