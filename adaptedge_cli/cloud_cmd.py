@@ -46,6 +46,9 @@ def register(sub: Any) -> None:
     a.add_argument("--service-user", default="adaptedge-cloud",
                    help="user name of the cloud workers (default adaptedge-cloud)")
     a.add_argument("--prefix", default="adaptedge", help="topic prefix (default adaptedge)")
+    a.add_argument("--broker-user", metavar="USER",
+                   help="chown the password and ACL files to the account the broker runs as "
+                   "(mosquitto: 'mosquitto'); they are 0600")
     a.add_argument("--force", action="store_true", help="replace existing credentials")
     a.set_defaults(handler=acl)
 
@@ -97,15 +100,22 @@ def serve(args: argparse.Namespace) -> int:
 def acl(args: argparse.Namespace) -> int:
     from adaptedge_cli.main import CommandError
     from cloud import CloudError
-    from cloud.acl import write_credentials
+    from cloud.acl import give_to, system_account, write_credentials
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     try:
+        if args.broker_user:
+            system_account(args.broker_user)  # refuse before writing anything
         creds = write_credentials(args.out, devices, service_user=args.service_user,
                                   prefix=args.prefix, overwrite=args.force)
+        if args.broker_user:
+            give_to(args.broker_user, creds.password_file, creds.acl_file)
     except CloudError as exc:
         raise CommandError(str(exc)) from exc
     print(f"wrote {creds.password_file} ({len(creds.passwords)} accounts) and {creds.acl_file}")
+    if not args.broker_user:
+        print("both are 0600: mosquitto reads them as its own user, so `chown mosquitto: "
+              "passwd acl` there (or pass --broker-user mosquitto)")
     print(f"passwords: one 0600 file per account in {creds.secrets_dir}/ "
           "(give each device its own; they are not shown again)")
     print("\nmosquitto.conf lines:\n")

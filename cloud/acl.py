@@ -119,6 +119,29 @@ def write_credentials(out_dir: str | os.PathLike[str], devices: Sequence[str], *
     return Credentials(password_file, acl_file, secrets_dir, passwords)
 
 
+def system_account(user: str) -> tuple[int, int]:
+    """``(uid, gid)`` of a system user; ``CloudError`` if there is none."""
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        raise CloudError(f"there is no system user {user!r} to hand the broker files to") from None
+    return entry.pw_uid, entry.pw_gid
+
+
+def give_to(user: str, *paths: Path) -> None:
+    """Hand files to the account the broker runs as (mosquitto drops root to ``mosquitto``
+    and must read its password and ACL files); needs the right to chown."""
+    uid, gid = system_account(user)
+    for path in paths:
+        try:
+            os.chown(path, uid, gid)
+        except PermissionError as exc:
+            raise CloudError(f"cannot chown {path} to {user}: {exc.strerror} (run as root, or "
+                             f"chown it yourself)") from exc
+
+
 def _write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:

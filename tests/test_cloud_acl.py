@@ -3,7 +3,11 @@ the service account able to serve, wrong passwords refused."""
 
 from __future__ import annotations
 
+import os
+import pwd
+import shutil
 import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,6 +66,9 @@ def test_files_are_private_and_the_cli_prints_the_config(tmp_path: Path,
     assert len(set(passwords.values())) == 3
     assert cli(["cloud", "acl", "--devices", "a", "--out", str(out)]) == 2  # refuses to overwrite
     assert cli(["cloud", "acl", "--devices", "bad/name", "--out", str(tmp_path / "x")]) == 2
+    assert cli(["cloud", "acl", "--devices", "a", "--out", str(tmp_path / "y"),
+                "--broker-user", "no-such-user-here"]) == 2
+    assert not (tmp_path / "y").exists()
 
 
 def test_hash_format_is_mosquittos_pbkdf2_sha512() -> None:
@@ -123,3 +130,29 @@ def test_wrong_password_and_unknown_user_are_refused(
     anonymous = RequestClient(broker.url, "dev1")
     with pytest.raises(CloudError, match="refused"):
         anonymous.connect()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_broker_user_lets_a_privilege_dropping_mosquitto_read_the_files() -> None:
+    try:
+        pwd.getpwnam("mosquitto")
+    except KeyError:
+        pytest.skip("no 'mosquitto' system user")
+    folder = Path(tempfile.mkdtemp(prefix="adaptedge-acl-"))  # pytest's tmp is root-only
+    try:
+        folder.chmod(0o755)  # the mosquitto user must reach the files
+        creds = folder / "creds"
+        assert cli(["cloud", "acl", "--devices", "dev1", "--out", str(creds),
+                    "--broker-user", "mosquitto"]) == 0
+
+        class Dropping(MosquittoBroker):  # as in production: root drops to the mosquitto user
+            def config_text(self) -> str:
+                return super().config_text().replace("user root\n", "")
+
+        with Dropping(password_file=creds / "passwd", acl_file=creds / "acl") as broker:
+            dev = RequestClient(broker.url, "dev1", username="dev1",
+                                password=read_password_file(creds / "secrets" / "dev1"))
+            dev.connect()
+            dev.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
