@@ -1,0 +1,59 @@
+"""The edge runtime's per-row walk agrees with the trainer's batched reference walk
+(``trainer.policy_eval``) on the same bundle: labels, escalations, sensors, final node, costs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from edge_helpers import HpcUplink, ReferenceWalk, build_dataset_bundle
+
+from edge import EdgeRuntime
+from protocol import Manifest
+
+policy_eval = pytest.importorskip("trainer.policy_eval")
+
+
+def assert_parity(path: Path, manifest: Manifest, policy: str, X: np.ndarray) -> set[str]:
+    reference = policy_eval.evaluate_policy(path, policy, X)
+    rt = EdgeRuntime.load(path, operating_point=_point_of(manifest, policy),
+                          uplink=HpcUplink(ReferenceWalk(path, manifest)))
+    names = reference.sensor_names
+    sources = set()
+    for i, row in enumerate(X):
+        d = rt.predict_row(row)
+        sources.add(d.source)
+        assert d.escalated == bool(reference.escalated[i]), i
+        assert d.label_index == int(reference.labels[i]), i
+        assert set(d.sensors_read) == {n for n, r in zip(names, reference.sensors_read[i],
+                                                         strict=True) if r}, i
+        assert d.nodes[-1] == str(reference.final_node[i]), i
+        assert len(d.nodes) == int(reference.nodes_visited[i]), i
+        assert d.cost.scalar == pytest.approx(float(reference.cost[i])), i
+        assert d.cost.energy_mj == pytest.approx(float(reference.energy_mj[i])), i
+        assert d.cost.latency_ms == pytest.approx(float(reference.latency_ms[i])), i
+        assert d.cost.bytes == int(reference.bytes[i]), i
+    assert d.source in ("local", "cloud")
+    return sources
+
+
+def _point_of(manifest: Manifest, policy: str) -> str:
+    return next(p.name for p in manifest.operating_points if p.policy == policy)
+
+
+@pytest.mark.parametrize("policy", ["gate", "walk"])
+def test_toy_bundle_parity(toy_bundle: tuple[Path, Manifest], policy: str,
+                           global_random_seed: int) -> None:
+    path, manifest = toy_bundle
+    X = np.random.default_rng(global_random_seed).normal(scale=2.0, size=(400, 3))
+    sources = assert_parity(path, manifest, policy, X.astype(np.float32))
+    assert sources == {"local", "cloud"}
+
+
+def test_dataset_bundle_parity(tmp_path: Path) -> None:
+    from trainer.datasets import load_dataset
+
+    manifest = build_dataset_bundle(tmp_path / "lb", "letter-binary")
+    X = load_dataset("letter-binary").X_test[:300]
+    assert_parity(tmp_path / "lb", manifest, "gate", X)
