@@ -20,7 +20,7 @@ def assert_parity(path: Path, manifest: Manifest, policy: str, X: np.ndarray) ->
     rt = EdgeRuntime.load(path, operating_point=_point_of(manifest, policy),
                           uplink=HpcUplink(ReferenceWalk(path, manifest)))
     names = reference.sensor_names
-    sources = set()
+    sources: set[str] = set()
     for i, row in enumerate(X):
         d = rt.predict_row(row)
         sources.add(d.source)
