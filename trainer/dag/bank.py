@@ -1,0 +1,147 @@
+"""The classifier bank: one small classifier per sensor set, with out-of-fold training probabilities.
+
+Graph-Reduce needs, for every node and every training example, the node classifier's answer
+as it would be on unseen data, so each entry holds K-fold out-of-fold probabilities on the
+training split (the policy's training features and stop losses) next to the model refitted
+on all of it (what the device runs, and what scores validation and test). Entries are cached
+by sensor set; sweeps over lambda reuse them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from sklearn.base import ClassifierMixin, clone
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import KFold
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from trainer.dag.problem import DagProblem, FloatArray, SensorSet
+
+ClassifierKind = Literal["hgb", "lr"]
+
+
+def make_classifier(kind: ClassifierKind, *, max_iter: int, seed: int) -> ClassifierMixin:
+    if kind == "hgb":
+        return HistGradientBoostingClassifier(  # type: ignore[no-any-return]
+            max_iter=max_iter, learning_rate=0.15, max_leaf_nodes=15, min_samples_leaf=10,
+            l2_regularization=1.0, early_stopping=False, random_state=seed)
+    if kind == "lr":
+        return make_pipeline(StandardScaler(),  # type: ignore[no-any-return]
+                             LogisticRegression(C=1.0, max_iter=500))
+    raise ValueError(f"unknown classifier kind {kind!r}; choose 'hgb' or 'lr'")
+
+
+def round_thresholds_to_float32(model: Any) -> None:
+    """Make a fitted HistGradientBoosting split exactly as its float32 ONNX export does.
+
+    ONNX stores thresholds as float32; for float32 inputs ``x <= t`` equals ``x <= t32`` when
+    ``t32`` is the largest float32 not above ``t``, so the sklearn model is given that value.
+    """
+    est = model[-1] if isinstance(model, Pipeline) else model
+    for per_class in getattr(est, "_predictors", []):
+        for predictor in per_class:
+            nodes = predictor.nodes
+            t = nodes["num_threshold"]
+            t32 = t.astype(np.float32)
+            above = t32.astype(np.float64) > t
+            t32[above] = np.nextafter(t32[above], np.float32(-np.inf))
+            nodes["num_threshold"] = t32.astype(np.float64)
+
+
+@dataclass
+class PriorModel:
+    """The classifier of the empty sensor set: the training class frequencies."""
+
+    proba: FloatArray
+
+    def predict_proba(self, X: Any) -> FloatArray:
+        return np.tile(self.proba, (len(X), 1))
+
+
+@dataclass
+class BankEntry:
+    sensors: SensorSet
+    columns: tuple[int, ...]
+    model: Any
+    """Fitted on the whole training split (``PriorModel`` for the empty set)."""
+    proba: dict[str, FloatArray] = field(default_factory=dict)
+    """Per split: out-of-fold on ``train``, the refitted model's on the others."""
+
+
+class ClassifierBank:
+    """Fits and caches ``BankEntry``s by sensor set."""
+
+    def __init__(self, problem: DagProblem, *, kind: ClassifierKind = "hgb", max_iter: int = 60,
+                 n_folds: int = 3, seed: int = 0) -> None:
+        self.problem = problem
+        self.kind: ClassifierKind = kind
+        self.max_iter = max_iter
+        self.n_folds = n_folds
+        self.seed = seed
+        self._entries: dict[SensorSet, BankEntry] = {}
+        self.fits = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, sensors: SensorSet) -> BankEntry:
+        key = tuple(sorted(sensors))
+        if key not in self._entries:
+            self._entries[key] = self._fit(key)
+        return self._entries[key]
+
+    def proba(self, sensors: SensorSet, split: str) -> FloatArray:
+        """Probabilities on a split: out-of-fold on ``train`` (fitted on first use)."""
+        entry = self.get(sensors)
+        if split not in entry.proba:
+            if split == "train":
+                entry.proba[split] = self._out_of_fold(entry)
+            else:
+                X = self.problem.splits[split].X[:, list(entry.columns)]
+                entry.proba[split] = self._predict(entry.model, X)
+        return entry.proba[split]
+
+    # -- fitting -------------------------------------------------------------------------------
+    def _fit(self, sensors: SensorSet) -> BankEntry:
+        train = self.problem.splits["train"]
+        columns = self.problem.columns(sensors)
+        if not columns:
+            counts = np.bincount(train.y, minlength=self.problem.n_classes) + 1.0
+            prior = PriorModel(counts / counts.sum())
+            return BankEntry(sensors, columns, prior, {"train": prior.predict_proba(train.X)})
+        return BankEntry(sensors, columns, self._fit_one(train.X[:, list(columns)], train.y))
+
+    def _out_of_fold(self, entry: BankEntry) -> FloatArray:
+        train = self.problem.splits["train"]
+        X = train.X[:, list(entry.columns)]
+        oof = np.zeros((len(X), self.problem.n_classes))
+        folds = KFold(self.n_folds, shuffle=True, random_state=self.seed)
+        for fit_rows, held_rows in folds.split(X):
+            model = self._fit_one(X[fit_rows], train.y[fit_rows])
+            oof[held_rows] = self._predict(model, X[held_rows])
+        return oof
+
+    def _fit_one(self, X: Any, y: Any) -> Any:
+        model = clone(make_classifier(self.kind, max_iter=self.max_iter, seed=self.seed))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(X, y)
+        round_thresholds_to_float32(model)
+        self.fits += 1
+        return model
+
+    def _predict(self, model: Any, X: Any) -> FloatArray:
+        """Probabilities over all ``n_classes`` (a fold may have missed a rare class)."""
+        raw = np.asarray(model.predict_proba(X), dtype=np.float64)
+        if raw.shape[1] == self.problem.n_classes:
+            return raw
+        full = np.zeros((len(X), self.problem.n_classes))
+        full[:, np.asarray(model.classes_, dtype=np.int64)] = raw
+        return full

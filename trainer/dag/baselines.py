@@ -1,0 +1,73 @@
+"""Baselines as policy graphs, so they train, export and evaluate like the DAG.
+
+- static: one node holding a fixed sensor subset, stop only (the indexing paper's skyline:
+  every subset when there are few sensors, greedy forward-selection prefixes otherwise,
+  plus the DAG's lattice nodes, whose classifiers exist already);
+- all-sensors: the static node holding every sensor;
+- cascade: sensors in greedy order, one stage per sensor (then all sensors), stop or go on,
+  trained by Graph-Reduce without escalation;
+- one-node: ADAPT's shape, a static skyline node whose only choice is stop or escalate,
+  trained by Graph-Reduce.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from trainer.dag.bank import ClassifierBank
+from trainer.dag.graph import (
+    GraphAction,
+    TrainedGraph,
+    WalkNode,
+    chain_lattice,
+    node_id,
+    single_node,
+)
+from trainer.dag.problem import SensorSet
+from trainer.dag.reduce import ReduceConfig, Reduction
+from trainer.dag.subsets import ProxyScorer, greedy_order
+from trainer.dag.sweep import SweepPoint, evaluate, frontier, train_point
+
+
+def static_graph(sensors: SensorSet) -> TrainedGraph:
+    key = tuple(sorted(sensors))
+    node = WalkNode(key, key, (GraphAction("stop"),), None)
+    return TrainedGraph(node_id(key), {node_id(key): node},
+                        {"sensors": ",".join(str(s) for s in key) or "none"})
+
+
+def static_sets(bank: ClassifierBank, scorer: ProxyScorer, *, max_exhaustive: int = 6,
+                extra: list[SensorSet] | None = None) -> list[SensorSet]:
+    problem = bank.problem
+    if problem.n_sensors <= max_exhaustive:
+        sets = [c for k in range(problem.n_sensors + 1)
+                for c in combinations(range(problem.n_sensors), k)]
+    else:
+        order = greedy_order(problem, scorer)
+        sets = [tuple(sorted(order[:k])) for k in range(problem.n_sensors + 1)]
+    sets += [tuple(sorted(s)) for s in extra or []]
+    return list(dict.fromkeys(sets))
+
+
+def static_points(bank: ClassifierBank, sets: list[SensorSet]) -> list[SweepPoint]:
+    return [SweepPoint(g, evaluate(g, bank, "val")) for g in map(static_graph, sets)]
+
+
+def cascade_points(bank: ClassifierBank, order: list[int], lambdas: tuple[float, ...],
+                   reduction: Reduction, *, max_stages: int = 8) -> list[SweepPoint]:
+    problem = bank.problem
+    stages = [tuple(sorted(order[:k])) for k in range(1, min(max_stages, len(order)) + 1)]
+    if stages[-1] != problem.all_sensors:
+        stages.append(problem.all_sensors)
+    lattice = chain_lattice(stages)
+    return [train_point(bank, lattice, ReduceConfig(lam, None, reduction)) for lam in lambdas]
+
+
+def one_node_points(bank: ClassifierBank, sets: list[SensorSet], lambdas: tuple[float, ...],
+                    reduction: Reduction, price: float = 1.0) -> list[SweepPoint]:
+    return [train_point(bank, single_node(s), ReduceConfig(lam, price, reduction))
+            for s in sets for lam in lambdas]
+
+
+def skyline(points: list[SweepPoint]) -> list[SweepPoint]:
+    return frontier(points)

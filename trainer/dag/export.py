@@ -1,0 +1,94 @@
+"""Export a ``TrainedGraph`` as a ``PolicyExport``: one fused ONNX graph per node.
+
+Each node's graph is its classifier (``probabilities``) followed, when the node has several
+actions, by its linear policy on ``[x, probabilities, top-1, margin]`` (``action_scores``),
+so the device makes one onnxruntime call per visited node. Classifiers are converted once
+per sensor set and reused by every policy of a sweep.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Action
+from trainer.dag.bank import ClassifierBank, PriorModel
+from trainer.dag.graph import LinearScores, TrainedGraph, WalkNode
+from trainer.dag.problem import SensorSet
+from trainer.onnx_export import IR_VERSION, fuse_node_model, linear_to_onnx, sklearn_to_onnx
+from trainer.policy import Metrics, NodeExport, PolicyExport
+
+
+class OnnxCache:
+    """Classifier ONNX graphs (``x`` -> ``probabilities``) by sensor set."""
+
+    def __init__(self, bank: ClassifierBank) -> None:
+        self.bank = bank
+        self._models: dict[SensorSet, bytes] = {}
+
+    def classifier(self, sensors: SensorSet) -> onnx.ModelProto:
+        if sensors not in self._models:
+            entry = self.bank.get(sensors)
+            n_classes = self.bank.problem.n_classes
+            if isinstance(entry.model, PriorModel):
+                proto = linear_to_onnx(np.zeros((0, n_classes)), np.log(entry.model.proba),
+                                       output=PROBA_OUTPUT, transform="softmax")
+            else:
+                if len(entry.model.classes_) != n_classes:
+                    raise ValueError(f"classifier for sensors {sensors} saw "
+                                     f"{len(entry.model.classes_)} of {n_classes} classes in "
+                                     "training: every class needs training examples")
+                proto = sklearn_to_onnx(entry.model, len(entry.columns))
+            self._models[sensors] = fuse_node_model(proto)
+        return onnx.load_from_string(self._models[sensors])
+
+
+def _append_policy(model: onnx.ModelProto, policy: LinearScores, n_classes: int) -> bytes:
+    """Add ``action_scores = [x, p, top1, margin] @ W + b`` to a classifier graph."""
+    graph = model.graph
+    k = min(2, n_classes)
+    mix = np.zeros((k, 2), np.float32)
+    mix[0, 0], mix[0, 1] = 1.0, 1.0
+    if k == 2:
+        mix[1, 1] = -1.0
+    graph.initializer.extend([
+        numpy_helper.from_array(np.array([k], np.int64), "a_k"),
+        numpy_helper.from_array(mix, "a_mix"),
+        numpy_helper.from_array(policy.W.astype(np.float32), "a_W"),
+        numpy_helper.from_array(policy.b.astype(np.float32), "a_b")])
+    graph.node.extend([
+        helper.make_node("TopK", [PROBA_OUTPUT, "a_k"], ["a_top", "a_top_idx"], axis=1,
+                         largest=1, sorted=1),
+        helper.make_node("MatMul", ["a_top", "a_mix"], ["a_conf"]),
+        helper.make_node("Concat", [MODEL_INPUT, PROBA_OUTPUT, "a_conf"], ["a_feats"], axis=1),
+        helper.make_node("MatMul", ["a_feats", "a_W"], ["a_raw"]),
+        helper.make_node("Add", ["a_raw", "a_b"], [ACTION_OUTPUT])])
+    graph.output.append(helper.make_tensor_value_info(
+        ACTION_OUTPUT, TensorProto.FLOAT, ["N", policy.W.shape[1]]))
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def node_onnx(cache: OnnxCache, node: WalkNode) -> bytes:
+    model = cache.classifier(node.classifier)
+    if node.policy is None:
+        return model.SerializeToString()
+    return _append_policy(model, node.policy, cache.bank.problem.n_classes)
+
+
+def to_policy_export(graph: TrainedGraph, cache: OnnxCache, *, name: str, method: str,
+                     validation: Metrics) -> PolicyExport:
+    problem = cache.bank.problem
+    nodes: dict[str, NodeExport] = {}
+    for nid, node in graph.nodes.items():
+        actions = tuple(
+            Action("acquire", problem.sensors[a.sensor].name, a.next)
+            if a.kind == "acquire" and a.sensor is not None else Action(a.kind)
+            for a in node.actions)
+        nodes[nid] = NodeExport(sensors=problem.sensor_names(node.sensors),
+                                inputs=problem.columns(node.classifier),
+                                onnx_model=node_onnx(cache, node), actions=actions)
+    return PolicyExport(name=name, root=graph.root, nodes=nodes, validation=validation,
+                        params=dict(graph.params), method=method)

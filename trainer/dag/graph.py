@@ -1,0 +1,203 @@
+"""Graph structures: the lattice Graph-Reduce trains on, and the trained per-sensor policy graph.
+
+A ``Lattice`` has one node per sensor set reachable from its root by unions of "units" (single
+sensors for the exhaustive lattice, greedy subsets for many sensors, prefixes for a cascade).
+Graph-Reduce trains one policy per lattice node (``UnitNode``); ``expand`` then rewrites every
+multi-sensor step as a chain of pass-through nodes, because a manifest ``acquire`` action reads
+exactly one sensor. The result, a ``TrainedGraph``, is what the walk evaluates and the exporter
+writes: the Python policy and the ONNX policy are the same graph.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
+from typing import Literal
+
+import numpy as np
+
+from trainer.dag.problem import FloatArray, SensorSet
+
+Kind = Literal["stop", "acquire", "escalate"]
+
+
+@dataclass(frozen=True)
+class Lattice:
+    root: SensorSet
+    edges: dict[SensorSet, tuple[SensorSet, ...]]
+    """Node -> the bigger sensor sets one unit step reaches (every node is a key)."""
+
+    @property
+    def nodes(self) -> list[SensorSet]:
+        """Biggest sets first: every edge points at a node listed earlier."""
+        return sorted(self.edges, key=lambda s: (-len(s), s))
+
+
+def union_lattice(units: Iterable[SensorSet], root: SensorSet = ()) -> Lattice:
+    """All unions of ``units`` reachable from ``root`` (the paper's DAG over subsets)."""
+    unit_sets = [frozenset(u) for u in units if u]
+    edges: dict[SensorSet, tuple[SensorSet, ...]] = {}
+    queue = deque([tuple(sorted(root))])
+    while queue:
+        node = queue.popleft()
+        if node in edges:
+            continue
+        have = frozenset(node)
+        targets = sorted({tuple(sorted(have | u)) for u in unit_sets if not u <= have},
+                         key=lambda s: (len(s), s))
+        edges[node] = tuple(targets)
+        queue.extend(targets)
+    return Lattice(tuple(sorted(root)), edges)
+
+
+def track_lattice(tracks: Sequence[Sequence[int]], root: SensorSet = ()) -> Lattice:
+    """Single-sensor steps along ordered "tracks": from S, read the first sensor of any track
+    that S does not hold yet. Greedy subsets in insertion order become tracks, so every
+    prefix union is a node (at most prod(len(track) + 1) nodes) and no step reads two sensors.
+    """
+    edges: dict[SensorSet, tuple[SensorSet, ...]] = {}
+    queue = deque([tuple(sorted(root))])
+    while queue:
+        node = queue.popleft()
+        if node in edges:
+            continue
+        have = set(node)
+        nxt = {next((s for s in track if s not in have), None) for track in tracks}
+        targets = sorted(tuple(sorted((*node, s))) for s in nxt if s is not None)
+        edges[node] = tuple(targets)
+        queue.extend(targets)
+    return Lattice(tuple(sorted(root)), edges)
+
+
+def track_lattice_size(tracks: Sequence[Sequence[int]]) -> int:
+    return len(track_lattice(tracks).edges)
+
+
+def exhaustive_lattice(n_sensors: int) -> Lattice:
+    return track_lattice([(s,) for s in range(n_sensors)])
+
+
+def chain_lattice(stages: Sequence[SensorSet]) -> Lattice:
+    """A fixed-order cascade over nested sensor sets (``stages[0]`` is read on entry)."""
+    sets = [tuple(sorted(s)) for s in stages]
+    for small, big in pairwise(sets):
+        if not set(small) < set(big):
+            raise ValueError(f"cascade stages must grow strictly: {small} then {big}")
+    edges = {p: (q,) for p, q in pairwise(sets)}
+    edges[sets[-1]] = ()
+    return Lattice(sets[0], edges)
+
+
+def single_node(sensors: SensorSet) -> Lattice:
+    return Lattice(tuple(sorted(sensors)), {tuple(sorted(sensors)): ()})
+
+
+@dataclass(frozen=True)
+class LinearScores:
+    """``action_scores = F @ W + b`` on the policy features ``F`` (standardisation folded in)."""
+
+    W: FloatArray
+    b: FloatArray
+
+    def scores(self, F: FloatArray) -> FloatArray:
+        return F @ self.W + self.b  # type: ignore[no-any-return]
+
+    def keep(self, columns: Sequence[int]) -> LinearScores:
+        return LinearScores(self.W[:, list(columns)].copy(), self.b[list(columns)].copy())
+
+
+def policy_features(X: np.ndarray, proba: FloatArray) -> FloatArray:
+    """What a node policy sees: its features, its classifier's probabilities, top-1 and margin."""
+    top = np.sort(proba, axis=1)[:, ::-1]
+    second = top[:, 1] if proba.shape[1] > 1 else np.zeros(len(proba))
+    return np.hstack([np.asarray(X, dtype=np.float64), proba, top[:, :1],
+                      (top[:, 0] - second)[:, None]])
+
+
+@dataclass(frozen=True)
+class UnitNode:
+    """A lattice node after Graph-Reduce: actions (stop, acquire targets, escalate) + policy."""
+
+    actions: tuple[tuple[Kind, SensorSet | None], ...]
+    policy: LinearScores | None
+
+
+@dataclass(frozen=True)
+class GraphAction:
+    kind: Kind
+    sensor: int | None = None
+    next: str | None = None
+
+
+@dataclass(frozen=True)
+class WalkNode:
+    sensors: SensorSet
+    classifier: SensorSet
+    """The bank entry whose model answers here (a chain node borrows its source's)."""
+    actions: tuple[GraphAction, ...]
+    policy: LinearScores | None
+    """``None`` exactly when the node has one action."""
+
+
+@dataclass(frozen=True)
+class TrainedGraph:
+    root: str
+    nodes: dict[str, WalkNode]
+    params: dict[str, float | str] = field(default_factory=dict)
+
+
+def node_id(sensors: SensorSet) -> str:
+    return "root" if not sensors else "n" + "_".join(str(s) for s in sensors)
+
+
+def expand(root: SensorSet, units: dict[SensorSet, UnitNode],
+           params: dict[str, float | str] | None = None) -> TrainedGraph:
+    """Per-sensor graph: a step adding k > 1 sensors becomes k - 1 pass-through chain nodes."""
+    nodes: dict[str, WalkNode] = {}
+    for source, unit in units.items():
+        src = node_id(source)
+        actions: list[GraphAction] = []
+        for kind, target in unit.actions:
+            if kind != "acquire":
+                actions.append(GraphAction(kind))
+                continue
+            assert target is not None
+            added = [s for s in target if s not in source]
+            hops = [node_id(target)] if len(added) == 1 else [
+                f"{src}-{node_id(target)}-{k}" for k in range(1, len(added))] + [node_id(target)]
+            actions.append(GraphAction("acquire", added[0], hops[0]))
+            held = list(source)
+            for k in range(1, len(added)):
+                held.append(added[k - 1])
+                nodes[hops[k - 1]] = WalkNode(
+                    tuple(sorted(held)), source,
+                    (GraphAction("acquire", added[k], hops[k]),), None)
+        nodes[src] = WalkNode(source, source, tuple(actions), unit.policy)
+    return TrainedGraph(node_id(root), nodes, dict(params or {}))
+
+
+def prune(graph: TrainedGraph, used: dict[str, set[int]]) -> TrainedGraph:
+    """Drop acquire actions no walked example took, then nodes no longer reachable.
+
+    Decisions of the walked examples do not change (their argmax stays among the kept
+    actions); any other example takes its best kept action, in Python and ONNX alike.
+    """
+    kept: dict[str, WalkNode] = {}
+    for nid, node in graph.nodes.items():
+        keep = [i for i, a in enumerate(node.actions)
+                if a.kind != "acquire" or i in used.get(nid, set())]
+        if not keep:
+            keep = sorted(used.get(nid, {0})) or [0]
+        policy = None if len(keep) == 1 or node.policy is None else node.policy.keep(keep)
+        kept[nid] = replace(node, actions=tuple(node.actions[i] for i in keep), policy=policy)
+    reachable: dict[str, WalkNode] = {}
+    queue = deque([graph.root])
+    while queue:
+        nid = queue.popleft()
+        if nid in reachable:
+            continue
+        reachable[nid] = kept[nid]
+        queue.extend(a.next for a in kept[nid].actions if a.next is not None)
+    return TrainedGraph(graph.root, reachable, dict(graph.params))

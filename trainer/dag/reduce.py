@@ -1,0 +1,154 @@
+"""Graph-Reduce (the paper's Alg. 1) with escalation, and the two cost-sensitive reductions.
+
+Nodes are trained from the biggest sensor sets to the root. At node S every training example
+gets the cost of each action, in units of error (lambda prices the all-sensor cost at
+``lambda`` errors):
+
+- stop: the node classifier's (out-of-fold) 0/1 error;
+- acquire -> T: lambda * cost(T \\ S) / C_all + the cost-to-go at T under T's trained policy;
+- escalate: lambda * (HPC's unread sensors + price * link) / C_all + the HPC's (out-of-fold)
+  error.
+
+The node policy is a cost-sensitive classifier over those actions; its choice on each
+training example fixes the example's cost-to-go at S. Two linear reductions, both exported
+as one MatMul: ``"lr"`` (importance-weighted multinomial logistic regression on the cheapest
+action, weight = mean regret) and ``"ridge"`` (ridge regression of every action's cost,
+argmin). Both see ``policy_features``: the node's inputs plus its classifier's confidence.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression, Ridge
+
+from trainer.dag.bank import ClassifierBank
+from trainer.dag.graph import (
+    Kind,
+    Lattice,
+    LinearScores,
+    TrainedGraph,
+    UnitNode,
+    expand,
+    policy_features,
+    prune,
+)
+from trainer.dag.problem import FloatArray, SensorSet
+from trainer.dag.walk import walk
+
+Reduction = Literal["lr", "ridge"]
+REDUCTIONS: tuple[Reduction, ...] = ("lr", "ridge")
+_ABSENT = -1.0e4
+"""Score of an action no training example preferred (never the argmax)."""
+
+
+@dataclass(frozen=True)
+class ReduceConfig:
+    lam: float
+    """Price of reading every sensor once, in units of error."""
+    escalation: float | None = 1.0
+    """Multiplier on the link cost when training; ``None`` removes the escalate action."""
+    reduction: Reduction = "lr"
+    allow_stop_at_root: bool = True
+
+    def params(self) -> dict[str, float | str]:
+        return {"lambda": self.lam, "reduction": self.reduction,
+                "escalation_price": "off" if self.escalation is None else self.escalation}
+
+
+def _standardise(F: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    mu = F.mean(axis=0)
+    sd = F.std(axis=0)
+    sd[sd < 1e-9] = 1.0
+    return (F - mu) / sd, mu, sd
+
+
+def _fold(W: FloatArray, b: FloatArray, mu: FloatArray, sd: FloatArray) -> LinearScores:
+    Wf = W / sd[:, None]
+    return LinearScores(Wf, b - mu @ Wf)
+
+
+def fit_policy(F: FloatArray, costs: FloatArray, reduction: Reduction) -> LinearScores:
+    """A linear cost-sensitive classifier: argmax of its scores ~ argmin of ``costs``."""
+    n_actions = costs.shape[1]
+    Fs, mu, sd = _standardise(F)
+    W = np.zeros((F.shape[1], n_actions))
+    if reduction == "ridge":
+        model = Ridge(alpha=1.0).fit(Fs, costs)
+        return _fold(-model.coef_.T.reshape(F.shape[1], n_actions),
+                     -np.asarray(model.intercept_, dtype=np.float64), mu, sd)
+    if reduction != "lr":
+        raise ValueError(f"unknown reduction {reduction!r}; choose one of {REDUCTIONS}")
+    best = costs.argmin(axis=1)
+    weight = costs.mean(axis=1) - costs.min(axis=1)
+    labels = np.unique(best[weight > 0])
+    if len(labels) < 2:
+        b = np.full(n_actions, _ABSENT)
+        b[labels[0] if len(labels) else int(costs.mean(axis=0).argmin())] = 0.0
+        return LinearScores(W, b)
+    keep = weight > 0
+    model = LogisticRegression(C=1.0, max_iter=300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(Fs[keep], best[keep], sample_weight=weight[keep] / weight[keep].mean())
+    b = np.full(n_actions, _ABSENT)
+    if len(labels) == 2:
+        W[:, labels[1]] = model.coef_[0]
+        b[labels[0]], b[labels[1]] = 0.0, model.intercept_[0]
+    else:
+        W[:, labels] = model.coef_.T
+        b[labels] = model.intercept_
+    return _fold(W, b, mu, sd)
+
+
+def graph_reduce(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig
+                 ) -> dict[SensorSet, UnitNode]:
+    problem = bank.problem
+    train = problem.splits["train"]
+    scale = config.lam / max(problem.total_cost, 1e-12)
+    hpc_error = train.hpc_error
+    rows = np.arange(len(train.y))
+    to_go: dict[SensorSet, FloatArray] = {}
+    units: dict[SensorSet, UnitNode] = {}
+    for node in lattice.nodes:
+        proba = bank.proba(node, "train")
+        actions: list[tuple[Kind, SensorSet | None]] = []
+        columns: list[FloatArray] = []
+        if config.allow_stop_at_root or node != lattice.root or not lattice.edges[node]:
+            actions.append(("stop", None))
+            columns.append((proba.argmax(axis=1) != train.y).astype(np.float64))
+        for target in lattice.edges[node]:
+            actions.append(("acquire", target))
+            step = problem.set_cost(target) - problem.set_cost(node)
+            columns.append(scale * step + to_go[target])
+        if config.escalation is not None:
+            unread = problem.escalation_cost(node) - problem.link_cost
+            price = unread + config.escalation * problem.link_cost
+            actions.append(("escalate", None))
+            columns.append(scale * price + hpc_error)
+        costs = np.column_stack(columns)
+        if len(actions) == 1:
+            units[node] = UnitNode(tuple(actions), None)
+            to_go[node] = costs[:, 0]
+            continue
+        cols = list(problem.columns(node))
+        feats = policy_features(train.X[:, cols] if cols else np.zeros((len(rows), 0)), proba)
+        policy = fit_policy(feats, costs, config.reduction)
+        choice = policy.scores(feats).argmax(axis=1)
+        units[node] = UnitNode(tuple(actions), policy)
+        to_go[node] = costs[rows, choice]
+    return units
+
+
+def train_graph(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig) -> TrainedGraph:
+    """Graph-Reduce, then the per-sensor graph pruned to what train and validation use."""
+    graph = expand(lattice.root, graph_reduce(bank, lattice, config), config.params())
+    used: dict[str, set[int]] = {}
+    for split in ("train", "val"):
+        for nid, chosen in walk(graph, bank, split).actions.items():
+            used.setdefault(nid, set()).update(int(a) for a in np.unique(chosen))
+    return prune(graph, used)

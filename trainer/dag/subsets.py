@@ -1,0 +1,116 @@
+"""Greedy sensor-subset selection (the paper's Alg. 2) and a greedy sensor order.
+
+Both score a sensor set by a fast proxy: a shallow decision tree fitted on part of the
+training split and checked on the rest. ``greedy_subsets`` grows ``t`` subsets to maximise
+the submodular reward "an example counts as correct if some subset classifies it correctly",
+one sensor at a time, taking the best reward gain per unit of sensor cost (the cost-benefit
+rule for non-uniform costs). ``greedy_order`` ranks sensors for the static skyline and the
+fixed-order cascade by accuracy gain per cost.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from sklearn.model_selection import train_test_split
+from sklearn.tree import DecisionTreeClassifier
+
+from trainer.dag.problem import DagProblem, SensorSet
+
+BoolArray = npt.NDArray[np.bool_]
+
+
+class ProxyScorer:
+    """Which held-out training examples a shallow tree on a sensor set gets right (cached)."""
+
+    def __init__(self, problem: DagProblem, *, seed: int = 0, max_depth: int = 8,
+                 holdout: float = 0.3) -> None:
+        train = problem.splits["train"]
+        rows = np.arange(len(train.y))
+        fit_rows, held_rows = train_test_split(rows, test_size=holdout, random_state=seed)
+        self.problem = problem
+        self.X_fit, self.y_fit = train.X[fit_rows], train.y[fit_rows]
+        self.X_held, self.y_held = train.X[held_rows], train.y[held_rows]
+        self.max_depth = max_depth
+        self.seed = seed
+        self._cache: dict[SensorSet, BoolArray] = {}
+
+    def correct(self, sensors: SensorSet) -> BoolArray:
+        key = tuple(sorted(sensors))
+        if key not in self._cache:
+            cols = list(self.problem.columns(key))
+            if not cols:
+                majority = np.bincount(self.y_fit).argmax()
+                self._cache[key] = self.y_held == majority
+            else:
+                tree = DecisionTreeClassifier(max_depth=self.max_depth, min_samples_leaf=5,
+                                              random_state=self.seed)
+                tree.fit(self.X_fit[:, cols], self.y_fit)
+                self._cache[key] = tree.predict(self.X_held[:, cols]) == self.y_held
+        return self._cache[key]
+
+    def accuracy(self, sensors: SensorSet) -> float:
+        return float(self.correct(sensors).mean())
+
+
+def _unit_costs(problem: DagProblem) -> npt.NDArray[np.float64]:
+    costs = problem.sensor_costs / max(problem.total_cost, 1e-12)
+    return np.maximum(costs, 1e-6)
+
+
+def greedy_subsets(problem: DagProblem, scorer: ProxyScorer, *, n_subsets: int = 6,
+                   max_size: int = 3, budget: float = 1.0, min_gain: float = 1e-3
+                   ) -> list[SensorSet]:
+    """Up to ``n_subsets`` non-empty sensor subsets of at most ``max_size`` sensors each,
+    each in the order its sensors were added.
+
+    ``budget`` caps the summed cost of all subsets, as a fraction of the all-sensor cost.
+    """
+    costs = _unit_costs(problem)
+    subsets: list[SensorSet] = [() for _ in range(n_subsets)]
+    correct = [scorer.correct(()) for _ in range(n_subsets)]
+    spent = 0.0
+    for _ in range(n_subsets * max_size):
+        reward = np.logical_or.reduce(correct).mean()
+        best: tuple[float, int, int] | None = None
+        first_empty = next((i for i, s in enumerate(subsets) if not s), None)
+        for i, subset in enumerate(subsets):
+            if len(subset) >= max_size or (not subset and i != first_empty):
+                continue
+            others = np.logical_or.reduce([c for j, c in enumerate(correct) if j != i]) \
+                if n_subsets > 1 else np.zeros_like(correct[0])
+            for s in range(problem.n_sensors):
+                if s in subset or spent + costs[s] > budget + 1e-9:
+                    continue
+                gain = float((others | scorer.correct((*subset, s))).mean() - reward)
+                if gain >= min_gain and (best is None or gain / costs[s] > best[0]):
+                    best = (gain / costs[s], i, s)
+        if best is None:
+            break
+        _, i, s = best
+        subsets[i] = (*subsets[i], s)
+        correct[i] = scorer.correct(subsets[i])
+        spent += float(costs[s])
+    chosen = [s for s in subsets if s]
+    return list(dict.fromkeys(chosen))
+
+
+def greedy_order(problem: DagProblem, scorer: ProxyScorer, *, max_len: int | None = None
+                 ) -> list[int]:
+    """Sensors in forward-selection order: each step adds the best accuracy gain per cost."""
+    costs = _unit_costs(problem)
+    order: list[int] = []
+    remaining = list(range(problem.n_sensors))
+    current = scorer.accuracy(())
+    limit = problem.n_sensors if max_len is None else min(max_len, problem.n_sensors)
+    while remaining and len(order) < limit:
+        scored = [((scorer.accuracy((*order, s)) - current) / costs[s],
+                   scorer.accuracy((*order, s)), s) for s in remaining]
+        gain, acc, s = max(scored, key=lambda t: (t[0], t[1], -t[2]))
+        if gain <= 0:
+            # nothing helps per cost any more: take the most accurate next sensor instead
+            _, acc, s = max(scored, key=lambda t: (t[1], -costs[t[2]], -t[2]))
+        order.append(s)
+        remaining.remove(s)
+        current = acc
+    return order
