@@ -117,3 +117,23 @@ def test_replay_agrees_with_an_independent_reference_walk(
         assert run.columns.source[i] == ("cloud" if want["escalated"] else "local")
         assert sorted(run.columns.sensors[i]) == sorted(want["sensors_read"])  # type: ignore[call-overload]
 
+
+
+@pytest.mark.parametrize("point", ["gate", "walk"])
+def test_replay_agrees_with_trainer_policy_eval(toy_bundle: tuple[Path, Manifest],
+                                                point: str) -> None:
+    """Every decision (label, source, sensors read, energy) against the trainer's batched
+    reference walk of the exported ONNX, ideal network."""
+    from trainer.policy_eval import evaluate_policy
+
+    bundle, manifest = toy_bundle
+    X, y = _data(500, seed=13)
+    run = replay(bundle, X, y, operating_point=point)
+    ref = evaluate_policy(bundle, manifest.operating_point(point).policy, X, y)
+    assert run.columns.label == ref.labels.tolist()
+    assert run.columns.source == ref.source.tolist()
+    names = ref.sensor_names
+    want_sensors = [sorted(names[j] for j in np.flatnonzero(row)) for row in ref.sensors_read]
+    assert [sorted(s) for s in run.columns.sensors] == want_sensors
+    assert np.allclose(run.columns.energy_mj, ref.energy_mj)
+    assert run.accuracy() == pytest.approx(ref.accuracy)
