@@ -81,7 +81,7 @@ class MqttUplink:
                  password: str | None = None, tls: ssl.SSLContext | None = None,
                  prefix: str = DEFAULT_PREFIX, keepalive: int = 30,
                  reconnect_min_s: float = 0.1, reconnect_max_s: float = 5.0,
-                 client_id: str | None = None,
+                 client_id: str | None = None, max_queued: int = 1000,
                  clock: Callable[[], float] = time.monotonic) -> None:
         host, port, wants_tls = parse_broker_url(broker_url)
         if password is not None and username is None:
@@ -117,6 +117,9 @@ class MqttUplink:
             client.tls_set_context(tls)
         elif wants_tls:
             client.tls_set_context(ssl.create_default_context())
+        # Bounded: while a frozen broker holds acks back, requests past the bound fail at once
+        # (the decision degrades) instead of queueing without limit.
+        client.max_queued_messages_set(max_queued)
         client.on_socket_open = _set_nodelay
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
