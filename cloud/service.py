@@ -1,10 +1,10 @@
 """The cloud worker: requests in over MQTT, micro-batched through the HPC, replies out.
 
 One thread owns the paho client and drives its loop by hand, so there is no per-message thread
-handoff: ``on_message`` decodes into the pending batch; after each network read the batch is
-flushed when it is full, when its oldest request has waited ``max_wait_ms``, or as soon as no
-more input is readable (a lone request waits for nobody). A flush is one onnxruntime call and
-one QoS 1 publish per reply.
+handoff: ``on_message`` decodes into the pending batch and flushes it when it is full or when
+no more input is waiting on the socket (a lone request waits for nobody; a burst shares one
+call); the loop flushes a batch whose oldest request has waited ``max_wait_ms``. A flush is
+one onnxruntime call and one QoS 1 publish per reply, written ahead of the request's PUBACK.
 
 Workers are stateless apart from the dedup cache: start any number in one shared-subscription
 group (``$share/<group>/<prefix>/v1/+/req``) and the broker spreads the requests over them.
@@ -90,15 +90,17 @@ class CloudService:
         self._client.on_message = self._on_message
         self._client.on_connect = self._on_connect
         self._client.on_publish = self._on_publish
-        self._client.on_unsubscribe = self._on_unsubscribe
+        self._client.on_subscribe = self._on_subscribe_ack
+        self._client.on_unsubscribe = self._on_subscribe_ack
         self._filter: str | None = None
         self.shared_subscription = False
         self._published = 0
         self._acked = 0
-        self._unsubscribed = False
+        self._acks: set[int] = set()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._started_at = 0.0
+        self._stop_timeout_s = 5.0
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -106,10 +108,14 @@ class CloudService:
         if self._thread is not None:
             raise CloudError("this CloudService was already started; create a new one")
         connect(self._client, self.address)
-        self.shared_subscription = self._choose_sharing()
-        self._filter = (shared(self.group, self._request_filter)  # type: ignore[arg-type]
-                        if self.shared_subscription else self._request_filter)
-        self._subscribe()
+        try:
+            self.shared_subscription = self._choose_sharing()
+            self._filter = (shared(self.group, self._request_filter)  # type: ignore[arg-type]
+                            if self.shared_subscription else self._request_filter)
+            self._subscribe()
+        except BaseException:
+            self._client.disconnect()
+            raise
         if self.shared_subscription:
             self.log.info("worker %s serving bundle %s on shared subscription %s",
                           self.worker_id, self.inference.bundle_id, self._filter)
@@ -172,15 +178,15 @@ class CloudService:
 
         client.message_callback_add(self.telemetry_topic, on_probe)
         try:
-            rc, _ = client.subscribe(probe_filter, qos=1)
+            rc, mid = client.subscribe(probe_filter, qos=1)
             if rc != _SUCCESS:
                 return False
-            self._pump(0.2, lambda: False)  # let the SUBACK arrive
+            self._pump(_PROBE_TIMEOUT_S, lambda: mid in self._acks)
             client.publish(self.telemetry_topic, payload, qos=1)
             self._published += 1
             self._pump(_PROBE_TIMEOUT_S, got.is_set)
-            client.unsubscribe(probe_filter)
-            self._pump(0.05, lambda: False)
+            rc, mid = client.unsubscribe(probe_filter)
+            self._pump(_PROBE_TIMEOUT_S, lambda: mid in self._acks)
             return got.is_set()
         finally:
             client.message_callback_remove(self.telemetry_topic)
@@ -202,9 +208,9 @@ class CloudService:
             return
         self._subscribe()  # clean session: subscriptions do not survive a reconnect
 
-    def _on_unsubscribe(self, client: mqtt.Client, userdata: Any, mid: int, reasons: Any,
-                        props: Any) -> None:
-        self._unsubscribed = True
+    def _on_subscribe_ack(self, client: mqtt.Client, userdata: Any, mid: int, reasons: Any,
+                          props: Any) -> None:
+        self._acks.add(mid)  # SUBACK or UNSUBACK of this message id
 
     def _on_publish(self, client: mqtt.Client, userdata: Any, mid: int, reason: Any,
                     props: Any) -> None:
@@ -321,9 +327,8 @@ class CloudService:
     def _drain(self) -> None:
         """Stop taking work: unsubscribe, answer everything received, wait for acks, disconnect."""
         client = self._client
-        deadline = time.monotonic() + getattr(self, "_stop_timeout_s", 5.0)
-        if self._filter is not None:
-            client.unsubscribe(self._filter)
+        deadline = time.monotonic() + self._stop_timeout_s
+        unsubscribe_mid = None if self._filter is None else client.unsubscribe(self._filter)[1]
         # Messages the broker routed to us before the UNSUBACK still arrive: answer them all,
         # then wait until the input has been quiet for a moment and every reply is acked.
         quiet_since = time.monotonic()
@@ -335,15 +340,16 @@ class CloudService:
             now = time.monotonic()
             if self._stats.received != received:
                 quiet_since = now
-            if (self._unsubscribed and self._acked >= self._published
+            if ((unsubscribe_mid is None or unsubscribe_mid in self._acks)
+                    and self._acked >= self._published
                     and now - quiet_since >= _DRAIN_QUIET_S):
                 break
+        unacked = self._published - self._acked
         self._report()
         client.disconnect()
         for _ in range(10):  # send the DISCONNECT; loop() fails once the socket is closed
             if client.loop(0.01) != _SUCCESS:
                 break
-        unacked = self._published - self._acked
         self.log.info("worker %s stopped%s", self.worker_id,
                       f" ({unacked} replies not acknowledged by the broker)" if unacked else "")
 
