@@ -1,0 +1,132 @@
+"""``adaptedge evaluate``: run a bundle's exported ONNX models (never Python objects) on a
+dataset split and report accuracy and cost of every operating point against always-cloud.
+
+``best_within_1pct`` is the cheapest point whose VALIDATION accuracy is >= the HPC's
+validation accuracy - 0.01, reported on the requested split with cost_reduction =
+1 - cost / HPC cost (both on that split).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from adaptedge_cli.main import CommandError
+
+TOLERANCE = 0.01
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("evaluate", help="evaluate a bundle's operating points on a dataset split",
+                       description=__doc__)
+    p.add_argument("--bundle", required=True, type=Path, help="bundle directory or .tar")
+    p.add_argument("--data", required=True, help="built-in dataset name or CSV/TSV(.gz) path")
+    p.add_argument("--target", help="label column of a CSV/TSV file")
+    p.add_argument("--costs", type=Path, help="TOML costs file used at training")
+    p.add_argument("--grouping", help="sensor grouping used at training")
+    p.add_argument("--seed", type=int, default=0, help="split seed used at training (default 0)")
+    p.add_argument("--split", choices=("validation", "test"), default="test")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=run)
+
+
+def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
+    """The evaluation report (the ``--json`` object) of a verified bundle directory."""
+    from protocol.bundle import verify
+    from protocol.costs import hpc_cost
+    from trainer.policy_eval import BundleRunner, PolicyResult
+
+    manifest = verify(root)
+    if tuple(manifest.feature_names) != tuple(dataset.feature_names):
+        raise CommandError(
+            f"the bundle's {len(manifest.feature_names)} features do not match dataset "
+            f"{dataset.name!r} ({len(dataset.feature_names)} features; first bundle feature "
+            f"{manifest.feature_names[0]!r}, first dataset feature {dataset.feature_names[0]!r})"
+            ": evaluate with the dataset the bundle was trained on")
+    if tuple(manifest.classes) != tuple(dataset.classes):
+        raise CommandError(f"the bundle's classes {list(manifest.classes)} do not match dataset "
+                           f"{dataset.name!r} classes {list(dataset.classes)}")
+    runner = BundleRunner.from_dir(root)
+    results: dict[str, dict[str, PolicyResult]] = {}
+
+    def result(policy: str, which: str) -> PolicyResult:
+        if which not in results:
+            results[which] = {}
+        if policy not in results[which]:
+            X, y = dataset.split(which)
+            results[which][policy] = (runner.evaluate_hpc(X, y) if policy == "\0hpc"
+                                      else runner.evaluate(policy, X, y))
+        return results[which][policy]
+
+    hpc_scalar = hpc_cost(manifest).scalar
+    hpc_val = result("\0hpc", "validation")
+    points = []
+    for point in manifest.operating_points:
+        r = result(point.policy, split)
+        points.append({"name": point.name, "accuracy": r.accuracy, "cost": r.mean_cost,
+                       "escalation_rate": r.escalation_rate,
+                       "avg_sensors_read": r.avg_sensors_read, "energy_mj": r.mean_energy_mj,
+                       "latency_ms": r.mean_latency_ms, "bytes": r.mean_bytes})
+    eligible = []
+    for point in manifest.operating_points:
+        v = result(point.policy, "validation")
+        if v.accuracy >= hpc_val.accuracy - TOLERANCE:
+            eligible.append((v.mean_cost, -v.accuracy, point.name, point.policy))
+    best = None
+    if eligible:
+        _, _, name, policy = min(eligible)
+        r = result(policy, split)
+        best = {"name": name, "accuracy": r.accuracy, "cost": r.mean_cost,
+                "cost_reduction": (1.0 - r.mean_cost / hpc_scalar) if hpc_scalar > 0 else None}
+    return {
+        "bundle_id": manifest.bundle_id,
+        "dataset": dataset.name,
+        "split": split,
+        "hpc": {"accuracy": result("\0hpc", split).accuracy, "cost": hpc_scalar},
+        "points": points,
+        "best_within_1pct": best,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from protocol.bundle import open_bundle
+    from trainer.costs import CostsError
+    from trainer.datasets import DatasetError, load_dataset
+
+    try:
+        dataset = load_dataset(args.data, target=args.target, costs=args.costs,
+                               grouping=args.grouping, seed=args.seed)
+    except (DatasetError, CostsError) as exc:
+        raise CommandError(str(exc)) from exc
+    with open_bundle(args.bundle) as root:
+        report = evaluate_bundle(root, dataset, args.split)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(render(report))
+    return 0
+
+
+def render(report: dict[str, Any]) -> str:
+    hpc = report["hpc"]
+    lines = [f"bundle {report['bundle_id']} on {report['dataset']} ({report['split']} split)",
+             f"HPC (always cloud): accuracy {hpc['accuracy']:.4f}, cost {hpc['cost']:.4g}", "",
+             f"{'operating point':<28}{'accuracy':>9}{'cost':>10}{'escalate':>10}{'sensors':>9}"
+             f"{'energy mJ':>11}{'latency ms':>12}{'bytes':>8}"]
+    for p in report["points"]:
+        lines.append(f"{p['name']:<28}{p['accuracy']:>9.4f}{p['cost']:>10.4g}"
+                     f"{p['escalation_rate']:>10.3f}{p['avg_sensors_read']:>9.2f}"
+                     f"{p['energy_mj']:>11.4g}{p['latency_ms']:>12.4g}{p['bytes']:>8.1f}")
+    best = report["best_within_1pct"]
+    lines.append("")
+    if best is None:
+        lines.append("no operating point is within 1% of the HPC's validation accuracy")
+    else:
+        reduction = ("n/a" if best["cost_reduction"] is None
+                     else f"{100 * best['cost_reduction']:.1f}%")
+        lines.append(f"best within 1% of the HPC (chosen on validation): {best['name']}: "
+                     f"accuracy {best['accuracy']:.4f}, cost {best['cost']:.4g}, "
+                     f"cost reduction {reduction}")
+    return "\n".join(lines)

@@ -1,0 +1,106 @@
+"""``adaptedge train``: fit the HPC, run a method's sweep, export the validation frontier as a
+bundle, and print the frontier."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from adaptedge_cli.main import CommandError
+
+
+def register(sub: Any) -> None:
+    from trainer.methods import METHOD_MODULES
+
+    p = sub.add_parser("train", help="train a method and export a bundle",
+                       description=__doc__)
+    p.add_argument("--data", required=True,
+                   help="built-in dataset name (see trainer.datasets) or a CSV/TSV(.gz) path")
+    p.add_argument("--target", help="label column of a CSV/TSV file")
+    p.add_argument("--costs", type=Path, help="TOML costs file: sensors, weights, link")
+    p.add_argument("--grouping", help="sensor grouping of a built-in dataset (e.g. per-feature)")
+    p.add_argument("--method", required=True, metavar="METHOD",
+                   help=f"one of {', '.join(sorted(METHOD_MODULES))}")
+    p.add_argument("--budget", type=float,
+                   help="default operating point: the most accurate with validation cost <= B")
+    p.add_argument("--quick", action="store_true", help="a small sweep (demos, tests)")
+    p.add_argument("--seed", type=int, default=0, help="seed of splits and models (default 0)")
+    p.add_argument("--jobs", type=int, default=1, help="parallel jobs (default 1)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="method-specific option (repeatable)")
+    p.add_argument("--hpc", default="auto",
+                   help="HPC kind: auto, hgb, random-forest, extra-trees (default auto)")
+    p.add_argument("--hpc-onnx", type=Path, help="use this ONNX classifier as the HPC")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--out", required=True, type=Path, help="bundle directory to write")
+    p.set_defaults(handler=run)
+
+
+def parse_params(items: list[str]) -> dict[str, Any]:
+    """``key=value`` pairs; values become int, float, bool or stay strings."""
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise CommandError(f"--param {item!r}: expected KEY=VALUE")
+        value: Any = raw
+        for cast in (int, float):
+            try:
+                value = cast(raw)
+                break
+            except ValueError:
+                continue
+        if raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        params[key.strip()] = value
+    return params
+
+
+def run(args: argparse.Namespace) -> int:
+    from trainer.methods import METHOD_MODULES
+
+    if args.method not in METHOD_MODULES:
+        raise CommandError(f"unknown method {args.method!r}; choose one of "
+                           f"{', '.join(sorted(METHOD_MODULES))}")
+    if args.jobs < 1:
+        raise CommandError(f"--jobs must be >= 1, got {args.jobs}")
+    extra = parse_params(args.param)
+
+    from trainer.api import TrainError, train_bundle
+    from trainer.costs import CostsError
+    from trainer.datasets import DatasetError
+    from trainer.frontier import BudgetError
+    from trainer.hpc import HpcError
+
+    try:
+        manifest = train_bundle(
+            args.data, args.method, args.out, target=args.target, costs=args.costs,
+            grouping=args.grouping, budget=args.budget, quick=args.quick, seed=args.seed,
+            n_jobs=args.jobs, progress=not args.no_progress, hpc_kind=args.hpc,
+            hpc_onnx=args.hpc_onnx, extra=extra)
+    except (DatasetError, CostsError, HpcError, BudgetError, TrainError) as exc:
+        raise CommandError(str(exc)) from exc
+    print(render(manifest, args.out))
+    return 0
+
+
+def render(m: Any, out: Path) -> str:
+    from protocol.costs import hpc_cost
+
+    lines = [
+        f"{m.metadata.get('method')} on {m.metadata.get('dataset')}: "
+        f"{len(m.operating_points)} operating points on the validation frontier "
+        f"(of {m.metadata.get('n_candidates')} candidates), "
+        f"trained in {m.metadata.get('train_seconds', 0):.1f} s",
+        f"HPC: validation accuracy {m.hpc.accuracy:.4f}, always-cloud cost "
+        f"{hpc_cost(m).scalar:.4g}",
+        "",
+        f"{'operating point':<28}{'accuracy':>9}{'cost':>10}{'escalate':>10}{'sensors':>9}",
+    ]
+    for p in m.operating_points:
+        mark = " *" if p.name == m.default_operating_point else ""
+        lines.append(f"{p.name + mark:<28}{p.accuracy:>9.4f}{p.cost:>10.4g}"
+                     f"{p.escalation_rate:>10.3f}{p.avg_sensors_read:>9.2f}")
+    lines += ["", f"* default operating point. Bundle {m.bundle_id} written to {out}"]
+    return "\n".join(lines)

@@ -1,0 +1,143 @@
+"""``adaptedge train`` / ``evaluate`` end to end with a tiny method registered in this test
+(logistic gates on heart's sensors); CLI errors are one clear line (exit 2)."""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_bundle_export import heart_policies
+
+from adaptedge_cli.main import main
+from protocol.bundle import verify
+from protocol.costs import hpc_cost
+from trainer import methods
+from trainer.datasets import load_dataset
+from trainer.policy import PolicyExport
+from trainer.policy_eval import BundleRunner, evaluate_policy
+
+TINY = "test-tiny"
+
+
+def _tiny(dataset: Any, hpc: Any, options: methods.MethodOptions) -> list[PolicyExport]:
+    assert options.extra.get("flavour") in (None, "plain")
+    return heart_policies(dataset)
+
+
+@pytest.fixture(autouse=True)
+def _tiny_method(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+                 ) -> None:
+    monkeypatch.setitem(methods.METHOD_MODULES, TINY, __name__)
+    monkeypatch.setitem(methods._REGISTRY, TINY, _tiny)
+    monkeypatch.setenv("ADAPTEDGE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bundle") / "heart"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(methods.METHOD_MODULES, TINY, __name__)
+        mp.setitem(methods._REGISTRY, TINY, _tiny)
+        mp.setenv("ADAPTEDGE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+        assert main(["train", "--data", "heart", "--method", TINY, "--hpc", "hgb",
+                     "--param", "flavour=plain", "--no-progress", "--out", str(out)]) == 0
+    return out
+
+
+def test_train_writes_a_verified_frontier_bundle(trained: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    m = verify(trained)
+    assert m.metadata["method"] == TINY and m.metadata["dataset"] == "heart"
+    assert m.metadata["train_seconds"] > 0 and "numpy" in m.metadata["library_versions"]
+    assert m.metadata["extra"] == {"flavour": "plain"}
+    costs = [p.cost for p in m.operating_points]
+    accs = [p.accuracy for p in m.operating_points]
+    assert costs == sorted(costs) and all(a < b for a, b in pairwise(accs))
+    good = [p for p in m.operating_points if p.accuracy >= m.hpc.accuracy - 0.01]
+    want = min(good, key=lambda p: p.cost) if good else max(m.operating_points,
+                                                            key=lambda p: p.accuracy)
+    assert m.default_operating_point == want.name
+
+
+def test_train_with_budget_prints_the_frontier(trained: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    budget = min(p.cost for p in verify(trained).operating_points) + 1.0
+    out = tmp_path / "b"
+    assert main(["train", "--data", "heart", "--method", TINY, "--hpc", "hgb", "--budget",
+                 str(budget), "--no-progress", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    m = verify(out)
+    chosen = m.operating_point(m.default_operating_point)
+    assert chosen.cost <= budget
+    assert all(p.accuracy <= chosen.accuracy for p in m.operating_points if p.cost <= budget)
+    assert f"written to {out}" in text and m.bundle_id in text
+    for p in m.operating_points:
+        assert p.name in text
+
+
+def test_evaluate_json(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["evaluate", "--bundle", str(trained), "--data", "heart", "--split", "test",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report) >= {"hpc", "points", "best_within_1pct"}
+    assert set(report["hpc"]) == {"accuracy", "cost"}
+    m = verify(trained)
+    d = load_dataset("heart")
+    assert report["hpc"]["cost"] == pytest.approx(hpc_cost(m).scalar)
+    for point in report["points"]:
+        assert set(point) == {"name", "accuracy", "cost", "escalation_rate", "avg_sensors_read",
+                              "energy_mj", "latency_ms", "bytes"}
+        res = evaluate_policy(trained, m.operating_point(point["name"]).policy, d.X_test,
+                              d.y_test)
+        assert point["accuracy"] == pytest.approx(res.accuracy)
+        assert point["cost"] == pytest.approx(res.mean_cost)
+    # best_within_1pct: chosen on validation against the HPC's validation accuracy
+    runner = BundleRunner.from_dir(trained)
+    hpc_acc = runner.evaluate_hpc(d.X_val, d.y_val).accuracy
+    val = {p.name: runner.evaluate(p.policy, d.X_val, d.y_val) for p in m.operating_points}
+    eligible = [n for n, r in val.items() if r.accuracy >= hpc_acc - 0.01]
+    best = report["best_within_1pct"]
+    if not eligible:
+        assert best is None
+    else:
+        name = min(eligible, key=lambda n: (val[n].mean_cost, -val[n].accuracy))
+        assert set(best) == {"name", "accuracy", "cost", "cost_reduction"}
+        assert best["name"] == name
+        test_res = runner.evaluate(m.operating_point(name).policy, d.X_test, d.y_test)
+        assert best["cost"] == pytest.approx(test_res.mean_cost)
+        assert best["cost_reduction"] == pytest.approx(1 - test_res.mean_cost
+                                                       / hpc_cost(m).scalar)
+
+
+def test_evaluate_text_output(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["evaluate", "--bundle", str(trained), "--data", "heart", "--split",
+                 "validation"]) == 0
+    assert "HPC (always cloud)" in capsys.readouterr().out
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("adaptedge: error:") and "\n" not in err and needle in err
+
+
+def test_cli_errors_are_one_line(trained: Path, tmp_path: Path,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    out = str(tmp_path / "x")
+    _one_line_error(capsys, ["train", "--data", "heart", "--method", "nope", "--out", out],
+                    "unknown method 'nope'")
+    _one_line_error(capsys, ["train", "--data", "nope", "--method", TINY, "--out", out],
+                    "unknown dataset 'nope'")
+    _one_line_error(capsys, ["train", "--data", "heart", "--method", TINY, "--param", "oops",
+                             "--out", out], "expected KEY=VALUE")
+    _one_line_error(capsys, ["train", "--data", "heart", "--method", TINY, "--hpc", "hgb",
+                             "--budget", "0.5", "--no-progress", "--out", out],
+                    "raise --budget")
+    _one_line_error(capsys, ["evaluate", "--bundle", str(trained), "--data", "thyroid"],
+                    "do not match dataset 'thyroid'")
+    _one_line_error(capsys, ["evaluate", "--bundle", str(tmp_path / "none"), "--data", "heart"],
+                    "neither a bundle directory")
+    assert not Path(out).exists()
