@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ from protocol.topics import DEFAULT_PREFIX, parse, reply_topic
 
 Reply = InferenceReply | ErrorReply
 _TOPIC_CACHE_LIMIT: Final = 65_536
+_LITTLE_ENDIAN: Final = sys.byteorder == "little"
 _ID_SALVAGE_LIMITS: Final = {
     "raw": False, "strict_map_key": True, "max_bin_len": MAX_MESSAGE_BYTES,
     "max_str_len": 4096, "max_array_len": 16, "max_map_len": 256, "max_ext_len": 0,
@@ -194,8 +196,11 @@ class HpcInference:
     def _infer(self, requests: Sequence[InferenceRequest], rows: list[int],
                replies: list[Reply | None], server_time: float, started: float) -> None:
         n = self.n_features
-        x = np.frombuffer(b"".join([requests[i].features for i in rows]),
-                          dtype="<f4").reshape(len(rows), n)
+        data = requests[rows[0]].features if len(rows) == 1 else \
+            b"".join([requests[i].features for i in rows])
+        x = np.frombuffer(data, dtype="<f4").reshape(len(rows), n)
+        if not _LITTLE_ENDIAN:
+            x = x.astype(np.float32)  # onnxruntime wants native byte order
         measured: npt.NDArray[np.bool_] | None = None
         has_hpc: npt.NDArray[np.bool_] | None = None
         if all(requests[i].mask == self._full_mask for i in rows):
@@ -220,7 +225,7 @@ class HpcInference:
         if measured is not None:
             x = np.where(measured, x, np.float32(0.0))  # unmeasured slots are 0 for the HPC
         try:
-            probs = self._run(np.ascontiguousarray(x, dtype=np.float32))
+            probs = self._run(x)  # float32, C-contiguous: frombuffer, where or a row mask
         except Exception as exc:
             for i in rows:
                 req = requests[i]
