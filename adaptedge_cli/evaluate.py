@@ -81,9 +81,6 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
         best = {"name": name, "accuracy": r.accuracy, "cost": r.mean_cost,
                 "cost_reduction": (1.0 - r.mean_cost / hpc_scalar) if hpc_scalar > 0 else None}
     return {
-        "bundle_id": manifest.bundle_id,
-        "dataset": dataset.name,
-        "split": split,
         "hpc": {"accuracy": result("\0hpc", split).accuracy, "cost": hpc_scalar},
         "points": points,
         "best_within_1pct": best,
@@ -105,13 +102,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(render(report))
+        print(render(report, f"bundle {args.bundle} on {dataset.name} ({args.split} split)"))
     return 0
 
 
-def render(report: dict[str, Any]) -> str:
+def render(report: dict[str, Any], title: str) -> str:
     hpc = report["hpc"]
-    lines = [f"bundle {report['bundle_id']} on {report['dataset']} ({report['split']} split)",
+    lines = [title,
              f"HPC (always cloud): accuracy {hpc['accuracy']:.4f}, cost {hpc['cost']:.4g}", "",
              f"{'operating point':<28}{'accuracy':>9}{'cost':>10}{'escalate':>10}{'sensors':>9}"
              f"{'energy mJ':>11}{'latency ms':>12}{'bytes':>8}"]
