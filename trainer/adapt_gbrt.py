@@ -1,0 +1,394 @@
+"""ADAPT-GBRT (Nan & Saligrama, NIPS 2017, Algorithm 2): boosted-tree gate g and LPC f1.
+
+Alternating minimisation of
+
+    mean_i [(1−q_i)(CE(f1(x_i), y_i) + softplus(g(x_i))) + q_i softplus(−g(x_i))] + γ·Ω(f1, g)
+    subject to mean_i q_i <= P_full,
+
+where q_i = q(escalate|x_i). The q-step is the closed form ``σ(A_i − B_i − β)`` with β found by
+bisection (``trainer.gating.q_step``); the (g, f1)-step adds ``n_trees`` limited-depth trees to
+each, fitted to the negative gradients with the cost-penalised impurity of ``trainer.cart``.
+Our own histogram CART is used (not LightGBM): one ``bought`` mask over sensors is shared by
+the trees of g and f1, so a sensor bought by either is free for both, and buying any feature
+of a sensor buys the whole sensor. f1 is a sigmoid (binary) or softmax (multi-class) model.
+With ``p_full = 0`` no example is escalated and the gate is not trained: Greedy Miser.
+
+``method("adapt-gbrt")`` sweeps (P_full, γ) and, per fitted model, the gate threshold.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Sequence
+from numbers import Integral, Real
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
+
+from trainer.cart import BinMapper, Tree, TreeParams, fit_tree, predict_trees, quantize
+from trainer.gating import (
+    CostModel,
+    cross_entropy,
+    hpc_loss,
+    lpc_gradients,
+    n_logits,
+    one_node_policy,
+    parallel_map,
+    pareto_indices,
+    proba,
+    q_step,
+    sigmoid,
+    softplus,
+)
+from trainer.methods import MethodOptions, register
+from trainer.node_onnx import node_model, tree_core
+from trainer.policy import Metrics, PolicyExport
+
+FloatArray = NDArray[np.float64]
+
+
+def _sensor_layout(
+    feature_sensor: Sequence[int] | NDArray[np.integer] | None,
+    sensor_costs: Sequence[float] | NDArray[np.floating] | None,
+    n_features: int,
+) -> tuple[NDArray[np.intp], FloatArray]:
+    """Validated feature->sensor map and per-sensor costs (default: one unit sensor per feature)."""
+    fs = np.arange(n_features) if feature_sensor is None else np.asarray(feature_sensor)
+    if fs.shape != (n_features,) or fs.min(initial=0) < 0:
+        raise ValueError(
+            f"feature_sensor must give a sensor index >= 0 for each of the {n_features} "
+            f"features, got shape {fs.shape}"
+        )
+    n_sensors = int(fs.max(initial=-1)) + 1
+    costs = np.ones(n_sensors) if sensor_costs is None else np.asarray(sensor_costs, float)
+    if costs.ndim != 1 or costs.size < n_sensors or not np.all(np.isfinite(costs)) or np.any(costs < 0):
+        raise ValueError(
+            f"sensor_costs must be >= {n_sensors} finite non-negative numbers (one per sensor "
+            f"index in feature_sensor), got {costs!r}"
+        )
+    return fs.astype(np.intp), costs
+
+
+class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+    """Gate + LPC as boosted trees that adaptively approximate an HPC.
+
+    ``fit(X, y, hpc_proba=P)`` takes class indices ``y`` in ``range(P.shape[1])`` and the HPC's
+    (out-of-fold) class probabilities ``P`` on the same rows.
+    """
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "p_full": [Interval(Real, 0, 1, closed="both")],
+        "gamma": [Interval(Real, 0, None, closed="left")],
+        "n_rounds": [Interval(Integral, 1, None, closed="left")],
+        "n_trees": [Interval(Integral, 1, None, closed="left")],
+        "refine_rounds": [Interval(Integral, 0, None, closed="left")],
+        "max_depth": [Interval(Integral, 1, 12, closed="both")],
+        "learning_rate": [Interval(Real, 0, 1, closed="right")],
+        "min_samples_leaf": [Interval(Integral, 1, None, closed="left")],
+        "l2": [Interval(Real, 0, None, closed="left")],
+        "max_bins": [Interval(Integral, 2, 255, closed="both")],
+        "gate_threshold": [Interval(Real, None, None, closed="neither")],
+        "margin_weight": [Interval(Real, 0, None, closed="left")],
+        "feature_sensor": ["array-like", None],
+        "sensor_costs": ["array-like", None],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        *,
+        p_full: float = 0.2,
+        gamma: float = 1e-3,
+        n_rounds: int = 6,
+        n_trees: int = 10,
+        refine_rounds: int = 0,
+        max_depth: int = 3,
+        learning_rate: float = 0.2,
+        min_samples_leaf: int = 20,
+        l2: float = 1.0,
+        max_bins: int = 64,
+        gate_threshold: float = 0.0,
+        margin_weight: float = 0.0,
+        feature_sensor: Sequence[int] | None = None,
+        sensor_costs: Sequence[float] | None = None,
+        random_state: int | None = None,
+    ) -> None:
+        self.p_full = p_full
+        self.gamma = gamma
+        self.n_rounds = n_rounds
+        self.n_trees = n_trees
+        self.refine_rounds = refine_rounds
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.min_samples_leaf = min_samples_leaf
+        self.l2 = l2
+        self.max_bins = max_bins
+        self.gate_threshold = gate_threshold
+        self.margin_weight = margin_weight
+        self.feature_sensor = feature_sensor
+        self.sensor_costs = sensor_costs
+        self.random_state = random_state
+
+    # -- fitting ----------------------------------------------------------------------------
+    def fit(
+        self, X: NDArray[np.floating], y: NDArray[np.integer], hpc_proba: NDArray[np.floating]
+    ) -> AdaptGbrtClassifier:
+        self._validate_params()
+        X32, yi, P = _check_inputs(X, y, hpc_proba)
+        started = time.perf_counter()
+        n, d = X32.shape
+        n_classes = P.shape[1]
+        feature_sensor, sensor_costs = _sensor_layout(self.feature_sensor, self.sensor_costs, d)
+        feature_cost = sensor_costs[feature_sensor]
+        binner = BinMapper.fit(X32, self.max_bins)
+        codes = binner.transform(X32)
+        params = TreeParams(
+            max_depth=self.max_depth, min_samples_leaf=self.min_samples_leaf,
+            learning_rate=self.learning_rate, l2=self.l2, gamma=self.gamma,
+        )
+        prior = np.bincount(yi, minlength=n_classes) / n + 1e-3
+        f1_base = quantize(
+            np.log(prior[1:] / prior[:1]) if n_classes == 2 else np.log(prior) - np.log(prior).mean()
+        )
+        p_full = float(self.p_full)
+        g_base = quantize(np.log(max(p_full, 1e-3) / (1 - min(p_full, 0.999))))
+        logits = np.tile(f1_base, (n, 1))
+        gate = np.full(n, float(g_base))
+        bought = np.zeros(sensor_costs.size, dtype=bool)
+        f1_trees: list[Tree] = []
+        g_trees: list[Tree] = []
+        loss_hpc = hpc_loss(P, yi)
+        history: list[float] = []
+        q = np.zeros(n)
+        allowed: NDArray[np.bool_] | None = None
+        for round_ in range(self.n_rounds + self.refine_rounds):
+            if round_ == self.n_rounds:  # refinement: only features of sensors already bought
+                allowed = bought[feature_sensor].copy()
+                if not allowed.any():
+                    break
+            excess = cross_entropy(logits, yi, n_classes) + softplus(gate) - loss_hpc - softplus(-gate)
+            q, _beta = q_step(excess, p_full)
+            for _t in range(self.n_trees):
+                r, h = lpc_gradients(logits, yi, n_classes, 1.0 - q)
+                tree = fit_tree(
+                    codes, binner, r, h, params, feature_cost, feature_sensor, bought, allowed
+                )
+                f1_trees.append(tree)
+                logits = logits + tree.predict(X32)
+                if p_full > 0:
+                    s = sigmoid(gate)
+                    tree = fit_tree(
+                        codes, binner, (q - s)[:, None], (s * (1 - s))[:, None] + 1e-12,
+                        params, feature_cost, feature_sensor, bought, allowed,
+                    )
+                    g_trees.append(tree)
+                    gate = gate + tree.predict(X32)[:, 0]
+            history.append(float(np.mean(
+                (1 - q) * (cross_entropy(logits, yi, n_classes) + softplus(gate))
+                + q * softplus(-gate)
+            )))
+        self.n_classes_ = n_classes
+        self.classes_ = np.arange(n_classes)
+        self.n_features_in_ = d
+        self.f1_base_ = f1_base
+        self.g_base_ = float(g_base) if p_full > 0 else -1.0
+        self.f1_trees_ = f1_trees
+        self.g_trees_ = g_trees
+        self.feature_sensor_ = feature_sensor
+        self.sensor_costs_ = sensor_costs
+        self.sensors_bought_ = bought
+        self.features_used_ = tuple(sorted(
+            set().union(*(t.features_used for t in f1_trees + g_trees))
+        ))
+        self.q_train_ = q
+        self.loss_history_ = history
+        self.fit_seconds_ = time.perf_counter() - started
+        return self
+
+    # -- prediction ---------------------------------------------------------------------------
+    def decision_logits(self, X: NDArray[np.floating]) -> FloatArray:
+        check_is_fitted(self)
+        k = n_logits(self.n_classes_)
+        return predict_trees(self.f1_trees_, X, k) + self.f1_base_
+
+    def gate_score(self, X: NDArray[np.floating]) -> FloatArray:
+        """``g(x) − gate_threshold − margin_weight · margin(x)``: positive means escalate.
+
+        ``margin`` is the LPC's logit margin (``|z|`` binary, top-1 minus top-2 otherwise):
+        with ``margin_weight > 0`` a confident LPC answer lowers the gate score (0 = the
+        paper's gate). All terms are on the exact float32 grid, so ONNX routing is identical.
+        """
+        check_is_fitted(self)
+        raw = predict_trees(self.g_trees_, X, 1)[:, 0] + self.g_base_
+        out: FloatArray = raw - float(quantize(self.gate_threshold))
+        if self.margin_weight:
+            out = out - _margin_weight(self.margin_weight) * self.lpc_margin(X)
+        return out
+
+    def lpc_margin(self, X: NDArray[np.floating]) -> FloatArray:
+        z = self.decision_logits(X)
+        if z.shape[1] == 1:
+            out: FloatArray = np.abs(z[:, 0])
+            return out
+        top = np.sort(z, axis=1)
+        out = top[:, -1] - top[:, -2]
+        return out
+
+    def escalate(self, X: NDArray[np.floating]) -> NDArray[np.bool_]:
+        out: NDArray[np.bool_] = self.gate_score(X) > 0
+        return out
+
+    def predict_proba(self, X: NDArray[np.floating]) -> FloatArray:
+        """The LPC's class probabilities (what the device answers when it stops)."""
+        return proba(self.decision_logits(X), self.n_classes_)
+
+    def predict(self, X: NDArray[np.floating]) -> NDArray[np.int64]:
+        out: NDArray[np.int64] = np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
+        return out
+
+    # -- export -------------------------------------------------------------------------------
+    def node_columns(self) -> tuple[int, ...]:
+        """The node's input columns: every feature of every bought sensor, ascending."""
+        check_is_fitted(self)
+        return tuple(int(j) for j in np.flatnonzero(self.sensors_bought_[self.feature_sensor_]))
+
+    def to_onnx(self, *, gated: bool = True) -> bytes:
+        """The fused node model: input ``x`` = ``node_columns()``; ``probabilities`` and, when
+        ``gated``, ``action_scores`` = (stop, escalate) scores ``[-g', g']`` with
+        ``g' = g − gate_threshold``."""
+        check_is_fitted(self)
+        columns = self.node_columns()
+        position = {c: i for i, c in enumerate(columns)}
+        k = n_logits(self.n_classes_)
+        trees: list[tuple[Tree, int]] = [(t, 0) for t in self.f1_trees_]
+        base = list(self.f1_base_)
+        if gated:
+            trees += [(t, k) for t in self.g_trees_]
+            base.append(self.g_base_ - float(quantize(self.gate_threshold)))
+        return node_model(
+            tree_core(trees, np.array(base), position), [], len(columns), self.n_classes_,
+            "gate" if gated else "stop",
+            margin_weight=_margin_weight(self.margin_weight) if gated else 0.0,
+        )
+
+    def with_threshold(self, gate_threshold: float,
+                       margin_weight: float | None = None) -> AdaptGbrtClassifier:
+        """A shallow copy sharing the trees, with another gate threshold (and margin weight)."""
+        other = copy.copy(self)
+        other.gate_threshold = float(quantize(gate_threshold))
+        if margin_weight is not None:
+            other.margin_weight = margin_weight
+        return other
+
+
+def _margin_weight(w: float) -> float:
+    """Round to a power of two (or 0) so that ``w · margin`` is exact in float32."""
+    return 0.0 if w <= 0 else float(2.0 ** round(math.log2(w)))
+
+
+def _check_inputs(
+    X: NDArray[np.floating], y: NDArray[np.integer], hpc_proba: NDArray[np.floating]
+) -> tuple[NDArray[np.float32], NDArray[np.int64], FloatArray]:
+    X32 = np.asarray(X, dtype=np.float32)
+    yi = np.asarray(y)
+    P = np.asarray(hpc_proba, dtype=np.float64)
+    if X32.ndim != 2 or X32.shape[0] == 0:
+        raise ValueError(f"X must be a non-empty 2-D array, got shape {X32.shape}")
+    if not np.all(np.isfinite(X32)):
+        raise ValueError("X contains NaN or infinite values; impute them before fitting")
+    if P.ndim != 2 or P.shape[0] != X32.shape[0] or P.shape[1] < 2:
+        raise ValueError(
+            f"hpc_proba must be [n_samples, n_classes>=2] matching X's {X32.shape[0]} rows, "
+            f"got shape {P.shape}"
+        )
+    if yi.shape != (X32.shape[0],) or not np.issubdtype(yi.dtype, np.integer):
+        raise ValueError("y must be integer class indices, one per row of X")
+    if yi.min() < 0 or yi.max() >= P.shape[1]:
+        raise ValueError(f"y must lie in range({P.shape[1]}) (the columns of hpc_proba)")
+    return X32, yi.astype(np.int64), P
+
+
+# -- the registered sweep ---------------------------------------------------------------------
+DEFAULT_GRID: dict[str, tuple[float, ...]] = {
+    "p_full": (0.1, 0.2, 0.3, 0.4),
+    "gamma": (3e-4, 1e-3, 2e-3, 4e-3),
+}
+DEFAULTS: dict[str, Any] = {"n_rounds": 6, "n_trees": 20, "max_depth": 4, "refine_rounds": 10}
+QUICK_GRID: dict[str, tuple[float, ...]] = {"p_full": (0.2, 0.3), "gamma": (1e-3, 3e-3)}
+N_THRESHOLDS = 24
+MARGIN_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0)
+
+
+def _fit_one(job: tuple[dict[str, Any], Any, Any, Any]) -> AdaptGbrtClassifier:
+    params, X, y, P = job
+    return AdaptGbrtClassifier(**params).fit(X, y, P)
+
+
+def threshold_candidates(scores: FloatArray, n: int = N_THRESHOLDS) -> list[float]:
+    """Gate thresholds at quantiles of validation gate scores (escalation rates 0..~60%)."""
+    qs = np.quantile(scores, np.linspace(0.4, 1.0, n))
+    return sorted({float(quantize(v)) for v in qs})
+
+
+@register("adapt-gbrt")
+def adapt_gbrt_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
+    """Sweep (P_full, γ) and the gate threshold; return the validation-Pareto candidates."""
+    cost_model = CostModel.build(dataset.sensors, dataset.cost_weights, dataset.link,
+                                 dataset.n_features, hpc.sensors)
+    grid = QUICK_GRID if options.quick else DEFAULT_GRID
+    grid = {**grid, **{k: tuple(v) for k, v in options.extra.get("grid", {}).items()}}
+    base: dict[str, Any] = dict(
+        feature_sensor=cost_model.feature_sensor.tolist(),
+        sensor_costs=cost_model.sensor_costs.tolist(), random_state=options.seed,
+        **({"n_rounds": 4, "n_trees": 8, "refine_rounds": 2} if options.quick else DEFAULTS),
+    )
+    base.update(options.extra.get("params", {}))
+    jobs = [
+        ({**base, "p_full": p, "gamma": g}, dataset.X_train, dataset.y_train,
+         hpc.oof_proba_train)
+        for p in grid["p_full"] for g in grid["gamma"]
+    ]
+    models = parallel_map(_fit_one, jobs, options.n_jobs, options.progress, "adapt-gbrt")
+    weights = tuple(options.extra.get("margin_weights", MARGIN_WEIGHTS))
+    return gate_sweep_exports("adapt-gbrt", models, dataset, hpc, cost_model, weights)
+
+
+def gate_sweep_exports(method: str, models: Sequence[AdaptGbrtClassifier], dataset: Any,
+                       hpc: Any, cost_model: CostModel,
+                       margin_weights: Sequence[float] = (0.0,)) -> list[PolicyExport]:
+    """Every (model, threshold) on validation; export the validation-Pareto ones."""
+    hpc_pred = np.argmax(hpc.proba_val, axis=1)
+    candidates: list[tuple[AdaptGbrtClassifier, Metrics]] = []
+    for model in models:
+        if not model.sensors_bought_.any():
+            continue  # a node that reads nothing: always-escalate is the HPC itself
+        lpc_pred = model.predict(dataset.X_val)
+        for w in margin_weights:
+            base = model.with_threshold(0.0, w)
+            raw = base.gate_score(dataset.X_val)
+            for tau in threshold_candidates(raw):
+                variant = model.with_threshold(tau, w)
+                escalate = variant.gate_score(dataset.X_val) > 0
+                metrics = cost_model.gate_metrics(model.sensors_bought_, escalate, lpc_pred,
+                                                  hpc_pred, dataset.y_val)
+                candidates.append((variant, metrics))
+    keep = pareto_indices([m for _, m in candidates])
+    exports = []
+    for i in keep:
+        model, metrics = candidates[i]
+        params: dict[str, float | str] = {
+            "p_full": float(model.p_full), "gamma": float(model.gamma),
+            "gate_threshold": float(model.gate_threshold),
+            "margin_weight": float(model.margin_weight),
+        }
+        name = (f"{method}-p{model.p_full:g}-g{model.gamma:g}-w{model.margin_weight:g}"
+                f"-t{model.gate_threshold:+.3f}")
+        exports.append(one_node_policy(name, method, cost_model, model.sensors_bought_,
+                                       model.to_onnx(gated=True), True, metrics, params))
+    return exports

@@ -1,0 +1,244 @@
+"""ADAPT-LIN (Nan & Saligrama, NIPS 2017, Algorithm 1): linear gate g and LPC f1.
+
+Alternates the closed-form q-step (``trainer.gating.q_step``) with a proximal-gradient
+(FISTA) solve of
+
+    mean_i [(1−q_i)(CE(W_f x_i + b_f, y_i) + softplus(g_i)) + q_i softplus(−g_i)]
+        + γ Σ_s c_s ‖[W_f rows of s; w_g rows of s]‖₂,      g_i = w_g·x_i + b_g,
+
+an L2,1 group penalty over sensors (features of one sensor, in f1 and g together, form one
+group, weighted by the sensor's cost): a sensor is bought when its group is non-zero, and a
+sensor bought by g is free for f1 and vice versa. Features are standardised inside; the
+exported weights act on raw features.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from numbers import Integral, Real
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
+
+from trainer.adapt_gbrt import _check_inputs, _sensor_layout
+from trainer.gating import (
+    CostModel,
+    hpc_loss,
+    log_proba,
+    n_logits,
+    one_node_policy,
+    parallel_map,
+    pareto_indices,
+    proba,
+    q_step,
+    sigmoid,
+    softplus,
+)
+from trainer.methods import MethodOptions, register
+from trainer.node_onnx import linear_core, node_model
+from trainer.policy import Metrics, PolicyExport
+
+FloatArray = NDArray[np.float64]
+
+
+class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+    """Linear gate + LPC with sensor-group sparsity; ``fit(X, y, hpc_proba=P)``."""
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "p_full": [Interval(Real, 0, 1, closed="both")],
+        "gamma": [Interval(Real, 0, None, closed="left")],
+        "l2": [Interval(Real, 0, None, closed="left")],
+        "n_rounds": [Interval(Integral, 1, None, closed="left")],
+        "n_steps": [Interval(Integral, 1, None, closed="left")],
+        "gate_threshold": [Interval(Real, None, None, closed="neither")],
+        "feature_sensor": ["array-like", None],
+        "sensor_costs": ["array-like", None],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        *,
+        p_full: float = 0.3,
+        gamma: float = 0.01,
+        l2: float = 1e-4,
+        n_rounds: int = 10,
+        n_steps: int = 300,
+        gate_threshold: float = 0.0,
+        feature_sensor: Sequence[int] | None = None,
+        sensor_costs: Sequence[float] | None = None,
+        random_state: int | None = None,
+    ) -> None:
+        self.p_full = p_full
+        self.gamma = gamma
+        self.l2 = l2
+        self.n_rounds = n_rounds
+        self.n_steps = n_steps
+        self.gate_threshold = gate_threshold
+        self.feature_sensor = feature_sensor
+        self.sensor_costs = sensor_costs
+        self.random_state = random_state
+
+    def fit(self, X: NDArray[np.floating], y: NDArray[np.integer],
+            hpc_proba: NDArray[np.floating]) -> AdaptLinClassifier:
+        self._validate_params()
+        X32, yi, P = _check_inputs(X, y, hpc_proba)
+        n, d = X32.shape
+        n_classes = P.shape[1]
+        k = n_logits(n_classes)
+        feature_sensor, sensor_costs = _sensor_layout(self.feature_sensor, self.sensor_costs, d)
+        mean = X32.mean(axis=0, dtype=np.float64)
+        std = X32.std(axis=0, dtype=np.float64)
+        std[std == 0] = 1.0
+        Z = np.hstack([(X32 - mean) / std, np.ones((n, 1))])  # last column: intercepts
+        onehot = np.eye(n_classes)[yi]
+        loss_hpc = hpc_loss(P, yi)
+        # one theta [d+1, k+1]: columns 0..k-1 = f1, column k = g; last row = intercepts
+        theta = np.zeros((d + 1, k + 1))
+        lipschitz = 0.5 * float(np.linalg.norm(Z, 2) ** 2) / n + self.l2
+        step = 1.0 / lipschitz
+        group_weight = self.gamma * sensor_costs
+        p_full = float(self.p_full)
+
+        def forward(th: FloatArray) -> tuple[FloatArray, FloatArray]:
+            out = Z @ th
+            return out[:, :k], out[:, k]
+
+        def gradient(th: FloatArray, q: FloatArray) -> FloatArray:
+            logits, gate = forward(th)
+            p = proba(logits, n_classes)
+            if n_classes == 2:
+                r_f = ((1 - q) * (p[:, 1] - onehot[:, 1]))[:, None]
+            else:
+                r_f = (1 - q)[:, None] * (p - onehot)
+            r_g = (1 - q) * sigmoid(gate) - q * sigmoid(-gate)
+            grad = Z.T @ np.hstack([r_f, r_g[:, None]]) / n
+            grad[:-1] += self.l2 * th[:-1]
+            return grad
+
+        def prox(th: FloatArray, t: float) -> FloatArray:
+            out = th.copy()
+            for s in range(sensor_costs.size):
+                rows = np.flatnonzero(feature_sensor == s)
+                if rows.size == 0:
+                    continue
+                norm = float(np.linalg.norm(out[rows]))
+                shrink = max(0.0, 1.0 - t * group_weight[s] / norm) if norm > 0 else 0.0
+                out[rows] *= shrink
+            return out
+
+        q = np.full(n, p_full)
+        for _ in range(self.n_rounds):
+            logits, gate = forward(theta)
+            ce = -log_proba(logits, n_classes)[np.arange(n), yi]
+            q, _beta = q_step(ce + softplus(gate) - loss_hpc - softplus(-gate), p_full)
+            if p_full <= 0:
+                q = np.zeros(n)
+            momentum, previous, t_k = theta.copy(), theta.copy(), 1.0
+            for _step in range(self.n_steps):
+                current = prox(momentum - step * gradient(momentum, q), step)
+                t_next = (1 + math.sqrt(1 + 4 * t_k * t_k)) / 2
+                momentum = current + ((t_k - 1) / t_next) * (current - previous)
+                previous, t_k = current, t_next
+            theta = previous
+        W = theta[:-1]
+        bought = np.zeros(sensor_costs.size, dtype=bool)
+        for s in range(sensor_costs.size):
+            rows = np.flatnonzero(feature_sensor == s)
+            bought[s] = rows.size > 0 and bool(np.any(np.abs(W[rows]) > 1e-9))
+        columns = np.flatnonzero(bought[feature_sensor])
+        self.coef_ = W[columns] / std[columns][:, None]
+        self.intercept_ = theta[-1] - (mean[columns] / std[columns]) @ W[columns]
+        self.n_classes_ = n_classes
+        self.classes_ = np.arange(n_classes)
+        self.n_features_in_ = d
+        self.columns_ = tuple(int(c) for c in columns)
+        self.sensors_bought_ = bought
+        self.q_train_ = q
+        return self
+
+    def _bias(self) -> FloatArray:
+        b: FloatArray = self.intercept_.copy()
+        b[-1] -= self.gate_threshold
+        return b
+
+    def _core(self, X: NDArray[np.floating]) -> FloatArray:
+        check_is_fitted(self)
+        X32 = np.asarray(X, dtype=np.float32)[:, list(self.columns_)].astype(np.float64)
+        W = self.coef_.astype(np.float32).astype(np.float64)
+        out: FloatArray = X32 @ W + self._bias().astype(np.float32).astype(np.float64)
+        return out
+
+    def predict_proba(self, X: NDArray[np.floating]) -> FloatArray:
+        return proba(self._core(X)[:, :-1], self.n_classes_)
+
+    def predict(self, X: NDArray[np.floating]) -> NDArray[np.int64]:
+        out: NDArray[np.int64] = np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
+        return out
+
+    def gate_score(self, X: NDArray[np.floating]) -> FloatArray:
+        """g(x) − gate_threshold; positive means escalate to the HPC."""
+        out: FloatArray = self._core(X)[:, -1]
+        return out
+
+    def escalate(self, X: NDArray[np.floating]) -> NDArray[np.bool_]:
+        out: NDArray[np.bool_] = self.gate_score(X) > 0
+        return out
+
+    def to_onnx(self) -> bytes:
+        check_is_fitted(self)
+        nodes, inits = linear_core(self.coef_, self._bias())
+        return node_model(nodes, inits, len(self.columns_), self.n_classes_, "gate")
+
+    def with_threshold(self, threshold: float) -> AdaptLinClassifier:
+        other = copy.copy(self)
+        other.gate_threshold = threshold
+        return other
+
+
+def _fit(job: tuple[dict[str, Any], Any, Any, Any]) -> AdaptLinClassifier:
+    params, X, y, P = job
+    return AdaptLinClassifier(**params).fit(X, y, P)
+
+
+@register("adapt-lin")
+def adapt_lin_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
+    """Sweep (P_full, γ) and the gate threshold; return the validation-Pareto candidates."""
+    cm = CostModel.build(dataset.sensors, dataset.cost_weights, dataset.link,
+                         dataset.n_features, hpc.sensors)
+    p_fulls = (0.2, 0.5) if options.quick else (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
+    gammas = (0.003, 0.03) if options.quick else (0.001, 0.003, 0.01, 0.03, 0.1)
+    extra = {"n_rounds": 5, "n_steps": 150} if options.quick else {}
+    layout = {"feature_sensor": cm.feature_sensor.tolist(),
+              "sensor_costs": cm.sensor_costs.tolist(), "random_state": options.seed}
+    jobs = [({**layout, **extra, "p_full": p, "gamma": g}, dataset.X_train, dataset.y_train,
+             hpc.oof_proba_train) for p in p_fulls for g in gammas]
+    models = parallel_map(_fit, jobs, options.n_jobs, options.progress, "adapt-lin")
+    hpc_pred = np.argmax(hpc.proba_val, axis=1)
+    candidates: list[tuple[AdaptLinClassifier, Metrics]] = []
+    for model in models:
+        if not model.sensors_bought_.any():
+            continue
+        lpc_pred = model.predict(dataset.X_val)
+        raw = model.gate_score(dataset.X_val) + model.gate_threshold
+        for tau in sorted(set(np.quantile(raw, np.linspace(0.0, 1.0, 21)).round(4))):
+            variant = model.with_threshold(float(tau))
+            metrics = cm.gate_metrics(model.sensors_bought_, variant.escalate(dataset.X_val),
+                                      lpc_pred, hpc_pred, dataset.y_val)
+            candidates.append((variant, metrics))
+    exports = []
+    for i in pareto_indices([m for _, m in candidates]):
+        model, metrics = candidates[i]
+        params: dict[str, float | str] = {"p_full": float(model.p_full),
+                                          "gamma": float(model.gamma),
+                                          "gate_threshold": float(model.gate_threshold)}
+        name = f"adapt-lin-p{model.p_full:g}-g{model.gamma:g}-t{model.gate_threshold:+.4f}"
+        exports.append(one_node_policy(name, "adapt-lin", cm, model.sensors_bought_,
+                                       model.to_onnx(), True, metrics, params))
+    return exports

@@ -1,0 +1,411 @@
+"""Baselines: Greedy Miser, the confidence cascade, and the paper's L1 baseline.
+
+- ``GreedyMiser`` (Xu et al., ICML 2012): cost-penalised boosting, ADAPT-GBRT with P_full = 0;
+  one node, stop only.
+- ``ConfidenceCascade``: an LPC (boosted trees) on the k best sensors (by cost-blind split
+  gain); stop when its max class probability >= ``threshold``, else escalate.
+- ``L1Baseline`` (Nan & Saligrama's baseline): L1 logistic regression on all data selects the
+  sensors; f1 = logistic regression on them; g = logistic regression on them predicting
+  whether f1 is wrong (its training errors as pseudo-labels); escalate when
+  P(f1 wrong) > ``threshold``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from numbers import Integral, Real
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
+
+from trainer.adapt_gbrt import AdaptGbrtClassifier, _check_inputs, _sensor_layout
+from trainer.cart import feature_gains, quantize
+from trainer.gating import (
+    CostModel,
+    n_logits,
+    one_node_policy,
+    parallel_map,
+    pareto_indices,
+    proba,
+)
+from trainer.methods import MethodOptions, register
+from trainer.node_onnx import linear_core, node_model, tree_core
+from trainer.policy import Metrics, PolicyExport
+
+FloatArray = NDArray[np.float64]
+
+
+def _uniform_hpc(y: NDArray[np.integer], n_classes: int | None = None) -> FloatArray:
+    k = int(np.max(y)) + 1 if n_classes is None else n_classes
+    return np.full((len(y), max(k, 2)), 1.0 / max(k, 2))
+
+
+class GreedyMiser(AdaptGbrtClassifier):
+    """Cost-aware stage-wise boosting: ADAPT-GBRT with P_full = 0 (no gate)."""
+
+    p_full = 0.0
+    gate_threshold = 0.0
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        k: v for k, v in AdaptGbrtClassifier._parameter_constraints.items()
+        if k not in ("p_full", "gate_threshold", "refine_rounds")
+    }
+    refine_rounds = 0
+
+    def __init__(
+        self,
+        *,
+        gamma: float = 1e-3,
+        n_rounds: int = 6,
+        n_trees: int = 20,
+        max_depth: int = 4,
+        learning_rate: float = 0.2,
+        min_samples_leaf: int = 20,
+        l2: float = 1.0,
+        max_bins: int = 64,
+        feature_sensor: Sequence[int] | None = None,
+        sensor_costs: Sequence[float] | None = None,
+        random_state: int | None = None,
+    ) -> None:
+        self.gamma = gamma
+        self.n_rounds = n_rounds
+        self.n_trees = n_trees
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.min_samples_leaf = min_samples_leaf
+        self.l2 = l2
+        self.max_bins = max_bins
+        self.feature_sensor = feature_sensor
+        self.sensor_costs = sensor_costs
+        self.random_state = random_state
+
+    def fit(  # type: ignore[override]
+        self, X: NDArray[np.floating], y: NDArray[np.integer],
+        hpc_proba: NDArray[np.floating] | None = None,
+    ) -> GreedyMiser:
+        P = _uniform_hpc(y) if hpc_proba is None else hpc_proba
+        super().fit(X, y, P)
+        return self
+
+    def to_onnx(self, *, gated: bool = False) -> bytes:
+        return super().to_onnx(gated=False)
+
+
+class ConfidenceCascade(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+    """LPC on the k best sensors; escalate when its max class probability < ``threshold``."""
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "k": [Interval(Integral, 1, None, closed="left")],
+        "threshold": [Interval(Real, 0.5, 1, closed="left")],
+        "n_rounds": [Interval(Integral, 1, None, closed="left")],
+        "n_trees": [Interval(Integral, 1, None, closed="left")],
+        "max_depth": [Interval(Integral, 1, 12, closed="both")],
+        "learning_rate": [Interval(Real, 0, 1, closed="right")],
+        "sensor_order": ["array-like", None],
+        "feature_sensor": ["array-like", None],
+        "sensor_costs": ["array-like", None],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        *,
+        k: int = 4,
+        threshold: float = 0.9,
+        n_rounds: int = 6,
+        n_trees: int = 20,
+        max_depth: int = 4,
+        learning_rate: float = 0.2,
+        sensor_order: Sequence[int] | None = None,
+        feature_sensor: Sequence[int] | None = None,
+        sensor_costs: Sequence[float] | None = None,
+        random_state: int | None = None,
+    ) -> None:
+        self.k = k
+        self.threshold = threshold
+        self.n_rounds = n_rounds
+        self.n_trees = n_trees
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.sensor_order = sensor_order
+        self.feature_sensor = feature_sensor
+        self.sensor_costs = sensor_costs
+        self.random_state = random_state
+
+    def fit(self, X: NDArray[np.floating], y: NDArray[np.integer],
+            hpc_proba: NDArray[np.floating] | None = None) -> ConfidenceCascade:
+        self._validate_params()
+        P = _uniform_hpc(y) if hpc_proba is None else hpc_proba
+        X32, yi, P = _check_inputs(X, y, P)
+        feature_sensor, sensor_costs = _sensor_layout(
+            self.feature_sensor, self.sensor_costs, X32.shape[1])
+        order = (rank_sensors(X32, yi, P, feature_sensor) if self.sensor_order is None
+                 else np.asarray(self.sensor_order, dtype=np.intp))
+        chosen = np.zeros(sensor_costs.size, dtype=bool)
+        chosen[order[: self.k]] = True
+        columns = np.flatnonzero(chosen[feature_sensor])
+        lpc = GreedyMiser(
+            gamma=0.0, n_rounds=self.n_rounds, n_trees=self.n_trees, max_depth=self.max_depth,
+            learning_rate=self.learning_rate, feature_sensor=feature_sensor[columns],
+            sensor_costs=sensor_costs, random_state=self.random_state,
+        ).fit(X32[:, columns], yi, P)
+        used_sub = lpc.node_columns()
+        self.n_classes_ = P.shape[1]
+        self.classes_ = np.arange(self.n_classes_)
+        self.n_features_in_ = X32.shape[1]
+        self.lpc_ = lpc
+        self.sensor_order_ = order
+        self.subset_columns_ = columns
+        self.columns_ = tuple(int(columns[c]) for c in used_sub)
+        self.sensors_bought_ = np.zeros(sensor_costs.size, dtype=bool)
+        self.sensors_bought_[feature_sensor[list(self.columns_)]] = True
+        return self
+
+    def decision_logits(self, X: NDArray[np.floating]) -> FloatArray:
+        check_is_fitted(self)
+        return self.lpc_.decision_logits(np.asarray(X)[:, self.subset_columns_])
+
+    def predict_proba(self, X: NDArray[np.floating]) -> FloatArray:
+        return proba(self.decision_logits(X), self.n_classes_)
+
+    def predict(self, X: NDArray[np.floating]) -> NDArray[np.int64]:
+        out: NDArray[np.int64] = np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
+        return out
+
+    def confidence_cut(self) -> float:
+        """Binary: the exact |logit| cut equivalent to ``threshold`` (on the leaf grid)."""
+        return float(quantize(math.log(self.threshold / (1 - self.threshold))))
+
+    def escalate(self, X: NDArray[np.floating]) -> NDArray[np.bool_]:
+        z = self.decision_logits(X)
+        if self.n_classes_ == 2:
+            out: NDArray[np.bool_] = ~(np.abs(z[:, 0]) >= self.confidence_cut())
+            return out
+        p = proba(z, self.n_classes_).astype(np.float32)
+        return ~(p.max(axis=1) - np.float32(self.threshold) >= 0)
+
+    def to_onnx(self) -> bytes:
+        check_is_fitted(self)
+        used_sub = self.lpc_.node_columns()
+        position = {c: i for i, c in enumerate(used_sub)}
+        core = tree_core([(t, 0) for t in self.lpc_.f1_trees_], self.lpc_.f1_base_, position)
+        cut = self.confidence_cut() if self.n_classes_ == 2 else self.threshold
+        return node_model(core, [], len(used_sub), self.n_classes_, "confidence", cut)
+
+    def with_threshold(self, threshold: float) -> ConfidenceCascade:
+        import copy
+
+        other = copy.copy(self)
+        other.threshold = threshold
+        return other
+
+
+def rank_sensors(X: NDArray[np.float32], y: NDArray[np.int64], P: FloatArray,
+                 feature_sensor: NDArray[np.intp]) -> NDArray[np.intp]:
+    """Sensors by total split gain of a cost-blind boosted model, best first."""
+    model = GreedyMiser(gamma=0.0, n_rounds=2, n_trees=10, max_depth=3,
+                        feature_sensor=feature_sensor,
+                        sensor_costs=np.ones(int(feature_sensor.max()) + 1)).fit(X, y, P)
+    gains = np.zeros(int(feature_sensor.max()) + 1)
+    np.add.at(gains, feature_sensor, feature_gains(model.f1_trees_, X.shape[1]))
+    return np.argsort(-gains, kind="stable").astype(np.intp)
+
+
+class L1Baseline(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+    """The paper's L1 baseline: L1-selected sensors, then f1, then g on f1's correctness."""
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "threshold": [Interval(Real, 0, 1, closed="neither")],
+        "feature_sensor": ["array-like", None],
+        "sensor_costs": ["array-like", None],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, *, C: float = 0.1, threshold: float = 0.5,
+                 feature_sensor: Sequence[int] | None = None,
+                 sensor_costs: Sequence[float] | None = None,
+                 random_state: int | None = None) -> None:
+        self.C = C
+        self.threshold = threshold
+        self.feature_sensor = feature_sensor
+        self.sensor_costs = sensor_costs
+        self.random_state = random_state
+
+    def fit(self, X: NDArray[np.floating], y: NDArray[np.integer],
+            hpc_proba: NDArray[np.floating] | None = None) -> L1Baseline:
+        from sklearn.linear_model import LogisticRegression
+
+        self._validate_params()
+        P = _uniform_hpc(y) if hpc_proba is None else hpc_proba
+        X32, yi, P = _check_inputs(X, y, P)
+        n_classes = P.shape[1]
+        feature_sensor, sensor_costs = _sensor_layout(
+            self.feature_sensor, self.sensor_costs, X32.shape[1])
+        mean = X32.mean(axis=0, dtype=np.float64)
+        std = X32.std(axis=0, dtype=np.float64)
+        std[std == 0] = 1.0
+        Z = (X32 - mean) / std
+        l1 = LogisticRegression(l1_ratio=1.0, solver="saga", C=self.C, max_iter=3000,
+                                random_state=self.random_state).fit(Z, yi)
+        selected = np.flatnonzero(np.abs(l1.coef_).sum(axis=0) > 1e-8)
+        bought = np.zeros(sensor_costs.size, dtype=bool)
+        bought[feature_sensor[selected]] = True
+        columns = np.flatnonzero(bought[feature_sensor])
+        k = n_logits(n_classes)
+        W = np.zeros((columns.size, k + 1))
+        b = np.zeros(k + 1)
+        if columns.size:
+            Zc = Z[:, columns]
+            f1 = LogisticRegression(C=1.0, max_iter=2000).fit(Zc, yi)
+            W[:, :k] = f1.coef_.T if k > 1 else f1.coef_.T[:, :1]
+            b[:k] = f1.intercept_[:k]
+            wrong = (Zc @ W[:, :k] + b[:k]).argmax(axis=1) != yi if k > 1 else (
+                (Zc @ W[:, 0] + b[0] > 0).astype(np.int64) != yi)
+            if 0 < wrong.sum() < wrong.size:
+                g = LogisticRegression(C=1.0, max_iter=2000).fit(Zc, wrong)
+                W[:, k] = g.coef_[0]
+                b[k] = g.intercept_[0]
+            else:
+                b[k] = 20.0 if wrong.all() else -20.0
+        # fold the standardisation into raw-feature weights
+        self.coef_ = W / std[columns][:, None]
+        self.intercept_ = b - (mean[columns] / std[columns]) @ W
+        self.n_classes_ = n_classes
+        self.classes_ = np.arange(n_classes)
+        self.n_features_in_ = X32.shape[1]
+        self.columns_ = tuple(int(c) for c in columns)
+        self.sensors_bought_ = bought
+        return self
+
+    def _core(self, X: NDArray[np.floating]) -> FloatArray:
+        check_is_fitted(self)
+        X32 = np.asarray(X, dtype=np.float32)[:, list(self.columns_)]
+        W = self.coef_.astype(np.float32).astype(np.float64)
+        b = self._bias().astype(np.float32).astype(np.float64)
+        out: FloatArray = X32.astype(np.float64) @ W + b
+        return out
+
+    def _bias(self) -> FloatArray:
+        b = self.intercept_.copy()
+        b[-1] -= math.log(self.threshold / (1 - self.threshold))
+        return b
+
+    def predict_proba(self, X: NDArray[np.floating]) -> FloatArray:
+        return proba(self._core(X)[:, :-1], self.n_classes_)
+
+    def predict(self, X: NDArray[np.floating]) -> NDArray[np.int64]:
+        out: NDArray[np.int64] = np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
+        return out
+
+    def escalate(self, X: NDArray[np.floating]) -> NDArray[np.bool_]:
+        out: NDArray[np.bool_] = self._core(X)[:, -1] > 0
+        return out
+
+    def to_onnx(self) -> bytes:
+        check_is_fitted(self)
+        nodes, inits = linear_core(self.coef_, self._bias())
+        return node_model(nodes, inits, len(self.columns_), self.n_classes_, "gate")
+
+    def with_threshold(self, threshold: float) -> L1Baseline:
+        import copy
+
+        other = copy.copy(self)
+        other.threshold = threshold
+        return other
+
+
+# -- registered sweeps ------------------------------------------------------------------------
+def _layout(dataset: Any, hpc: Any) -> tuple[CostModel, dict[str, Any]]:
+    cm = CostModel.build(dataset.sensors, dataset.cost_weights, dataset.link,
+                         dataset.n_features, hpc.sensors)
+    return cm, {"feature_sensor": cm.feature_sensor.tolist(),
+                "sensor_costs": cm.sensor_costs.tolist()}
+
+
+def _fit(job: tuple[type, dict[str, Any], Any, Any, Any]) -> Any:
+    cls, params, X, y, P = job
+    return cls(**params).fit(X, y, P)
+
+
+def _exports(method: str, candidates: list[tuple[Any, Metrics, dict[str, float | str]]],
+             cm: CostModel, gated: bool) -> list[PolicyExport]:
+    exports = []
+    for i in pareto_indices([m for _, m, _ in candidates]):
+        model, metrics, params = candidates[i]
+        name = method + "-" + "-".join(f"{k}{v:g}" if isinstance(v, float) else f"{k}{v}"
+                                       for k, v in params.items())
+        exports.append(one_node_policy(name, method, cm, model.sensors_bought_,
+                                       model.to_onnx(), gated, metrics, params))
+    return exports
+
+
+@register("greedy-miser")
+def greedy_miser_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
+    cm, layout = _layout(dataset, hpc)
+    gammas = (1e-3, 4e-3) if options.quick else (0.0, 1e-4, 3e-4, 1e-3, 2e-3, 4e-3, 8e-3, 2e-2)
+    extra = {"n_rounds": 3, "n_trees": 10} if options.quick else {}
+    jobs = [(GreedyMiser, {**layout, **extra, "gamma": g, "random_state": options.seed},
+             dataset.X_train, dataset.y_train, hpc.oof_proba_train) for g in gammas]
+    models = parallel_map(_fit, jobs, options.n_jobs, options.progress, "greedy-miser")
+    never = np.zeros(len(dataset.y_val), dtype=bool)
+    candidates = [
+        (m, cm.gate_metrics(m.sensors_bought_, never, m.predict(dataset.X_val),
+                            np.argmax(hpc.proba_val, axis=1), dataset.y_val),
+         {"gamma": float(m.gamma)})
+        for m in models if m.sensors_bought_.any()
+    ]
+    return _exports("greedy-miser", candidates, cm, gated=False)
+
+
+def _threshold_sweep(models: Sequence[Any], grid: Sequence[float], dataset: Any, hpc: Any,
+                     cm: CostModel, names: Sequence[str]) -> list[tuple[Any, Metrics,
+                                                                      dict[str, float | str]]]:
+    hpc_pred = np.argmax(hpc.proba_val, axis=1)
+    out = []
+    for model in models:
+        if not model.sensors_bought_.any():
+            continue
+        lpc_pred = model.predict(dataset.X_val)
+        for t in grid:
+            variant = model.with_threshold(t)
+            metrics = cm.gate_metrics(model.sensors_bought_, variant.escalate(dataset.X_val),
+                                      lpc_pred, hpc_pred, dataset.y_val)
+            params: dict[str, float | str] = {n: float(getattr(variant, n)) for n in names}
+            out.append((variant, metrics, params))
+    return out
+
+
+@register("confidence")
+def confidence_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
+    cm, layout = _layout(dataset, hpc)
+    X32, yi, P = _check_inputs(dataset.X_train, dataset.y_train, hpc.oof_proba_train)
+    order = rank_sensors(X32, yi, P, cm.feature_sensor.astype(np.intp))
+    n = len(dataset.sensors)
+    ks = sorted({1, 2, min(4, n), min(6, n)}) if options.quick else list(range(1, min(n, 12) + 1))
+    extra = {"n_rounds": 3, "n_trees": 10} if options.quick else {}
+    jobs = [(ConfidenceCascade, {**layout, **extra, "k": k, "sensor_order": order.tolist(),
+                                 "random_state": options.seed},
+             dataset.X_train, dataset.y_train, hpc.oof_proba_train) for k in ks]
+    models = parallel_map(_fit, jobs, options.n_jobs, options.progress, "confidence")
+    grid = [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999]
+    return _exports("confidence",
+                    _threshold_sweep(models, grid, dataset, hpc, cm, ("k", "threshold")),
+                    cm, gated=True)
+
+
+@register("l1")
+def l1_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
+    cm, layout = _layout(dataset, hpc)
+    Cs = (0.003, 0.01, 0.03, 0.1) if options.quick else (
+        0.001, 0.002, 0.003, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.3, 1.0)
+    jobs = [(L1Baseline, {**layout, "C": c, "random_state": options.seed},
+             dataset.X_train, dataset.y_train, hpc.oof_proba_train) for c in Cs]
+    models = parallel_map(_fit, jobs, options.n_jobs, options.progress, "l1")
+    grid = [0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
+    return _exports("l1", _threshold_sweep(models, grid, dataset, hpc, cm, ("C", "threshold")),
+                    cm, gated=True)
