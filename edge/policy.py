@@ -10,12 +10,14 @@ answers with the first argmax of ``probabilities``, ``acquire`` moves to the nex
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from edge.errors import BundleRefused
 from edge.session import NodeSession
 from protocol.manifest import Manifest, PolicyGraph
 
@@ -62,26 +64,54 @@ class CompiledPolicy:
     root: CompiledNode
     nodes: dict[str, CompiledNode]
 
+    def session_keys(self) -> set[tuple[str, int, int]]:
+        return {(n.session.file, n.inputs.shape[0], len(n.actions)) for n in self.nodes.values()}
 
-class SessionCache:
-    """One session per (model file, shape); nodes sharing a model share its session."""
 
-    def __init__(self, root: Path, n_classes: int) -> None:
+class ModelStore:
+    """Sessions for a verified bundle, created on first use from hash-checked bytes.
+
+    Each model file's bytes are checked against the manifest's SHA-256 right before its
+    session is created, so a file changed after ``verify`` is refused too. Nodes sharing a
+    model (same file and shape) share its session.
+    """
+
+    def __init__(self, manifest: Manifest, root: Path) -> None:
+        self._manifest = manifest
         self._root = root
-        self._n_classes = n_classes
         self._sessions: dict[tuple[str, int, int], NodeSession] = {}
 
     def get(self, file: str, n_inputs: int, n_actions: int) -> NodeSession:
         key = (file, n_inputs, n_actions)
         session = self._sessions.get(key)
         if session is None:
-            session = NodeSession(self._root / file, n_inputs, self._n_classes, n_actions)
+            path = self._root / file
+            try:
+                model = path.read_bytes()
+            except OSError as exc:
+                raise BundleRefused(f"cannot be read ({exc})", path=str(path)) from exc
+            if hashlib.sha256(model).hexdigest() != self._manifest.files[file]:
+                raise BundleRefused("does not match its SHA-256 in the manifest: the bundle "
+                                    "was modified after loading; reload a good copy",
+                                    path=str(path))
+            session = NodeSession(path, model, n_inputs, len(self._manifest.classes),
+                                  n_actions)
             self._sessions[key] = session
         return session
 
+    def keep_only(self, keys: set[tuple[str, int, int]]) -> None:
+        """Drop every session not in ``keys``."""
+        for key in list(self._sessions):
+            if key not in keys:
+                del self._sessions[key]
+
+    @property
+    def n_sessions(self) -> int:
+        return len(self._sessions)
+
 
 def compile_policy(manifest: Manifest, name: str, graph: PolicyGraph,
-                   sessions: SessionCache) -> CompiledPolicy:
+                   sessions: ModelStore) -> CompiledPolicy:
     index = {spec.name: i for i, spec in enumerate(manifest.sensors)}
     nodes: dict[str, CompiledNode] = {}
     for node_id, node in graph.nodes.items():
@@ -107,10 +137,4 @@ def compile_policy(manifest: Manifest, name: str, graph: PolicyGraph,
                 compiled.actions.append(CompiledAction(kind))
         compiled.single = len(compiled.actions) == 1
     return CompiledPolicy(name=name, root=nodes[graph.root], nodes=nodes)
-
-
-def compile_all(manifest: Manifest, bundle_root: Path) -> dict[str, CompiledPolicy]:
-    sessions = SessionCache(bundle_root, len(manifest.classes))
-    return {name: compile_policy(manifest, name, graph, sessions)
-            for name, graph in manifest.policies.items()}
 

@@ -13,7 +13,9 @@ import logging
 import math
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
 
@@ -24,7 +26,15 @@ from edge.counters import new_counters, with_rates
 from edge.decision import Decision, Source
 from edge.errors import BundleRefused, EdgeError, OperatingPointError
 from edge.outbox import Outbox
-from edge.policy import ACQUIRE, ESCALATE, STOP, CompiledNode, CompiledPolicy, compile_all
+from edge.policy import (
+    ACQUIRE,
+    ESCALATE,
+    STOP,
+    CompiledNode,
+    CompiledPolicy,
+    ModelStore,
+    compile_policy,
+)
 from edge.sensors import Reader, ReaderPool, read_sensor
 from edge.uplink import Uplink
 from protocol.bundle import open_bundle, verify
@@ -50,15 +60,21 @@ log = logging.getLogger("edge")
 class EdgeRuntime:
     """The device half of adaptedge. Build it with ``EdgeRuntime.load``."""
 
-    def __init__(self, manifest: Manifest, policies: dict[str, CompiledPolicy], *,
-                 uplink: Uplink | None, clock: Callable[[], float], device_id: str,
+    def __init__(self, manifest: Manifest, models: ModelStore, *, uplink: Uplink | None,
+                 clock: Callable[[], float], device_id: str,
                  sensor_timeouts_ms: Mapping[str, float] | None, outbox: Outbox | None,
-                 max_reader_threads: int, request_id_start: int | None) -> None:
+                 max_reader_threads: int, request_id_start: int | None,
+                 max_resident_policies: int, cleanup: ExitStack | None = None) -> None:
+        if max_resident_policies < 1:
+            raise EdgeError(f"max_resident_policies must be >= 1, got {max_resident_policies}")
         self.manifest = manifest
         self.device_id = device_id
         self.uplink = uplink
         self.outbox = outbox
-        self._policies = policies
+        self._models = models
+        self._resident: OrderedDict[str, CompiledPolicy] = OrderedDict()
+        self._max_resident = max_resident_policies
+        self._cleanup = cleanup
         self._clock = clock
         self._classes = manifest.classes
         self._n_features = len(manifest.feature_names)
@@ -78,7 +94,7 @@ class EdgeRuntime:
         self._next_id = (time.time_ns() & ((1 << 62) - 1)) if request_id_start is None \
             else request_id_start
         self._point = manifest.default_operating_point
-        self._policy = policies[manifest.operating_point(self._point).policy]
+        self._policy = self._activate(manifest.operating_point(self._point).policy)
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -87,28 +103,67 @@ class EdgeRuntime:
              clock: Callable[[], float] = time.monotonic, device_id: str = "edge",
              sensor_timeouts_ms: Mapping[str, float] | None = None,
              outbox: Outbox | None = None, max_reader_threads: int = 4,
-             request_id_start: int | None = None) -> EdgeRuntime:
-        """Verify every file hash of a bundle (directory or ``.tar``), then build the sessions.
+             request_id_start: int | None = None, preload_all: bool = False,
+             max_resident_policies: int = 2) -> EdgeRuntime:
+        """Verify every file hash of a bundle (directory or ``.tar``), then build the sessions
+        of the operating point in use.
 
-        ``sensor_timeouts_ms`` overrides the bundle's per-sensor ``timeout_ms``; the key ``"*"``
-        sets a timeout for every sensor the bundle gives none. ``request_id_start`` fixes the
-        first request id (default: derived from the wall clock, so a restarted device does not
-        reuse ids the cloud may still remember).
+        A bundle may hold dozens of operating points; only the policies in use stay resident
+        (at most ``max_resident_policies``, least recently used dropped first). Switching to a
+        point loads its models then, re-checking each file's hash. ``preload_all`` builds (and
+        so checks) every policy's sessions now; they stay resident if ``max_resident_policies``
+        allows. ``sensor_timeouts_ms`` overrides the bundle's per-sensor ``timeout_ms``; the key
+        ``"*"`` sets a timeout for every sensor the bundle gives none. ``request_id_start``
+        fixes the first request id (default: derived from the wall clock, so a restarted device
+        does not reuse ids the cloud may still remember).
         """
+        cleanup = ExitStack()
         try:
-            with open_bundle(bundle_dir) as root:
-                manifest = verify(root)  # every hash, before any session exists
-                policies = compile_all(manifest, Path(root))
+            root = Path(cleanup.enter_context(open_bundle(bundle_dir)))  # a .tar stays extracted
+            manifest = verify(root)  # every hash, before any session exists
+            runtime = cls(manifest, ModelStore(manifest, root), uplink=uplink, clock=clock,
+                          device_id=device_id, sensor_timeouts_ms=sensor_timeouts_ms,
+                          outbox=outbox, max_reader_threads=max_reader_threads,
+                          request_id_start=request_id_start,
+                          max_resident_policies=max_resident_policies, cleanup=cleanup)
+            if preload_all:
+                for name in manifest.policies:
+                    runtime._activate(name)
+            if operating_point is not None:
+                runtime.set_operating_point(operating_point)
+            elif preload_all:
+                runtime._policy = runtime._activate(runtime._policy.name)
         except BundleRefused:
+            cleanup.close()
             raise
         except BundleError as exc:
+            cleanup.close()
             raise BundleRefused(exc.message, path=exc.path) from exc
-        runtime = cls(manifest, policies, uplink=uplink, clock=clock, device_id=device_id,
-                      sensor_timeouts_ms=sensor_timeouts_ms, outbox=outbox,
-                      max_reader_threads=max_reader_threads, request_id_start=request_id_start)
-        if operating_point is not None:
-            runtime.set_operating_point(operating_point)
+        except BaseException:
+            cleanup.close()
+            raise
         return runtime
+
+    def _activate(self, policy: str) -> CompiledPolicy:
+        """The compiled policy, built now if it is not resident; drops the least recent."""
+        compiled = self._resident.get(policy)
+        if compiled is None:
+            compiled = compile_policy(self.manifest, policy, self.manifest.policies[policy],
+                                      self._models)
+            self._resident[policy] = compiled
+            while len(self._resident) > self._max_resident:
+                self._resident.popitem(last=False)
+            keep: set[tuple[str, int, int]] = set()
+            for resident in self._resident.values():
+                keep |= resident.session_keys()
+            self._models.keep_only(keep)
+        self._resident.move_to_end(policy)
+        return compiled
+
+    @property
+    def resident_policies(self) -> tuple[str, ...]:
+        """Policies whose sessions are loaded, least recently used first."""
+        return tuple(self._resident)
 
     def _timeouts(self, overrides: Mapping[str, float]) -> list[float | None]:
         unknown = set(overrides) - set(self._sensor_names) - {"*"}
@@ -149,8 +204,8 @@ class EdgeRuntime:
                     f"no operating point costs <= {budget:g}; the cheapest is "
                     f"{cheapest.name!r} at {cheapest.cost:g}")
             point = max(fitting, key=lambda p: (p.accuracy, -p.cost))
+        self._policy = self._activate(point.policy)
         self._point = point.name
-        self._policy = self._policies[point.policy]
 
     # -- counters ------------------------------------------------------------------------------
     @property
@@ -449,8 +504,11 @@ class EdgeRuntime:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def close(self) -> None:
-        """Release the sensor reader threads (the uplink belongs to the caller)."""
+        """Release the sensor reader threads and a ``.tar`` bundle's extracted copy (the uplink
+        belongs to the caller)."""
         self._pool.close()
+        if self._cleanup is not None:
+            self._cleanup.close()
 
     def __enter__(self) -> EdgeRuntime:
         return self

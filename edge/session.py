@@ -40,10 +40,12 @@ class NodeSession:
     __slots__ = ("_binding", "_keep", "_run", "_run_options", "file", "proba_row",
                  "scores_row", "x_row")
 
-    def __init__(self, path: Path, n_inputs: int, n_classes: int, n_actions: int) -> None:
+    def __init__(self, path: Path, model: bytes, n_inputs: int, n_classes: int,
+                 n_actions: int) -> None:
+        """``model`` holds the bytes of ``path`` (already checked against its hash)."""
         self.file = path.name
         try:
-            session = ort.InferenceSession(str(path), session_options(),
+            session = ort.InferenceSession(model, session_options(),
                                            providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own unrelated types
             raise BundleRefused(f"onnxruntime cannot load this model: {exc}",

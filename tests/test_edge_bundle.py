@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-import onnxruntime
 import pytest
 
 import edge.session
@@ -20,15 +20,15 @@ Bundle = tuple[Path, Manifest]
 
 @pytest.fixture()
 def sessions_created(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Files the runtime creates onnxruntime sessions for, in order."""
     created: list[str] = []
-    real = onnxruntime.InferenceSession
+    real = edge.session.NodeSession.__init__
 
-    def spy(path: str, *args: object, **kwargs: object) -> object:
-        created.append(Path(path).name)
-        return real(path, *args, **kwargs)
+    def spy(self: edge.session.NodeSession, path: Path, *args: Any, **kwargs: Any) -> None:
+        created.append(path.name)
+        real(self, path, *args, **kwargs)
 
-    monkeypatch.setattr(onnxruntime, "InferenceSession", spy)
-    assert edge.session.ort is onnxruntime  # type: ignore[attr-defined]
+    monkeypatch.setattr(edge.session.NodeSession, "__init__", spy)
     return created
 
 
@@ -63,9 +63,36 @@ def test_edited_manifest_and_extra_file_are_refused(toy_bundle: Bundle,
     assert sessions_created == []
 
 
-def test_intact_bundle_creates_sessions(toy_bundle: Bundle, sessions_created: list[str]) -> None:
-    EdgeRuntime.load(toy_bundle[0])
-    assert set(sessions_created) == {"gate.onnx", "root.onnx", "a.onnx", "ab.onnx"}
+def test_sessions_are_built_for_the_points_in_use(toy_bundle: Bundle,
+                                                 sessions_created: list[str]) -> None:
+    rt = EdgeRuntime.load(toy_bundle[0])  # default point "walk"
+    assert sorted(sessions_created) == ["a.onnx", "ab.onnx", "root.onnx"]
+    rt.set_operating_point("gate")
+    assert sessions_created[-1] == "gate.onnx" and len(sessions_created) == 4
+    rt.set_operating_point("walk")  # still resident (two policies by default)
+    assert len(sessions_created) == 4
+    assert rt.resident_policies == ("gate", "walk")
+    one = EdgeRuntime.load(toy_bundle[0], max_resident_policies=1)
+    one.set_operating_point("gate")
+    assert one.resident_policies == ("gate",)
+    one.set_operating_point("walk")  # rebuilt
+    assert sessions_created.count("root.onnx") == 3
+    everything = EdgeRuntime.load(toy_bundle[0], preload_all=True, max_resident_policies=5)
+    assert set(everything.resident_policies) == {"gate", "walk"}
+    assert everything.resident_policies[-1] == "walk"
+
+
+def test_model_changed_after_load_is_refused_on_switch(toy_bundle: Bundle) -> None:
+    path, _ = toy_bundle
+    rt = EdgeRuntime.load(path)  # "walk": gate.onnx is not loaded yet
+    target = path / "gate.onnx"
+    data = bytearray(target.read_bytes())
+    data[-1] ^= 0x01
+    target.write_bytes(bytes(data))
+    with pytest.raises(BundleRefused, match=r"gate\.onnx.*modified after loading"):
+        rt.set_operating_point("gate")
+    assert rt.operating_point == "walk"
+    assert rt.predict_row([0.1, 0.2, 0.3]).nodes[0] == "root"
 
 
 def test_missing_bundle_is_refused(tmp_path: Path) -> None:

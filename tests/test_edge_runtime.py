@@ -196,8 +196,11 @@ def test_tar_bundle_is_accepted(toy_bundle: Bundle, tmp_path: Path) -> None:
     with tarfile.open(archive, "w") as tar:
         tar.add(path, arcname="toy")
     row = rows(1, 5)[0]
-    assert (EdgeRuntime.load(archive).predict_row(row).label_index
-            == EdgeRuntime.load(path).predict_row(row).label_index)
+    with EdgeRuntime.load(archive) as from_tar:
+        assert (from_tar.predict_row(row).label_index
+                == EdgeRuntime.load(path).predict_row(row).label_index)
+        from_tar.set_operating_point("gate")  # loads models from the extracted copy
+        assert from_tar.predict_row(row).nodes == ("ab",)
 
 
 def test_outbox_records_escalations_within_limits(toy_bundle: Bundle, tmp_path: Path) -> None:
