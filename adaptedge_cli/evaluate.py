@@ -108,12 +108,13 @@ def run(args: argparse.Namespace) -> int:
 
 def render(report: dict[str, Any], title: str) -> str:
     hpc = report["hpc"]
+    w = max([len("operating point")] + [len(p["name"]) for p in report["points"]]) + 2
     lines = [title,
              f"HPC (always cloud): accuracy {hpc['accuracy']:.4f}, cost {hpc['cost']:.4g}", "",
-             f"{'operating point':<28}{'accuracy':>9}{'cost':>10}{'escalate':>10}{'sensors':>9}"
+             f"{'operating point':<{w}}{'accuracy':>9}{'cost':>10}{'escalate':>10}{'sensors':>9}"
              f"{'energy mJ':>11}{'latency ms':>12}{'bytes':>8}"]
     for p in report["points"]:
-        lines.append(f"{p['name']:<28}{p['accuracy']:>9.4f}{p['cost']:>10.4g}"
+        lines.append(f"{p['name']:<{w}}{p['accuracy']:>9.4f}{p['cost']:>10.4g}"
                      f"{p['escalation_rate']:>10.3f}{p['avg_sensors_read']:>9.2f}"
                      f"{p['energy_mj']:>11.4g}{p['latency_ms']:>12.4g}{p['bytes']:>8.1f}")
     best = report["best_within_1pct"]

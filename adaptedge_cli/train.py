@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
 def render(m: Any, out: Path) -> str:
     from protocol.costs import hpc_cost
 
+    w = max([len("operating point")] + [len(p.name) + 2 for p in m.operating_points]) + 2
     lines = [
         f"{m.metadata.get('method')} on {m.metadata.get('dataset')}: "
         f"{len(m.operating_points)} operating points on the validation frontier "
@@ -96,11 +97,11 @@ def render(m: Any, out: Path) -> str:
         f"HPC: validation accuracy {m.hpc.accuracy:.4f}, always-cloud cost "
         f"{hpc_cost(m).scalar:.4g}",
         "",
-        f"{'operating point':<28}{'accuracy':>9}{'cost':>10}{'escalate':>10}{'sensors':>9}",
+        f"{'operating point':<{w}}{'accuracy':>9}{'cost':>10}{'escalate':>10}{'sensors':>9}",
     ]
     for p in m.operating_points:
         mark = " *" if p.name == m.default_operating_point else ""
-        lines.append(f"{p.name + mark:<28}{p.accuracy:>9.4f}{p.cost:>10.4g}"
+        lines.append(f"{p.name + mark:<{w}}{p.accuracy:>9.4f}{p.cost:>10.4g}"
                      f"{p.escalation_rate:>10.3f}{p.avg_sensors_read:>9.2f}")
     lines += ["", f"* default operating point. Bundle {m.bundle_id} written to {out}"]
     return "\n".join(lines)
