@@ -14,6 +14,7 @@ from toy_bundle import build_toy_bundle
 from cloud import CloudError, HpcInference
 from cloud.batcher import MicroBatch
 from cloud.dedup import PENDING, RecentRequests
+from cloud.single_row import first_argmax
 from protocol import (
     ErrorReply,
     InferenceReply,
@@ -207,3 +208,21 @@ def test_cloud_loads_no_training_libraries(bundle: tuple[Path, Manifest]) -> Non
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""
+
+
+def test_the_single_row_path_matches_the_batch_path(bundle: tuple[Path, Manifest]) -> None:
+    path, manifest = bundle
+    inf = HpcInference.load(path)
+    assert inf._bound_row.available  # the latency path is in use for this model
+    x = np.random.default_rng(5).normal(size=(25, 3)).astype(np.float32)
+    requests = [request(manifest, i, row.tolist()) for i, row in enumerate(x)]
+    together = inf.handle_batch(requests)
+    alone = [inf.handle_batch([req])[0] for req in requests]
+    for a, b in zip(together, alone, strict=True):
+        assert isinstance(a, InferenceReply) and isinstance(b, InferenceReply)
+        assert (a.label, a.probabilities, a.request_id) == (b.label, b.probabilities, b.request_id)
+    (nan_reply,) = inf.handle_batch([request(manifest, 99, [1.0, float("nan"), 0.0])])
+    assert isinstance(nan_reply, ErrorReply) and nan_reply.code == E.NON_FINITE
+    tie = np.zeros(4, dtype="<f4").tobytes()
+    assert first_argmax(tie) == 0
+    assert first_argmax(np.array([0.1, 0.4, 0.4, 0.1], dtype="<f4").tobytes()) == 1

@@ -1,0 +1,66 @@
+"""The HPC for one fully measured row through a pre-bound onnxruntime IOBinding.
+
+A lone request (the common case at low load) is latency-bound and usually arrives on cold
+caches; binding the input and output buffers once skips the per-call feed/fetch conversion
+(measured: ~26 us instead of ~39 us per cold call, ~6 instead of ~9 hot). Anything unusual
+(busy from another thread, non-finite values, a model that will not bind) returns ``None``
+and the caller takes the general batched path, which also reports the error properly.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+
+import numpy as np
+import onnxruntime as ort
+
+from protocol.manifest import MODEL_INPUT, PROBA_OUTPUT
+
+
+class BoundRow:
+    """``run(features) -> probability bytes`` for one row; ``None`` means "use the batch path"."""
+
+    def __init__(self, session: ort.InferenceSession, n_features: int, n_classes: int) -> None:
+        self._session = session
+        self._input = np.zeros((1, n_features), dtype=np.float32)
+        self._input_bytes = self._input.data.cast("B")
+        self._output = np.zeros((1, n_classes), dtype=np.float32)
+        self._lock = threading.Lock()
+        self.available = False
+        if sys.byteorder != "little":  # the wire is little-endian float32
+            return
+        try:
+            self._binding = session.io_binding()
+            self._binding.bind_cpu_input(MODEL_INPUT, self._input)
+            self._binding.bind_output(PROBA_OUTPUT, "cpu", 0, np.float32, [1, n_classes],
+                                      self._output.ctypes.data)
+            probe = np.linspace(-1.0, 1.0, n_features, dtype=np.float32)
+            self._input[0] = probe
+            session.run_with_iobinding(self._binding)
+            expected = session.run([PROBA_OUTPUT], {MODEL_INPUT: probe.reshape(1, -1)})[0]
+        except Exception:  # the model does not bind this way: the batch path serves it
+            return
+        self.available = bool(np.array_equal(self._output, expected))
+
+    def run(self, features: bytes) -> bytes | None:
+        if not self.available or not math.isfinite(sum(memoryview(features).cast("f"))):
+            return None
+        if not self._lock.acquire(blocking=False):
+            return None  # another thread is using the buffers
+        try:
+            self._input_bytes[:] = features
+            self._session.run_with_iobinding(self._binding)
+            raw = self._output.tobytes()
+        except Exception:  # the batch path will report it
+            return None
+        finally:
+            self._lock.release()
+        return raw if math.isfinite(sum(memoryview(raw).cast("f"))) else None
+
+
+def first_argmax(probabilities: bytes) -> int:
+    """Index of the first highest float32 in little-endian bytes."""
+    values = memoryview(probabilities).cast("f")
+    return max(range(len(values)), key=values.__getitem__)
