@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     _say(f"{hil.n} decisions in {hil.wall_s:.1f} s; scoring and writing the report")
     data = evaluate(bundle, X, y, scenario=replace(scenario, devices=replace(
-        scenario.devices, count=1)), main=hil, progress=progress,
+        scenario.devices, count=1)), main=hil, frontier_rows=len(X), progress=progress,
         title=f"adaptedge demo: {args.data}, {how}")
     report_dir = workdir / "report"
     paths = write_report(data, report_dir, extra={"dataset": args.data, "bundle": str(bundle),

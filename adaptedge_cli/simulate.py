@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
                 raise CommandError(str(exc)) from exc
         compare = [Path(c) for c in args.compare]
         data = evaluate(root, X, y, scenario=scenario, main=main, compare=compare,
+                        frontier_rows=len(X),
                         progress=progress)
         paths = write_report(data, args.report, extra={"scenario": scenario.to_dict(),
                                                        "dataset": args.data,

@@ -30,11 +30,19 @@ def frontier_plot(points: Sequence[dict[str, Any]], path: Path, *, title: str) -
         pts = sorted(pts, key=lambda p: p["energy_mj"])
         xs = [p["energy_mj"] for p in pts]
         ys = [p["accuracy"] for p in pts]
-        style = "-" if group not in ("baseline",) and len(pts) > 1 else ""
-        ax.plot(xs, ys, style + markers[i % len(markers)], label=group)
+        style = "-" if group != "baseline" and len(pts) > 1 else ""
+        ax.plot(xs, ys, style + markers[i % len(markers)], label=group, alpha=0.85)
+        many = group != "baseline" and len(pts) > 4
         for p in pts:
-            ax.annotate(p["label"], (p["energy_mj"], p["accuracy"]), fontsize=7,
+            if many and not p.get("main"):
+                continue  # too many to name: the report's table lists them all
+            ax.annotate(p["label"] if len(p["label"]) <= 28 else p["label"][:26] + "…",
+                        (p["energy_mj"], p["accuracy"]), fontsize=7,
                         textcoords="offset points", xytext=(4, 3))
+        for p in pts:
+            if p.get("main"):
+                ax.plot([p["energy_mj"]], [p["accuracy"]], "*", color="black", markersize=12,
+                        label="operating point run", zorder=5)
     ax.set_xlabel("mean energy per decision (mJ)")
     ax.set_ylabel("accuracy")
     ax.set_title(title)

@@ -73,46 +73,68 @@ def _point(label: str, group: str, run: RunResult | None, energy: EnergyModel, *
 def evaluate(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any], *,
              scenario: Scenario | None = None, main: RunResult | None = None,
              compare: Sequence[str | Path] = (), limit: int | None = None,
-             progress: bool = False, title: str | None = None) -> ReportData:
-    """Replay the scenario (unless ``main`` is given), every operating point and the baselines."""
+             frontier_rows: int | None = None, progress: bool = False,
+             title: str | None = None) -> ReportData:
+    """Replay the scenario (unless ``main`` is given), every operating point and the baselines.
+
+    The baselines of the summary use the main run's rows (``limit``, else the scenario's, else
+    all); the frontier uses the first ``frontier_rows`` rows (default: the same rows).
+    """
     scenario = scenario or Scenario()
     manifest = verify(bundle_dir)
     energy = EnergyModel(manifest, scenario.energy)
     n = limit if limit is not None else (scenario.devices.limit or len(X))
     Xs, ys = X[:n], y[:n]
     if main is None:
-        main = replay(bundle_dir, Xs, ys, scenario=scenario, progress=progress)
+        main = replay(bundle_dir, Xs, ys, scenario=scenario, limit=len(Xs), progress=progress)
     quiet = replace(scenario, devices=replace(scenario.devices, count=1))
+    hpc_point, local_point, local = _baselines(bundle_dir, Xs, ys, quiet, main.operating_point,
+                                               energy, progress)
+    nf = frontier_rows if frontier_rows is not None else n
+    Xf, yf = X[:nf], y[:nf]
     frontier: list[dict[str, Any]] = []
-    runs: dict[str, RunResult] = {}
     for op in manifest.operating_points:
-        run = replay(bundle_dir, Xs, ys, scenario=quiet, operating_point=op.name,
-                     progress=progress)
-        runs[op.name] = run
-        frontier.append(_point(op.name, f"bundle {manifest.bundle_id[:8]}", run, energy))
-    hpc_acc = float(np.mean(hpc_answers(bundle_dir, Xs) == np.asarray(ys)))
-    hpc_point = _point("HPC always", "baseline", None, energy, accuracy=hpc_acc, escalated=True)
-    frontier.append(hpc_point)
-    local = replay(bundle_dir, Xs, ys, scenario=quiet, operating_point=main.operating_point,
-                   cloud=False, progress=progress)
-    local_point = _point(f"LPC always ({main.operating_point})", "baseline", local, energy)
-    frontier.append(local_point)
+        run = replay(bundle_dir, Xf, yf, scenario=quiet, operating_point=op.name,
+                     limit=len(Xf), progress=progress)
+        point = _point(op.name, f"bundle {manifest.bundle_id[:8]}", run, energy)
+        point["main"] = op.name == main.operating_point
+        frontier.append(point)
+    if nf == n:
+        frontier += [hpc_point, local_point]
+    else:
+        frontier += list(_baselines(bundle_dir, Xf, yf, quiet, main.operating_point, energy,
+                                    progress)[:2])
     for other in compare:
         other_manifest = verify(other)
         other_energy = EnergyModel(other_manifest, scenario.energy)
         for op in other_manifest.operating_points:
-            run = replay(other, Xs, ys, scenario=quiet, operating_point=op.name,
-                         progress=progress)
+            run = replay(other, Xf, yf, scenario=quiet, operating_point=op.name,
+                         limit=len(Xf), progress=progress)
             frontier.append(_point(op.name, f"bundle {other_manifest.bundle_id[:8]}", run,
                                    other_energy))
     main_point = _point(f"{main.mode}: {main.operating_point}", "run", main, energy)
-    breakdown = [main_point, *[p for p in frontier if p["group"] == "baseline"]]
+    breakdown = [main_point, hpc_point, local_point]
     latency = {f"{main.mode} ({main.operating_point})": list(main.columns.latency_ms),
                "LPC always": list(local.columns.latency_ms)}
+    notes = [f"frontier on the first {len(Xf)} rows; summary baselines on the run's {len(Xs)} "
+             "rows"] if nf != n else []
     return ReportData(
         title=title or f"adaptedge simulation of bundle {manifest.bundle_id}",
         main=main, energy=energy, frontier=frontier, breakdown=breakdown, latency=latency,
-        comparisons={"hpc_always": _baseline(hpc_point), "lpc_always": _baseline(local_point)})
+        comparisons={"hpc_always": _baseline(hpc_point), "lpc_always": _baseline(local_point)},
+        notes=notes)
+
+
+def _baselines(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any],
+               scenario: Scenario, point: str, energy: EnergyModel, progress: bool
+               ) -> tuple[dict[str, Any], dict[str, Any], RunResult]:
+    """Always-cloud (the HPC on every row) and always-local (the runtime with no uplink)."""
+    hpc_acc = float(np.mean(hpc_answers(bundle_dir, X) == np.asarray(y)))
+    hpc_point = _point("HPC always", "baseline", None, energy, accuracy=hpc_acc, escalated=True)
+    local = replay(bundle_dir, X, y, scenario=scenario, operating_point=point, cloud=False,
+                   limit=len(X), progress=progress)
+    local_point = _point(f"LPC always ({point})", "baseline", local, energy)
+    return hpc_point, local_point, local
 
 
 def _baseline(point: dict[str, Any]) -> dict[str, Any]:
