@@ -7,9 +7,12 @@
   ``agreement`` is the fraction of rows where both decide the same (stop/escalate and label).
 - ``step_p50_us``: the cost of each further policy step, from walks through a 16-node chain
   (one sensor per step, a 20-tree classifier per node) against the one-node walk.
-- ``rss_mib``: resident memory of a fresh process that imports only ``edge`` and loads the
-  whole letter-binary-sized bundle (three policies, 19 models) and predicts once;
-  ``rss_with_mqtt_uplink_mib`` the same with an ``MqttUplink`` created (paho + ssl loaded).
+- ``rss_mib``: resident memory of a fresh process that imports only ``edge``, loads the
+  letter-binary-sized bundle (three policies, 19 models; the runtime builds the sessions of the
+  operating point in use) and predicts once; ``rss_with_mqtt_uplink_mib`` the same with an
+  ``MqttUplink`` created (paho + ssl loaded); ``rss_all_policies_resident_mib`` with every
+  policy's sessions built; ``rss_given_bundle_mib`` for ``--rss-bundle DIR`` (e.g. a bundle
+  from ``adaptedge train``).
 - ``import_s``: ``import edge`` in a fresh process (median of 3).
 
 The bundles are built here with scikit-learn + skl2onnx + ``protocol.bundle.write_bundle``
@@ -198,9 +201,30 @@ def fresh_process(code: str) -> str:
     return out.stdout.strip()
 
 
+def rss_after_load(bundle: Path, options: str = "", mqtt: bool = False) -> tuple[int, int, int]:
+    """(VmRSS KiB, VmHWM KiB, heavy modules) of a fresh process that imports only ``edge``,
+    loads ``bundle`` and decides once on a zero row."""
+    code = (
+        "import sys, numpy as np\n"
+        "import edge\n"
+        + ("uplink = edge.MqttUplink('mqtt://127.0.0.1:1', 'd')\n" if mqtt else "")
+        + f"rt = edge.EdgeRuntime.load({str(bundle)!r}, {options})\n"
+        "rt.predict_row(np.zeros(len(rt.manifest.feature_names), np.float32))\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy', "
+        "'skl2onnx')]\n"
+        "st = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)\n"
+        "kb = lambda k: int(st[k].split()[0])\n"
+        "print(kb('VmRSS'), kb('VmHWM'), len(heavy))\n"
+    )
+    rss, hwm, heavy = map(int, fresh_process(code).split())
+    return rss, hwm, heavy
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer timed calls")
+    parser.add_argument("--rss-bundle", metavar="DIR",
+                        help="also measure the RSS after loading this bundle (e.g. a trained one)")
     args = parser.parse_args(argv)
     n_calls = 5000 if args.quick else 30000
     X, y, X_test, names = letter_binary()
@@ -238,21 +262,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rt = chain_rt
         steps = len(manifest.policies["chain"].nodes) - 1
         assert rt.predict_row(rows[0]).nodes[-1] == f"n{steps + 1}"
-        rss_code = (
-            "import sys, numpy as np\n"
-            "import edge\n"
-            f"rt = edge.EdgeRuntime.load({str(bundle)!r})\n"
-            "rt.predict_row(np.zeros(16, np.float32))\n"
-            "heavy = [m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy', "
-            "'skl2onnx')]\n"
-            "st = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)\n"
-            "kb = lambda k: int(st[k].split()[0])\n"
-            "print(kb('VmRSS'), kb('VmHWM'), len(heavy))\n"
-        )
-        rss_kb, hwm_kb, n_heavy = map(int, fresh_process(rss_code).split())
-        mqtt_code = rss_code.replace(
-            "import edge\n", "import edge\nuplink = edge.MqttUplink('mqtt://127.0.0.1:1', 'd')\n")
-        mqtt_kb = int(fresh_process(mqtt_code).split()[0])
+        rss_kb, hwm_kb, n_heavy = rss_after_load(bundle)
+        all_kb, _, _ = rss_after_load(bundle, "preload_all=True, max_resident_policies=99")
+        mqtt_kb, _, _ = rss_after_load(bundle, mqtt=True)
+        given = rss_after_load(Path(args.rss_bundle)) if args.rss_bundle else None
     import_times = [float(fresh_process(
         "import time; t = time.perf_counter(); import edge; print(time.perf_counter() - t)"))
         for _ in range(3)]
@@ -273,6 +286,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "rss_mib": round(rss_kb / 1024, 1),
         "peak_rss_mib": round(hwm_kb / 1024, 1),
         "rss_with_mqtt_uplink_mib": round(mqtt_kb / 1024, 1),
+        "rss_all_policies_resident_mib": round(all_kb / 1024, 1),
+        **({"rss_given_bundle_mib": round(given[0] / 1024, 1)} if given else {}),
         "heavy_modules_in_edge_process": n_heavy,
         "import_s": round(statistics.median(import_times), 3),
         "bundle_models": len(manifest.files),
