@@ -27,8 +27,12 @@ class ReferenceWalk:
 
     def run(self, name: str, cols: tuple[int, ...],
             row: npt.NDArray[np.float32]) -> list[npt.NDArray[np.float32]]:
+        """[probabilities, action_scores (when the model has them)] for one row."""
         x = row[list(cols)].reshape(1, -1).astype(np.float32)
-        return [np.asarray(o)[0] for o in self.sessions[name].run(None, {"x": x})]
+        session = self.sessions[name]
+        present = {o.name for o in session.get_outputs()}
+        wanted = [n for n in ("probabilities", "action_scores") if n in present]
+        return [np.asarray(o)[0] for o in session.run(wanted, {"x": x})]
 
     def walk(self, policy: str, row: npt.NDArray[np.float32]) -> dict[str, object]:
         graph = self.manifest.policies[policy]

@@ -57,3 +57,17 @@ def test_dataset_bundle_parity(tmp_path: Path) -> None:
     manifest = build_dataset_bundle(tmp_path / "lb", "letter-binary")
     X = load_dataset("letter-binary").X_test[:300]
     assert_parity(tmp_path / "lb", manifest, "gate", X)
+
+
+@pytest.mark.slow
+def test_trained_bundle_parity(tmp_path: Path) -> None:
+    api = pytest.importorskip("trainer.api")
+    from trainer.datasets import load_dataset
+
+    manifest = api.train_bundle("letter-binary", "adapt-gbrt", tmp_path / "lb", quick=True,
+                                progress=False)
+    X = load_dataset("letter-binary").X_test[:400]
+    points = manifest.operating_points
+    for point in (points[0], points[len(points) // 2], points[-1]):
+        sources = assert_parity(tmp_path / "lb", manifest, point.policy, X)
+        assert "local" in sources
