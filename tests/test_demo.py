@@ -39,7 +39,7 @@ def _leftovers(workdir: Path) -> list[str]:
 
 
 def _check_output(result: subprocess.CompletedProcess[str], workdir: Path, devices: int) -> None:
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, (result.stdout[-2000:], result.stderr[-3000:])
     out = result.stdout
     for words in ("always cloud (HPC)", "always local (LPC)", "escalation rate", "p99"):
         assert words in out, out
