@@ -72,6 +72,9 @@ def cost_breakdown_plot(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     axes[1].bar(x, money_s, label="sensors")
     axes[1].bar(x, money_c, bottom=money_s, label="cloud calls")
     axes[1].set_xticks(x, names, rotation=20, fontsize=8)
+    if not (money_s.any() or money_c.any()):
+        axes[1].text(0.5, 0.5, "no money costs in this bundle", ha="center", va="center",
+                     transform=axes[1].transAxes, fontsize=9, color="gray")
     axes[1].set_ylabel("money per decision (bundle units)")
     axes[1].set_title("money")
     axes[1].legend(fontsize=8)

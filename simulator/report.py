@@ -113,7 +113,8 @@ def evaluate(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any], *
             frontier.append(_point(op.name, f"bundle {other_manifest.bundle_id[:8]}", run,
                                    other_energy))
     main_point = _point(f"{main.mode}: {main.operating_point}", "run", main, energy)
-    breakdown = [main_point, hpc_point, local_point]
+    breakdown = [{**main_point, "label": f"this run ({main.mode})"},
+                 {**hpc_point, "label": "always cloud"}, {**local_point, "label": "always local"}]
     latency = {f"{main.mode} ({main.operating_point})": list(main.columns.latency_ms),
                "LPC always": list(local.columns.latency_ms)}
     notes = [f"frontier on the first {len(Xf)} rows; summary baselines on the run's {len(Xs)} "
