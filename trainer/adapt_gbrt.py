@@ -84,7 +84,7 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "p_full": [Interval(Real, 0, 1, closed="both")],
-        "gamma": [Interval(Real, 0, None, closed="left")],
+        "gamma": [Interval(Real, 0, None, closed="both")],
         "n_rounds": [Interval(Integral, 1, None, closed="left")],
         "n_trees": [Interval(Integral, 1, None, closed="left")],
         "refine_rounds": [Interval(Integral, 0, None, closed="left")],

@@ -103,7 +103,8 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         theta = np.zeros((d + 1, k + 1))
         lipschitz = 0.5 * float(np.linalg.norm(Z, 2) ** 2) / n + self.l2
         step = 1.0 / lipschitz
-        group_weight = self.gamma * sensor_costs
+        group_weight = np.zeros_like(sensor_costs)
+        ramp = max(1, self.n_rounds // 2)
         p_full = float(self.p_full)
 
         def forward(th: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -134,7 +135,10 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             return out
 
         q = np.full(n, p_full)
-        for _ in range(self.n_rounds):
+        for round_ in range(self.n_rounds):
+            # continuation: the group penalty ramps up from 0, so f1 and g first find what
+            # they need on all sensors and then drop the sensors they can do without
+            group_weight = self.gamma * sensor_costs * min(1.0, round_ / ramp)
             logits, gate = forward(theta)
             ce = -log_proba(logits, n_classes)[np.arange(n), yi]
             q, _beta = q_step(ce + softplus(gate) - loss_hpc - softplus(-gate), p_full)

@@ -401,8 +401,7 @@ def confidence_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Po
 @register("l1")
 def l1_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
     cm, layout = _layout(dataset, hpc)
-    Cs = (0.003, 0.01, 0.03, 0.1) if options.quick else (
-        0.001, 0.002, 0.003, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.3, 1.0)
+    Cs = tuple(float(c) for c in np.geomspace(1e-3, 1.0, 8 if options.quick else 31))
     jobs = [(L1Baseline, {**layout, "C": c, "random_state": options.seed},
              dataset.X_train, dataset.y_train, hpc.oof_proba_train) for c in Cs]
     models = parallel_map(_fit, jobs, options.n_jobs, options.progress, "l1")

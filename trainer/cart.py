@@ -255,9 +255,9 @@ def _best_split(
         )
     gain = 0.5 * gain / n_total
     charged = ~bought[feature_sensor[bin_feature]] & (feature_cost[bin_feature] > 0)
-    with np.errstate(invalid="ignore"):  # inf * 0 where not charged is discarded
+    with np.errstate(invalid="ignore"):  # inf·0 / nan − inf outside ``ok`` are discarded
         penalty = np.where(charged, params.gamma * feature_cost[bin_feature], 0.0)
-    penalised = np.where(ok, gain - penalty, -np.inf)
+        penalised = np.where(ok, gain - penalty, -np.inf)
     best = int(np.argmax(penalised))
     if not penalised[best] > 1e-12:
         return None

@@ -4,7 +4,9 @@
   linearly separable ring); the HPC (an RBF-SVM in the paper) is needed only in the centre.
   Feature costs are uniform but irrelevant there: the plot is accuracy vs escalation rate.
 - ``synthetic_2``: four equal clusters, two unit-cost sensors (x1, x2). Clusters 1 and 2 share
-  the lower x2 band and differ only in x1; clusters 3 and 4 sit higher and differ in x2.
+  the lower x2 band and differ in x1; cluster 2 is two halves with opposite labels that only
+  a model on both features separates (the HPC's job: no linear LPC fits all clusters);
+  clusters 3 and 4 sit higher and differ in x2 only.
   x1 is the stronger single feature overall, so L1 selection picks it: the best such system
   answers cluster 1 locally and escalates the rest (cost 1 + 0.75 = 1.75 at full accuracy).
   Reading x2 only, a gate sends clusters 1-2 to the HPC and the LPC separates 3 from 4:
@@ -20,11 +22,12 @@ from protocol.manifest import CostWeights, LinkSpec, SensorSpec
 from trainer.datasets import Dataset
 
 UNIFORM = CostWeights(energy_mj=0.0, uniform=1.0)
-CLUSTERS_2 = (  # (x1, x2, label)
-    (-3.0, 0.0, 1),
-    (1.0, 0.0, 0),
-    (0.0, 2.5, 1),
-    (0.0, 5.0, 0),
+CLUSTERS_2 = (  # (x1, x2, label, share); cluster 2 is two halves with opposite labels
+    (-5.0, 0.0, 1, 0.25),
+    (1.0, -0.5, 0, 0.125),
+    (1.0, 0.5, 1, 0.125),
+    (0.0, 2.0, 1, 0.25),
+    (0.0, 2.8, 0, 0.25),
 )
 
 
@@ -43,12 +46,14 @@ def _split(X: NDArray[np.float64], y: NDArray[np.int64], name: str, description:
     )
 
 
-def synthetic_2(n: int = 2000, seed: int = 0, spread: float = 0.35) -> Dataset:
+def synthetic_2(n: int = 2000, seed: int = 0, spread: float = 0.12) -> Dataset:
     """Four equal Gaussian clusters (see the module docstring); rows shuffled with ``seed``."""
     rng = np.random.default_rng(seed)
-    per = n // len(CLUSTERS_2)
-    X = np.vstack([rng.normal((cx, cy), spread, size=(per, 2)) for cx, cy, _ in CLUSTERS_2])
-    y = np.concatenate([np.full(per, label, dtype=np.int64) for _, _, label in CLUSTERS_2])
+    sizes = [round(n * share) for *_, share in CLUSTERS_2]
+    X = np.vstack([rng.normal((cx, cy), spread, size=(m, 2))
+                   for (cx, cy, _, _), m in zip(CLUSTERS_2, sizes, strict=True)])
+    y = np.concatenate([np.full(m, label, dtype=np.int64)
+                        for (_, _, label, _), m in zip(CLUSTERS_2, sizes, strict=True)])
     order = rng.permutation(len(y))
     return _split(X[order], y[order], "synthetic-2",
                   "Nan & Saligrama Synthetic-2: four clusters, two unit-cost features")
