@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -127,7 +128,13 @@ def service(url: str, bundle: Path, max_batch: int, log: Path) -> subprocess.Pop
     return spawn([sys.executable, "-m", "adaptedge_cli.main", "cloud", "serve", "--bundle",
                   str(bundle), "--broker", url, "--max-batch", str(max_batch),
                   "--client-id", f"bench-{max_batch}", "--stats-every", "3600",
-                  "--log-level", "WARNING"], "ready", log)
+                  "--log-level", "INFO"], "ready", log)
+
+
+def logged_batch_mean(log: Path) -> float | None:
+    """Mean batch size from the service's final stats line (logged when it stops)."""
+    found = re.findall(r"batch_mean=([0-9.]+)", log.read_text())
+    return float(found[-1]) if found else None
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -210,6 +217,8 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=3000, help="requests per throughput run")
     ap.add_argument("--in-flight", type=int, default=50)
     ap.add_argument("--features", type=int, default=32)
+    ap.add_argument("--hidden", type=int, default=64, help="HPC hidden units (heavier = more "
+                    "to gain from batching)")
     ap.add_argument("--batch-sizes", default="1,4,16,64")
     args = ap.parse_args()
     if args.echo_server:
@@ -219,10 +228,11 @@ def main() -> None:
     from simulator.brokers import MosquittoBroker
 
     work = Path(tempfile.mkdtemp(prefix="adaptedge-bench-cloud-"))
-    manifest = build_bundle(work / "bundle", args.features)
+    manifest = build_bundle(work / "bundle", args.features, hidden=args.hidden)
     seq: dict[str, list[float]] = {"echo": [], "service": []}
     rps: dict[str, list[float]] = {"echo": [], "service": []}
     by_batch: dict[int, float] = {}
+    batch_means: dict[int, float | None] = {}
     cpu = {"echo": 0.0, "service": 0.0}
     with MosquittoBroker() as broker:
         echo = spawn([sys.executable, __file__, "--echo-server", broker.url], "ready",
@@ -261,6 +271,7 @@ def main() -> None:
                     load.client.close()
                 finally:
                     stop(svc)
+                batch_means[batch] = logged_batch_mean(work / f"service-{batch}.log")
         finally:
             loads["echo"].client.close()
             stop(echo)
@@ -280,12 +291,13 @@ def main() -> None:
         "service_server_cpu_us_per_request": cpu["service"] / (args.rounds * args.requests) * 1e6,
         "load_average_1m": os.getloadavg()[0],
         "service_rps_by_max_batch": {str(k): v for k, v in by_batch.items()},
+        "service_mean_batch_by_max_batch": {str(k): v for k, v in batch_means.items()},
         "rounds": args.rounds,
         "sequential_per_round": args.sequential,
         "requests_per_round": args.requests,
         "in_flight": args.in_flight,
         "features": args.features,
-        "hpc": f"MLP {args.features}-64-4 (onnxruntime, 1 thread)",
+        "hpc": f"MLP {args.features}-{args.hidden}-4 (onnxruntime, 1 thread)",
         "qos": 1,
         "mqtt": "3.1.1",
         "python": platform.python_version(),
