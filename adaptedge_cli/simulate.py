@@ -31,6 +31,9 @@ def register(sub: Any) -> None:
                    "or mqtt://HOST:PORT")
     p.add_argument("--outage-mode", choices=("proxy", "pause"), default="proxy",
                    help="with --hil: cut the device link at the proxy, or pause the broker")
+    p.add_argument("--remote-sensors", action="store_true",
+                   help="with --hil: devices read every sensor over MQTT from the simulator "
+                   "(<prefix>/v1/<device>/sensor/<name>/get|value), as real hardware would")
     p.add_argument("--timeout", type=float, default=600.0, help="with --hil: give up after S s")
     p.add_argument("--compare", nargs="*", default=[], metavar="BUNDLE",
                    help="other bundles to place on the accuracy-cost frontier")
@@ -93,12 +96,14 @@ def run(args: argparse.Namespace) -> int:
         main = None
         if args.hil:
             try:
-                main = run_hil(root, args.data, scenario=scenario, truth=y, progress=progress,
+                main = run_hil(root, args.data, scenario=scenario, truth=y, rows=X,
+                               progress=progress,
                                options=HilOptions(devices=scenario.devices.count,
                                                   limit=scenario.devices.limit or None,
                                                   broker=args.broker, split=args.split,
                                                   outage_mode=args.outage_mode,
-                                                  timeout_s=args.timeout))
+                                                  timeout_s=args.timeout,
+                                                  remote_sensors=args.remote_sensors))
             except HilError as exc:
                 raise CommandError(str(exc)) from exc
         compare = [Path(c) for c in args.compare]

@@ -12,6 +12,7 @@ every child is stopped on the way out, also on errors.
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 import threading
 import time
@@ -31,6 +32,7 @@ from simulator.network import Outage
 from simulator.processes import ProcessSet, adaptedge_command
 from simulator.proxy import ImpairedProxy
 from simulator.records import DecisionColumns, RunResult
+from simulator.remote_sensors import RemoteSensorServer
 from simulator.scenario import Scenario
 
 
@@ -52,6 +54,9 @@ class HilOptions:
     timeout_s: float = 300.0
     workdir: Path | None = None
     cloud_ready_s: float = 60.0
+    remote_sensors: bool = False
+    """Devices read every sensor over MQTT from a ``RemoteSensorServer`` (the simulator serves
+    the recorded rows after each sensor's latency) instead of replaying the data themselves."""
 
 
 @contextmanager
@@ -85,15 +90,19 @@ def _port_of(url: str) -> tuple[str, int]:
 
 def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = None,
             options: HilOptions | None = None, truth: npt.NDArray[Any] | None = None,
-            progress: bool = False) -> RunResult:
-    """Run the HIL experiment and return its decisions (scored against ``truth``)."""
+            rows: npt.NDArray[Any] | None = None, progress: bool = False) -> RunResult:
+    """Run the HIL experiment and return its decisions (scored against ``truth``).
+
+    ``rows`` (the split's features) is only needed with ``remote_sensors``; both default to
+    ``trainer.datasets.load_dataset(data)``'s split.
+    """
     scenario = scenario or Scenario()
     opts = options or HilOptions()
     manifest = verify(bundle_dir)
-    if truth is None:
+    if truth is None or (opts.remote_sensors and rows is None):
         from trainer.datasets import load_dataset
 
-        truth = load_dataset(data).split(opts.split)[1]  # type: ignore[arg-type]
+        rows, truth = load_dataset(data).split(opts.split)  # type: ignore[arg-type]
     limit = opts.limit if opts.limit is not None else (scenario.devices.limit or len(truth))
     limit = min(limit, len(truth))
     rate = opts.rate_hz or scenario.devices.rate_hz
@@ -136,18 +145,26 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
         if not procs.wait_for_log("cloud", "ready", opts.cloud_ready_s):
             raise HilError(f"the cloud service did not become ready within "
                            f"{opts.cloud_ready_s:g} s: {procs.log('cloud')[-800:]}")
-        names = []
-        outputs = {}
-        for d in range(opts.devices):
-            name = f"dev-{d}"
-            out = workdir / f"{name}.json"
-            outputs[name] = out
-            procs.start(name, adaptedge_command(
-                "edge", "run", "--bundle", str(bundle_dir), "--broker", device_url,
-                "--device", name, "--replay", data, "--split", opts.split,
-                "--limit", str(limit), "--rate", f"{rate:g}", "--operating-point", point,
-                "--json-out", str(out)))
-            names.append(name)
+        names = [f"dev-{d}" for d in range(opts.devices)]
+        outputs = {name: workdir / f"{name}.json" for name in names}
+        if opts.remote_sensors:
+            assert rows is not None
+            sensor_server = RemoteSensorServer(url, manifest, rows[:limit], names)
+            sensor_server.start()
+            stack.callback(sensor_server.stop)
+        for name in names:
+            if opts.remote_sensors:
+                argv = [sys.executable, "-m", "simulator.remote_device", "--bundle",
+                        str(bundle_dir), "--broker", device_url, "--sensor-broker", url,
+                        "--device", name, "--count", str(limit), "--rate", f"{rate:g}",
+                        "--operating-point", point, "--json-out", str(outputs[name])]
+            else:
+                argv = adaptedge_command(
+                    "edge", "run", "--bundle", str(bundle_dir), "--broker", device_url,
+                    "--device", name, "--replay", data, "--split", opts.split,
+                    "--limit", str(limit), "--rate", f"{rate:g}", "--operating-point", point,
+                    "--json-out", str(outputs[name]))
+            procs.start(name, argv)
         # Outages start when the devices are really deciding: at their first request.
         schedule_t0: list[float] = []
         scheduler = _start_outages_on_first_request(
@@ -164,7 +181,10 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
             raise HilError(f"edge device(s) failed or timed out after {budget:g} s: {detail} "
                            f"(logs in {procs.log_dir})")
         cols = DecisionColumns()
-        sensor_ms = {spec.name: spec.latency_ms for spec in manifest.sensors}
+        # Replayed sensors answer from memory: add the bundle's nominal read latency, as replay
+        # does. Remote sensors really take that long already.
+        sensor_ms = {} if opts.remote_sensors else {spec.name: spec.latency_ms
+                                                   for spec in manifest.sensors}
         starts: dict[str, float] = {}
         for name in names:
             records = read_records(outputs[name])
@@ -182,7 +202,7 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
     extra: dict[str, Any] = {
         "broker": opts.broker, "devices": opts.devices, "rows_per_device": limit,
         "rate_hz": rate, "proxy": use_proxy, "outage_mode": opts.outage_mode if outages else None,
-        "workdir": str(workdir), "notes": notes,
+        "workdir": str(workdir), "notes": notes, "remote_sensors": opts.remote_sensors,
     }
     if outages and not schedule_t0:
         notes.append("no device sent a request, so the outage schedule never started")

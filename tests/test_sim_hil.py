@@ -81,3 +81,20 @@ def test_outage_every_request_gets_exactly_one_answer(bundle: Path, tmp_path: Pa
     assert effect["decisions_in_outage"] > 0
     assert effect["degraded_rate_in_outage"] > effect["degraded_rate_outside"]
     assert "## Outages" in report["markdown"].read_text()
+
+
+def test_devices_on_remote_sensors_decide_like_replay(bundle: Path, tmp_path: Path) -> None:
+    """Devices that read every sensor over MQTT from the simulator (as real hardware would)
+    make the replay's decisions; the sensor latency is really waited for."""
+    X, y = load_dataset(DATA).split("test")
+    scenario = Scenario(seed=4, devices=DevicesConfig(count=2, rate_hz=50, limit=40))
+    hil = run_hil(bundle, DATA, scenario=scenario, truth=y, rows=X,
+                  options=HilOptions(devices=2, broker="mosquitto", workdir=tmp_path,
+                                     timeout_s=120, remote_sensors=True))
+    _children_gone(hil)
+    sim = replay(bundle, X, y, scenario=scenario)
+    assert hil.n == sim.n == 80
+    assert hil.keyed() == sim.keyed()
+    local = np.asarray(hil.columns.source) == "local"
+    nominal = np.asarray(sim.columns.latency_ms)[local]
+    assert (np.asarray(hil.columns.latency_ms)[local] >= 0.9 * nominal).all()
