@@ -25,12 +25,17 @@ from simulator.replay import hpc_answers, replay
 from simulator.scenario import Scenario
 
 REMOTE_SENSOR_DOC = """\
-Remote sensors (a device under test that is not ours to start): the simulator serves each
-sensor read over MQTT from the recorded row. The device publishes a read request to
-`<prefix>/v1/<device>/sensor/<name>/get` (msgpack `[request_id, row]`, `row` optional) and
-receives `[request_id, values]` (`values`: little-endian float32 bytes, one per feature of
-the sensor) on `<prefix>/v1/<device>/sensor/<name>/value` after the sensor's latency from
-the bundle. The simulator scores the decisions the device publishes.
+Remote sensors (`adaptedge simulate --hil --remote-sensors`, or a device under test that is
+not ours to start): the simulator serves each sensor read over MQTT from the recorded row.
+The device publishes a read request to `<prefix>/v1/<device>/sensor/<name>/get` (msgpack
+`[read_id, row]`, `row` may be nil: the simulator then uses the device's current row, which
+advances when the device reads a sensor it already read for this row) and receives
+`[read_id, values]` (`values`: little-endian float32 bytes, one per feature column of the
+sensor, or nil when there is no such row) on `<prefix>/v1/<device>/sensor/<name>/value`
+after the sensor's latency from the bundle. Device side: `simulator.remote_sensors.
+RemoteSensors(...).readers` plugs into `EdgeRuntime.predict`; `python -m
+simulator.remote_device` is such a device, writing `adaptedge edge run --json-out` records
+that the simulator scores.
 """
 
 
