@@ -21,6 +21,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import KFold
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from trainer.dag.problem import DagProblem, FloatArray, SensorSet
 
@@ -130,7 +131,8 @@ class ClassifierBank:
 
     def _fit_one(self, X: Any, y: Any) -> Any:
         model = clone(make_classifier(self.kind, max_iter=self.max_iter, seed=self.seed))
-        with warnings.catch_warnings():
+        # one OpenMP thread: on a shared 2-core machine more threads only spin
+        with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="openmp"):
             warnings.simplefilter("ignore", ConvergenceWarning)
             model.fit(X, y)
         round_thresholds_to_float32(model)
@@ -139,7 +141,8 @@ class ClassifierBank:
 
     def _predict(self, model: Any, X: Any) -> FloatArray:
         """Probabilities over all ``n_classes`` (a fold may have missed a rare class)."""
-        raw = np.asarray(model.predict_proba(X), dtype=np.float64)
+        with threadpool_limits(limits=1, user_api="openmp"):
+            raw = np.asarray(model.predict_proba(X), dtype=np.float64)
         if raw.shape[1] == self.problem.n_classes:
             return raw
         full = np.zeros((len(X), self.problem.n_classes))

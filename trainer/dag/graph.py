@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from trainer.dag.problem import FloatArray, SensorSet
+from trainer.dag.problem import FloatArray, IntArray, SensorSet
 
 Kind = Literal["stop", "acquire", "escalate"]
 
@@ -85,7 +85,7 @@ def chain_lattice(stages: Sequence[SensorSet]) -> Lattice:
     for small, big in pairwise(sets):
         if not set(small) < set(big):
             raise ValueError(f"cascade stages must grow strictly: {small} then {big}")
-    edges = {p: (q,) for p, q in pairwise(sets)}
+    edges: dict[SensorSet, tuple[SensorSet, ...]] = {p: (q,) for p, q in pairwise(sets)}
     edges[sets[-1]] = ()
     return Lattice(sets[0], edges)
 
@@ -94,15 +94,30 @@ def single_node(sensors: SensorSet) -> Lattice:
     return Lattice(tuple(sorted(sensors)), {tuple(sorted(sensors)): ()})
 
 
+TIE_BAND = 1e-4
+"""Actions scoring within this of the best count as tied; the first of them is taken."""
+
+
 @dataclass(frozen=True)
 class LinearScores:
-    """``action_scores = F @ W + b`` on the policy features ``F`` (standardisation folded in)."""
+    """Scores ``F @ W + b`` on the policy features ``F`` (standardisation folded in).
+
+    The policy takes the first action within ``TIE_BAND`` of the best score. In a DAG two
+    acquire actions often have (almost) the same cost-to-go (read a then b, or b then a), and
+    a plain argmax would break such ties differently in float64 and float32; the band makes
+    Python and ONNX agree. The exported ``action_scores`` encode the same rule.
+    """
 
     W: FloatArray
     b: FloatArray
 
     def scores(self, F: FloatArray) -> FloatArray:
         return F @ self.W + self.b  # type: ignore[no-any-return]
+
+    def choose(self, F: FloatArray) -> IntArray:
+        scores = self.scores(F)
+        tied = scores >= scores.max(axis=1, keepdims=True) - TIE_BAND
+        return tied.argmax(axis=1)  # type: ignore[no-any-return]
 
     def keep(self, columns: Sequence[int]) -> LinearScores:
         return LinearScores(self.W[:, list(columns)].copy(), self.b[list(columns)].copy())

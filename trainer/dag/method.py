@@ -77,7 +77,7 @@ def export_sweep(sweep: DagSweep, *, method: str = "dag") -> list[PolicyExport]:
 @register("dag")
 def train_dag(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
     """One PolicyExport per swept (lambda, escalation price), with validation metrics."""
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
     settings = settings_from(options)
     with threadpool_limits(limits=1, user_api="openmp"):

@@ -32,7 +32,8 @@ class Split:
 
     @property
     def hpc_error(self) -> FloatArray:
-        return (self.hpc_proba.argmax(axis=1) != self.y).astype(np.float64)
+        wrong: FloatArray = (self.hpc_proba.argmax(axis=1) != self.y).astype(np.float64)
+        return wrong
 
 
 @dataclass(frozen=True)

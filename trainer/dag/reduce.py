@@ -138,7 +138,7 @@ def graph_reduce(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig
         cols = list(problem.columns(node))
         feats = policy_features(train.X[:, cols] if cols else np.zeros((len(rows), 0)), proba)
         policy = fit_policy(feats, costs, config.reduction)
-        choice = policy.scores(feats).argmax(axis=1)
+        choice = policy.choose(feats)
         units[node] = UnitNode(tuple(actions), policy)
         to_go[node] = costs[rows, choice]
     return units

@@ -113,7 +113,8 @@ def choose_reduction(bank: ClassifierBank, lattice: Lattice, settings: DagSettin
         values = [objective(train_point(bank, lattice, ReduceConfig(lam, price, reduction))
                             .validation, lam, bank.problem.total_cost) for lam in probes]
         scores[reduction] = float(np.mean(values))
-    return min(scores, key=lambda r: scores[r]), scores  # type: ignore[return-value]
+    best = min(settings.reductions, key=lambda r: scores[r])
+    return best, scores
 
 
 def sweep_dag(problem: DagProblem, settings: DagSettings, *,

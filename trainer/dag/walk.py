@@ -54,15 +54,16 @@ def walk(graph: TrainedGraph, bank: ClassifierBank, split: str) -> WalkResult:
         for nid, rows in current.items():
             node = graph.nodes[nid]
             if node.sensors:
-                read[np.ix_(rows, node.sensors)] = True
+                read[np.ix_(rows, np.asarray(node.sensors, dtype=np.int64))] = True
             proba = bank.proba(node.classifier, split)[rows]
             if node.policy is None:
                 choice = np.zeros(len(rows), dtype=np.int64)
             else:
                 cols = list(problem.columns(node.classifier))
-                feats = policy_features(data.X[np.ix_(rows, cols)] if cols else
+                feats = policy_features(data.X[np.ix_(rows, np.asarray(cols, dtype=np.int64))]
+                                        if cols else
                                         np.zeros((len(rows), 0)), proba)
-                choice = node.policy.scores(feats).argmax(axis=1)
+                choice = node.policy.choose(feats)
             actions[nid].append(choice)
             visits[nid].append(rows)
             for index, action in enumerate(node.actions):
@@ -76,7 +77,7 @@ def walk(graph: TrainedGraph, bank: ClassifierBank, split: str) -> WalkResult:
                     escalated[sel] = True
                     answer[sel] = data.hpc_proba[sel].argmax(axis=1)
                     if problem.hpc_sensors:
-                        read[np.ix_(sel, problem.hpc_sensors)] = True
+                        read[np.ix_(sel, np.asarray(problem.hpc_sensors, dtype=np.int64))] = True
                 else:
                     assert action.next is not None
                     arriving[action.next].append(sel)

@@ -1,0 +1,225 @@
+"""Policy graph (DAG, Graph-Reduce) vs static skyline vs cascade vs one-node (ADAPT's shape).
+
+For each dataset: fit (or load) the HPC, run the DAG's default sweep (timed: ``train_seconds``),
+the baselines, and score every point on validation and test. Operating points are chosen on
+VALIDATION and reported on TEST: ``*_cost_at_1pct`` is the test cost of the cheapest point
+whose validation accuracy is >= the all-sensors classifier's validation accuracy - 0.01.
+Writes ``<out>/dag.json`` and one error-vs-cost PNG per dataset; prints the JSON.
+
+Run: ``python -m benchmarks.dag [--quick] [--datasets gas,wall-robot] [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DATASETS = ("gas", "wall-robot", "satimage", "letter", "thyroid", "heart", "letter-binary")
+
+
+def _point(point: Any, bank: Any, family: str) -> dict[str, Any]:
+    from trainer.dag.sweep import evaluate
+
+    test = evaluate(point.graph, bank, "test")
+    return {"family": family, "params": dict(point.graph.params),
+            "nodes": len(point.graph.nodes),
+            "val": {"accuracy": point.validation.accuracy, "cost": point.validation.cost,
+                    "escalation_rate": point.validation.escalation_rate},
+            "test": {"accuracy": test.accuracy, "cost": test.cost,
+                     "escalation_rate": test.escalation_rate,
+                     "avg_sensors_read": test.avg_sensors_read}}
+
+
+def chosen(points: list[dict[str, Any]], target: float) -> dict[str, Any] | None:
+    """The cheapest point (by validation cost) with validation accuracy >= ``target``."""
+    ok = [p for p in points if p["val"]["accuracy"] >= target - 1e-12]
+    if not ok:
+        return None
+    best = min(ok, key=lambda p: (p["val"]["cost"], -p["val"]["accuracy"]))
+    return {"test_cost": best["test"]["cost"], "test_accuracy": best["test"]["accuracy"],
+            "val_cost": best["val"]["cost"], "val_accuracy": best["val"]["accuracy"],
+            "escalation_rate": best["test"]["escalation_rate"], "params": best["params"]}
+
+
+def _cost(entry: dict[str, Any] | None) -> float | None:
+    return None if entry is None else float(entry["test_cost"])
+
+
+def run_dataset(name: str, quick: bool, seed: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    from trainer.dag.baselines import (
+        cascade_points,
+        one_node_points,
+        static_points,
+        static_sets,
+    )
+    from trainer.dag.problem import problem_from
+    from trainer.dag.subsets import ProxyScorer, greedy_order
+    from trainer.dag.sweep import DagSettings, frontier, sweep_dag
+    from trainer.datasets import load_dataset
+    from trainer.hpc import fit_hpc
+
+    dataset = load_dataset(name, seed=seed)
+    start = time.perf_counter()
+    hpc = fit_hpc(dataset, seed=seed)
+    hpc_seconds = time.perf_counter() - start
+    problem = problem_from(dataset, hpc)
+    settings = DagSettings.quick(seed=seed) if quick else DagSettings(seed=seed)
+    sweep = sweep_dag(problem, settings)
+    bank = sweep.bank
+
+    start = time.perf_counter()
+    scorer = ProxyScorer(problem, seed=seed)
+    sets = static_sets(bank, scorer, max_exhaustive=settings.max_exhaustive,
+                       extra=list(sweep.lattice.edges))
+    statics = static_points(bank, sets)
+    sky = frontier(statics)
+    everything = [p for p in statics if p.graph.root == ("n" + "_".join(
+        str(s) for s in problem.all_sensors))]
+    order = greedy_order(problem, scorer)
+    cascades = cascade_points(bank, order, settings.lambdas, sweep.reduction)
+    gate_sets = [tuple(p.graph.nodes[p.graph.root].sensors) for p in sky][-3:]
+    gates = one_node_points(bank, gate_sets, settings.lambdas, sweep.reduction)
+    baseline_seconds = time.perf_counter() - start
+
+    points = ([_point(p, bank, "dag" if p.graph.params["escalation_price"] != "off"
+                      else "dag-no-escalation") for p in sweep.points]
+              + [_point(p, bank, "static") for p in sky]
+              + [_point(p, bank, "cascade") for p in cascades]
+              + [_point(p, bank, "one-node") for p in gates])
+    all_point = _point(everything[0], bank, "all-sensors")
+    all_val, all_test = all_point["val"]["accuracy"], all_point["test"]["accuracy"]
+    hpc_test = float((hpc.proba_test.argmax(axis=1) == dataset.y_test).mean())
+    target = all_val - 0.01
+    hpc_target = hpc.val_accuracy - 0.01
+
+    def family(*names: str) -> list[dict[str, Any]]:
+        return [p for p in points if p["family"] in names]
+
+    dag_all = family("dag", "dag-no-escalation")
+    result: dict[str, Any] = {
+        "sensors": problem.n_sensors,
+        "all_sensors_cost": problem.total_cost,
+        "link_cost": problem.link_cost,
+        "all_sensors_accuracy": all_test,
+        "all_sensors_val_accuracy": all_val,
+        "hpc_accuracy": hpc_test,
+        "hpc_val_accuracy": hpc.val_accuracy,
+        "train_seconds": sweep.seconds,
+        "hpc_seconds": hpc_seconds,
+        "baseline_seconds": baseline_seconds,
+        "lattice_nodes": len(sweep.lattice.edges),
+        "tracks": [list(t) for t in sweep.tracks],
+        "classifier_fits": bank.fits,
+        "reduction": sweep.reduction,
+        "reduction_scores": sweep.reduction_scores,
+        "at_1pct": {fam: chosen(family(*fams), target) for fam, fams in (
+            ("dag", ("dag", "dag-no-escalation")), ("dag_escalation", ("dag",)),
+            ("dag_no_escalation", ("dag-no-escalation",)), ("static", ("static",)),
+            ("cascade", ("cascade",)), ("one_node", ("one-node",)))},
+        "at_hpc_1pct": {fam: chosen(family(*fams), hpc_target) for fam, fams in (
+            ("dag", ("dag", "dag-no-escalation")), ("dag_escalation", ("dag",)),
+            ("dag_no_escalation", ("dag-no-escalation",)), ("static", ("static",)),
+            ("one_node", ("one-node",)))},
+    }
+    result["dag_cost_at_1pct"] = _cost(chosen(dag_all, target))
+    result["static_cost_at_1pct"] = _cost(chosen(family("static"), target))
+    if result["dag_cost_at_1pct"] is not None and result["static_cost_at_1pct"]:
+        result["dag_to_static_cost_ratio"] = (result["dag_cost_at_1pct"]
+                                              / result["static_cost_at_1pct"])
+    best = chosen(dag_all, target)
+    if best is not None:
+        result["best_within_1pct"] = {
+            **best, "cost_reduction": 1.0 - best["test_cost"] / problem.total_cost}
+    result["escalation_vs_not"] = _dominance(family("dag"), family("dag-no-escalation"))
+    result["points"] = points + [all_point]
+    return result, points + [all_point]
+
+
+def _dominance(esc: list[dict[str, Any]], no_esc: list[dict[str, Any]]) -> dict[str, Any]:
+    """Cheapest test cost of each at validation-chosen accuracy targets, highest first."""
+    accs = sorted({p["val"]["accuracy"] for p in esc + no_esc}, reverse=True)[:6]
+    rows = []
+    for acc in accs:
+        a, b = chosen(esc, acc), chosen(no_esc, acc)
+        rows.append({"val_accuracy_target": acc, "with_escalation": a, "without": b})
+    top_esc = max((p["test"]["accuracy"] for p in esc), default=None)
+    top_no = max((p["test"]["accuracy"] for p in no_esc), default=None)
+    return {"max_test_accuracy_with": top_esc, "max_test_accuracy_without": top_no,
+            "targets": rows}
+
+
+def plot(name: str, points: list[dict[str, Any]], hpc_acc: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    styles = {"dag": ("o-", "DAG + escalation"), "dag-no-escalation": ("s-", "DAG"),
+              "static": ("^--", "static skyline"), "cascade": ("v:", "cascade"),
+              "one-node": ("d-.", "one node (ADAPT shape)"), "all-sensors": ("k*", "all sensors")}
+    for fam, (style, label) in styles.items():
+        pts = sorted((p["test"]["cost"], 1 - p["test"]["accuracy"]) for p in points
+                     if p["family"] == fam)
+        if fam not in ("all-sensors",):
+            # the validation frontier of the family, drawn at its test values
+            front, best = [], -1.0
+            for p in sorted((p for p in points if p["family"] == fam),
+                            key=lambda p: (p["val"]["cost"], -p["val"]["accuracy"])):
+                if p["val"]["accuracy"] > best:
+                    front.append((p["test"]["cost"], 1 - p["test"]["accuracy"]))
+                    best = p["val"]["accuracy"]
+            pts = front
+        if pts:
+            xs, ys = zip(*pts, strict=True)
+            ax.plot(xs, ys, style, label=label, markersize=4)
+    ax.axhline(1 - hpc_acc, color="grey", lw=0.8, ls="--", label="HPC error")
+    ax.set_xlabel("test cost per decision (training scalar)")
+    ax.set_ylabel("test error")
+    ax.set_title(name)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sweep (seconds per dataset)")
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.datasets.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(DATASETS))
+    if unknown:
+        parser.error(f"unknown datasets {unknown}; choose from {list(DATASETS)}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    import trainer.dag.sweep  # noqa: F401  (loads scikit-learn's OpenMP before limiting it)
+    from threadpoolctl import threadpool_limits
+
+    report: dict[str, Any] = {"quick": args.quick, "seed": args.seed, "datasets": {}}
+    with threadpool_limits(limits=1, user_api="openmp"):
+        for name in names:
+            result, points = run_dataset(name, args.quick, args.seed)
+            plot(name, points, result["hpc_accuracy"], out / f"dag-{name}.png")
+            result["plot"] = str(out / f"dag-{name}.png")
+            report["datasets"][name] = result
+            (out / "dag.json").write_text(json.dumps(report, indent=1, default=float))
+    brief = {n: {k: r.get(k) for k in ("all_sensors_accuracy", "dag_cost_at_1pct",
+                                        "static_cost_at_1pct", "train_seconds")}
+             for n, r in report["datasets"].items()}
+    print(json.dumps({"summary": brief, "json": str(out / "dag.json")}, default=float))
+    return report
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()

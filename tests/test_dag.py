@@ -1,0 +1,197 @@
+"""The policy graph (trainer.dag): lattices, greedy subsets, Graph-Reduce, and ONNX parity.
+
+Parity: the exported bundle, walked by ``trainer.policy_eval`` on onnxruntime (float32), takes
+the same decisions as the Python policy (``trainer.dag.walk``) on every test row.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from protocol.bundle import open_bundle
+from protocol.manifest import CostWeights, LinkSpec, SensorSpec
+from trainer.bundle_export import evaluate_exports, export_bundle
+from trainer.dag.bank import ClassifierBank
+from trainer.dag.baselines import cascade_points, one_node_points, static_points, static_sets
+from trainer.dag.graph import chain_lattice, exhaustive_lattice, single_node, track_lattice
+from trainer.dag.method import export_sweep, settings_from
+from trainer.dag.problem import DagProblem, make_problem, problem_from
+from trainer.dag.reduce import ReduceConfig, fit_policy, train_graph
+from trainer.dag.subsets import ProxyScorer, greedy_order, greedy_subsets
+from trainer.dag.sweep import DagSettings, DagSweep, evaluate, frontier, sweep_dag
+from trainer.dag.walk import walk
+from trainer.datasets import load_dataset
+from trainer.hpc import fit_hpc
+from trainer.methods import MethodOptions, get_method
+
+
+def synthetic(seed: int, n: int = 900) -> DagProblem:
+    """4 sensors of 2 features; sensor 0 separates most classes, sensor 3 the rest."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, size=3 * n)
+    X = rng.normal(size=(3 * n, 8))
+    X[:, 0] += 2.5 * (y == 1)
+    X[:, 6] += 2.5 * (y == 2)
+    X[:, 2] += 0.5 * y
+    hard = rng.random(3 * n) < 0.1
+    proba = np.full((3 * n, 3), 0.05)
+    proba[np.arange(3 * n), y] = 0.9          # an HPC that is right ...
+    proba[hard] = np.roll(proba[hard], 1, axis=1)  # ... except on 10%
+    sensors = [SensorSpec(f"s{i}", (2 * i, 2 * i + 1), energy_mj=float(i + 1)) for i in range(4)]
+    parts = {name: (X[i * n:(i + 1) * n], y[i * n:(i + 1) * n], proba[i * n:(i + 1) * n])
+             for i, name in enumerate(("train", "val", "test"))}
+    return make_problem(sensors=sensors, weights=CostWeights(), link=LinkSpec(), n_classes=3,
+                        data=parts)
+
+
+# -- structure ---------------------------------------------------------------------------------
+def test_exhaustive_lattice_holds_every_subset_with_single_sensor_steps() -> None:
+    lattice = exhaustive_lattice(4)
+    assert len(lattice.edges) == 16
+    for node, targets in lattice.edges.items():
+        assert len(targets) == 4 - len(node)
+        for target in targets:
+            assert set(node) < set(target) and len(target) == len(node) + 1
+    sizes = [len(n) for n in lattice.nodes]
+    assert sizes == sorted(sizes, reverse=True)
+
+
+def test_track_lattice_walks_tracks_in_order() -> None:
+    lattice = track_lattice([(5, 2), (7,)])
+    assert lattice.edges[()] == ((5,), (7,))
+    assert lattice.edges[(5,)] == ((2, 5), (5, 7))
+    assert len(lattice.edges) == 3 * 2
+    assert chain_lattice([(1,), (1, 3), (0, 1, 3)]).edges[(1, 3)] == ((0, 1, 3),)
+    with pytest.raises(ValueError, match="grow strictly"):
+        chain_lattice([(1,), (2,)])
+
+
+def test_greedy_subsets_respect_size_and_budget(global_random_seed: int) -> None:
+    problem = synthetic(global_random_seed)
+    scorer = ProxyScorer(problem, seed=global_random_seed)
+    subsets = greedy_subsets(problem, scorer, n_subsets=3, max_size=2, budget=0.5)
+    assert subsets and all(1 <= len(s) <= 2 for s in subsets)
+    spent = sum(problem.set_cost(s) for s in subsets) / problem.total_cost
+    assert spent <= 0.5 + 1e-9
+    # the two informative sensors are found; the useless expensive one is not needed first
+    chosen = {s for subset in subsets for s in subset}
+    assert 0 in chosen
+    order = greedy_order(problem, scorer)
+    assert sorted(order) == [0, 1, 2, 3]
+
+
+def test_fit_policy_learns_the_cheaper_action() -> None:
+    rng = np.random.default_rng(0)
+    F = rng.normal(size=(400, 3))
+    costs = np.column_stack([(F[:, 0] > 0).astype(float), (F[:, 0] <= 0).astype(float) + 0.1])
+    for reduction in ("lr", "ridge"):
+        policy = fit_policy(F, costs, reduction)  # type: ignore[arg-type]
+        chosen = policy.scores(F).argmax(axis=1)
+        assert (costs[np.arange(400), chosen]).mean() < 0.2, reduction
+
+
+# -- Graph-Reduce ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def small() -> tuple[DagProblem, ClassifierBank]:
+    problem = synthetic(0)
+    return problem, ClassifierBank(problem, max_iter=15, n_folds=2)
+
+
+def test_lambda_trades_error_for_cost(small: tuple[DagProblem, ClassifierBank]) -> None:
+    problem, bank = small
+    lattice = exhaustive_lattice(problem.n_sensors)
+    cheap = evaluate(train_graph(bank, lattice, ReduceConfig(1000.0, None, "ridge")), bank, "val")
+    assert cheap.cost == 0.0  # reading anything costs more than any error: stop at the root
+    rich = evaluate(train_graph(bank, lattice, ReduceConfig(0.01, None, "ridge")), bank, "val")
+    assert rich.accuracy > cheap.accuracy + 0.3
+    everything = evaluate(static_points(bank, [problem.all_sensors])[0].graph, bank, "val")
+    assert rich.cost < 0.7 * everything.cost
+    assert rich.accuracy >= everything.accuracy - 0.03
+
+
+def test_escalation_is_taken_when_the_hpc_is_worth_it(
+        small: tuple[DagProblem, ClassifierBank]) -> None:
+    problem, bank = small
+    lattice = exhaustive_lattice(problem.n_sensors)
+    graph = train_graph(bank, lattice, ReduceConfig(0.0, 1.0, "ridge"))
+    result = walk(graph, bank, "val")
+    # with free sensors every decision could read everything; the HPC's 90% is beaten
+    # locally on the easy classes, so escalation is used on some rows but not all
+    assert 0.0 < result.escalated.mean() < 1.0
+    assert np.all(result.read[result.escalated].all(axis=1))
+    assert result.cost[result.escalated].min() >= problem.total_cost + problem.link_cost - 1e-9
+    off = train_graph(bank, lattice, ReduceConfig(0.0, None, "ridge"))
+    assert not walk(off, bank, "val").escalated.any()
+
+
+def test_baselines_are_graphs_too(small: tuple[DagProblem, ClassifierBank]) -> None:
+    problem, bank = small
+    scorer = ProxyScorer(problem)
+    sets = static_sets(bank, scorer)
+    assert len(sets) == 16
+    sky = frontier(static_points(bank, sets))
+    costs = [p.validation.cost for p in sky]
+    accs = [p.validation.accuracy for p in sky]
+    assert costs == sorted(costs) and accs == sorted(accs)
+    cascade = cascade_points(bank, greedy_order(problem, scorer), (0.01, 1.0), "ridge")
+    assert all(len(p.graph.nodes) <= problem.n_sensors + 1 for p in cascade)
+    gate = one_node_points(bank, [(0, 3)], (0.0,), "ridge")[0]
+    assert set(gate.graph.nodes) == {"n0_3"}
+    assert [a.kind for a in gate.graph.nodes["n0_3"].actions] == ["stop", "escalate"]
+    assert single_node((3, 0)).root == (0, 3)
+
+
+# -- real dataset: method, export, parity ------------------------------------------------------
+@pytest.fixture(scope="module")
+def wall() -> tuple[Any, Any, DagSweep]:
+    dataset = load_dataset("wall-robot")
+    hpc = fit_hpc(dataset, kind=make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)), cache=False)
+    sweep = sweep_dag(problem_from(dataset, hpc), DagSettings.quick())
+    return dataset, hpc, sweep
+
+
+def test_export_parity_on_the_whole_test_split(wall: tuple[Any, Any, DagSweep]) -> None:
+    dataset, hpc, sweep = wall
+    exports = export_sweep(sweep)
+    assert len(exports) == len(sweep.points) == 6
+    results = evaluate_exports(dataset, hpc, exports, "test")
+    names = [s.name for s in dataset.sensors]
+    for point, export, onnx_result in zip(sweep.points, exports, results, strict=True):
+        mine = walk(point.graph, sweep.bank, "test")
+        assert np.array_equal(onnx_result.escalated, mine.escalated), export.name
+        local = ~mine.escalated
+        assert np.array_equal(onnx_result.labels[local], mine.answer[local]), export.name
+        order = [names.index(n) for n in onnx_result.sensor_names]
+        assert np.array_equal(onnx_result.sensors_read, mine.read[:, order]), export.name
+        np.testing.assert_allclose(onnx_result.cost, mine.cost, rtol=1e-9, atol=1e-9)
+    assert any(r.escalated.any() for r in results)
+    assert any(len(e.nodes) > 3 for e in exports)
+
+
+def test_bundle_verifies_and_method_is_registered(tmp_path: Path,
+                                                  wall: tuple[Any, Any, DagSweep]) -> None:
+    dataset, hpc, sweep = wall
+    manifest = export_bundle(tmp_path / "b", dataset, hpc, export_sweep(sweep)[:2])
+    assert len(manifest.policies) == 2
+    opened = open_bundle(tmp_path / "b")
+    assert opened is not None
+    train = get_method("dag")
+    exports = train(dataset, hpc, MethodOptions(quick=True, extra={"escalation": "off",
+                                                                   "lambdas": "0.1"}))
+    assert len(exports) == 1 and exports[0].validation.escalation_rate == 0.0
+    assert exports[0].method == "dag" and exports[0].params["lambda"] == 0.1
+
+
+def test_unknown_options_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown dag options"):
+        settings_from(MethodOptions(extra={"lamdas": "1"}))
+    with pytest.raises(ValueError, match="escalation must be one of"):
+        settings_from(MethodOptions(extra={"escalation": "maybe"}))
+    assert settings_from(MethodOptions(quick=True)).lambdas == DagSettings.quick().lambdas
