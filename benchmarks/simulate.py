@@ -1,6 +1,6 @@
 """Replay speed: decisions per second of ``simulator.replay`` on a one-node (gate) bundle.
 
-Prints one JSON object with ``replay_decisions_per_s`` (best of REPEATS, the real
+Prints one JSON object with ``replay_decisions_per_s`` (best of REPEATS on a shared machine, the real
 ``EdgeRuntime`` and ``HpcInference``, the default scenario's ideal network) plus the
 escalation rate of the measured run and, for context, the edge runtime's own local-only
 speed on the same rows. Run: ``python -m benchmarks.simulate [--bundle DIR --data NAME]``;
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-REPEATS = 3
+REPEATS = 5
 
 
 def main() -> None:
