@@ -56,6 +56,7 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         "l2": [Interval(Real, 0, None, closed="left")],
         "n_rounds": [Interval(Integral, 1, None, closed="left")],
         "n_steps": [Interval(Integral, 1, None, closed="left")],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
         "gate_threshold": [Interval(Real, None, None, closed="neither")],
         "feature_sensor": ["array-like", None],
         "sensor_costs": ["array-like", None],
@@ -70,6 +71,7 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         l2: float = 1e-4,
         n_rounds: int = 10,
         n_steps: int = 300,
+        n_init: int = 1,
         gate_threshold: float = 0.0,
         feature_sensor: Sequence[int] | None = None,
         sensor_costs: Sequence[float] | None = None,
@@ -80,6 +82,7 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.l2 = l2
         self.n_rounds = n_rounds
         self.n_steps = n_steps
+        self.n_init = n_init
         self.gate_threshold = gate_threshold
         self.feature_sensor = feature_sensor
         self.sensor_costs = sensor_costs
@@ -99,8 +102,7 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         Z = np.hstack([(X32 - mean) / std, np.ones((n, 1))])  # last column: intercepts
         onehot = np.eye(n_classes)[yi]
         loss_hpc = hpc_loss(P, yi)
-        # one theta [d+1, k+1]: columns 0..k-1 = f1, column k = g; last row = intercepts
-        theta = np.zeros((d + 1, k + 1))
+        # theta [d+1, k+1]: columns 0..k-1 = f1, column k = g; last row = intercepts
         lipschitz = 0.5 * float(np.linalg.norm(Z, 2) ** 2) / n + self.l2
         step = 1.0 / lipschitz
         group_weight = np.zeros_like(sensor_costs)
@@ -134,23 +136,43 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
                 out[rows] *= shrink
             return out
 
-        q = np.full(n, p_full)
-        for round_ in range(self.n_rounds):
-            # continuation: the group penalty ramps up from 0, so f1 and g first find what
-            # they need on all sensors and then drop the sensors they can do without
-            group_weight = self.gamma * sensor_costs * min(1.0, round_ / ramp)
-            logits, gate = forward(theta)
+        def objective(th: FloatArray, q: FloatArray) -> float:
+            logits, gate = forward(th)
             ce = -log_proba(logits, n_classes)[np.arange(n), yi]
-            q, _beta = q_step(ce + softplus(gate) - loss_hpc - softplus(-gate), p_full)
-            if p_full <= 0:
-                q = np.zeros(n)
-            momentum, previous, t_k = theta.copy(), theta.copy(), 1.0
-            for _step in range(self.n_steps):
-                current = prox(momentum - step * gradient(momentum, q), step)
-                t_next = (1 + math.sqrt(1 + 4 * t_k * t_k)) / 2
-                momentum = current + ((t_k - 1) / t_next) * (current - previous)
-                previous, t_k = current, t_next
-            theta = previous
+            value = float(np.mean((1 - q) * (ce + softplus(gate)) + q * softplus(-gate)))
+            value += self.gamma * sum(
+                sensor_costs[s] * float(np.linalg.norm(th[:-1][feature_sensor == s]))
+                for s in range(sensor_costs.size))
+            return value
+
+        rng = np.random.default_rng(self.random_state)
+        best: tuple[float, FloatArray, FloatArray] | None = None
+        for restart in range(self.n_init):
+            theta = np.zeros((d + 1, k + 1))
+            if restart:  # random restarts: the alternation has local optima
+                theta[:-1] = rng.normal(0.0, 1.0, size=(d, k + 1))
+            q = np.full(n, p_full)
+            for round_ in range(self.n_rounds):
+                # continuation: the group penalty ramps up from 0, so f1 and g first find
+                # what they need on all sensors and then drop the sensors they can do without
+                group_weight = self.gamma * sensor_costs * min(1.0, round_ / ramp)
+                logits, gate = forward(theta)
+                ce = -log_proba(logits, n_classes)[np.arange(n), yi]
+                q, _beta = q_step(ce + softplus(gate) - loss_hpc - softplus(-gate), p_full)
+                if p_full <= 0:
+                    q = np.zeros(n)
+                momentum, previous, t_k = theta.copy(), theta.copy(), 1.0
+                for _step in range(self.n_steps):
+                    current = prox(momentum - step * gradient(momentum, q), step)
+                    t_next = (1 + math.sqrt(1 + 4 * t_k * t_k)) / 2
+                    momentum = current + ((t_k - 1) / t_next) * (current - previous)
+                    previous, t_k = current, t_next
+                theta = previous
+            value = objective(theta, q)
+            if best is None or value < best[0]:
+                best = (value, theta, q)
+        assert best is not None
+        _, theta, q = best
         W = theta[:-1]
         bought = np.zeros(sensor_costs.size, dtype=bool)
         for s in range(sensor_costs.size):

@@ -23,11 +23,11 @@ from trainer.datasets import Dataset
 
 UNIFORM = CostWeights(energy_mj=0.0, uniform=1.0)
 CLUSTERS_2 = (  # (x1, x2, label, share); cluster 2 is two halves with opposite labels
-    (-5.0, 0.0, 1, 0.25),
+    (-5.0, -0.5, 1, 0.25),
     (1.0, -0.5, 0, 0.125),
     (1.0, 0.5, 1, 0.125),
-    (0.0, 2.0, 1, 0.25),
-    (0.0, 2.8, 0, 0.25),
+    (0.0, 2.0, 0, 0.25),
+    (0.0, 4.0, 1, 0.25),
 )
 
 

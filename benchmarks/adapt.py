@@ -1,0 +1,195 @@
+"""Accuracy vs cost of ADAPT-GBRT, ADAPT-LIN and the baselines; prints one JSON object.
+
+    python -m benchmarks.adapt [--quick] [--datasets letter-binary,synthetic-2] [--out DIR]
+
+Per dataset: the HPC (validation/test accuracy, cost), then per method the exported ONNX
+node models evaluated on validation and test (never the Python objects), the point chosen on
+validation as the cheapest within 1% of the HPC's validation accuracy (``best_within_1pct``,
+reported on test with ``cost_reduction = 1 − cost / HPC cost``) and the training seconds.
+LightGBM's cost-efficient gradient boosting (``cegb_penalty_feature_coupled``; a static feature
+set, no escalation) runs as a peer baseline. Writes ``adapt.json`` and one ``<dataset>.png``
+(test accuracy vs cost) into ``--out`` (default ``benchmarks/results/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DATASETS = ("synthetic-1", "synthetic-2", "letter-binary", "satimage", "miniboone-tiny",
+            "thyroid")
+METHODS = ("adapt-gbrt", "adapt-lin", "l1", "greedy-miser", "confidence")
+
+
+def _dataset(name: str) -> Any:
+    from trainer.datasets import load_dataset
+    from trainer.synthetic import synthetic_1, synthetic_2
+
+    if name == "synthetic-1":
+        return synthetic_1()
+    if name == "synthetic-2":
+        return synthetic_2()
+    return load_dataset(name)
+
+
+def _hpc(name: str, d: Any, n_jobs: int) -> Any:
+    from trainer.hpc import fit_hpc
+
+    if name == "synthetic-1":
+        from sklearn.svm import SVC
+
+        return fit_hpc(d, kind=SVC(probability=True, random_state=0), n_jobs=n_jobs)
+    return fit_hpc(d, n_jobs=n_jobs)
+
+
+def _evaluate(policy: Any, d: Any, hpc: Any, cm: Any, split: str) -> Any:
+    from trainer.node_onnx import run_node
+
+    X, y = d.split(split)
+    hpc_proba = hpc.proba_val if split == "validation" else hpc.proba_test
+    node = policy.nodes[policy.root]
+    out = run_node(node.onnx_model, X[:, list(node.inputs)])
+    escalate = (np.argmax(out["action_scores"], axis=1) == 1 if "action_scores" in out
+                else np.zeros(len(y), dtype=bool))
+    bought = np.array([s.name in node.sensors for s in d.sensors])
+    return cm.gate_metrics(bought, escalate, np.argmax(out["probabilities"], axis=1),
+                           np.argmax(hpc_proba, axis=1), y)
+
+
+def _point(name: str, val: Any, test: Any) -> dict[str, Any]:
+    return {"name": name,
+            "validation": {"accuracy": val.accuracy, "cost": val.cost,
+                           "escalation_rate": val.escalation_rate},
+            "test": {"accuracy": test.accuracy, "cost": test.cost,
+                     "escalation_rate": test.escalation_rate}}
+
+
+def _best(points: list[dict[str, Any]], hpc_val: float, hpc_cost: float) -> dict[str, Any] | None:
+    ok = [p for p in points if p["validation"]["accuracy"] >= hpc_val - 0.01]
+    if not ok:
+        return None
+    p = min(ok, key=lambda p: (p["validation"]["cost"], -p["validation"]["accuracy"]))
+    reduction = 1 - p["test"]["cost"] / hpc_cost if hpc_cost > 0 else 0.0
+    return {"name": p["name"], "accuracy": p["test"]["accuracy"], "cost": p["test"]["cost"],
+            "validation_accuracy": p["validation"]["accuracy"],
+            "validation_cost": p["validation"]["cost"], "cost_reduction": reduction}
+
+
+def _lightgbm(d: Any, cm: Any, hpc: Any, quick: bool) -> list[dict[str, Any]]:
+    """LightGBM CEGB on all features: cost = sensors its trees use (static, no escalation)."""
+    import lightgbm as lgb
+
+    from trainer.policy import Metrics
+
+    per_feature = cm.sensor_costs[cm.feature_sensor] / np.bincount(cm.feature_sensor)[
+        cm.feature_sensor]
+    points = []
+    for tradeoff in ((0.1, 1.0) if quick else (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)):
+        model = lgb.LGBMClassifier(
+            n_estimators=200, learning_rate=0.1, num_leaves=31, cegb_tradeoff=tradeoff,
+            cegb_penalty_feature_coupled=list(per_feature), verbose=-1, random_state=0,
+            n_jobs=1,
+        ).fit(d.X_train, d.y_train)
+        used = model.booster_.feature_importance("split") > 0
+        bought = np.zeros(len(d.sensors), dtype=bool)
+        bought[cm.feature_sensor[used]] = True
+        cost = float(cm.sensor_costs[bought].sum())
+        metrics = {}
+        for split in ("validation", "test"):
+            X, y = d.split(split)
+            acc = float(np.mean(model.predict(X) == y))
+            metrics[split] = Metrics(accuracy=acc, cost=cost)
+        points.append(_point(f"lightgbm-cegb-t{tradeoff:g}", metrics["validation"],
+                             metrics["test"]))
+    return points
+
+
+def run_dataset(name: str, quick: bool, n_jobs: int) -> dict[str, Any]:
+    from trainer.gating import CostModel
+    from trainer.methods import MethodOptions, get_method
+
+    d = _dataset(name)
+    started = time.perf_counter()
+    hpc = _hpc(name, d, n_jobs)
+    hpc_seconds = time.perf_counter() - started
+    cm = CostModel.build(d.sensors, d.cost_weights, d.link, d.n_features, hpc.sensors)
+    hpc_cost = float(cm.sensor_costs[cm.hpc_sensors].sum() + cm.link_cost)
+    hpc_test = float(np.mean(np.argmax(hpc.proba_test, axis=1) == d.y_test))
+    result: dict[str, Any] = {
+        "hpc": {"description": hpc.description, "validation_accuracy": hpc.val_accuracy,
+                "test_accuracy": hpc_test, "cost": hpc_cost, "seconds": hpc_seconds},
+        "methods": {},
+    }
+    options = MethodOptions(quick=quick, n_jobs=n_jobs, progress=False)
+    for method in METHODS:
+        started = time.perf_counter()
+        policies = get_method(method)(d, hpc, options)
+        seconds = time.perf_counter() - started
+        points = [_point(p.name, _evaluate(p, d, hpc, cm, "validation"),
+                         _evaluate(p, d, hpc, cm, "test")) for p in policies]
+        result["methods"][method] = {
+            "train_seconds": seconds, "points": points,
+            "best_within_1pct": _best(points, hpc.val_accuracy, hpc_cost)}
+    started = time.perf_counter()
+    points = _lightgbm(d, cm, hpc, quick)
+    result["methods"]["lightgbm-cegb"] = {
+        "train_seconds": time.perf_counter() - started, "points": points,
+        "best_within_1pct": _best(points, hpc.val_accuracy, hpc_cost)}
+    return result
+
+
+def plot(name: str, result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for method, res in result["methods"].items():
+        pts = sorted((p["test"]["cost"], p["test"]["accuracy"]) for p in res["points"])
+        if pts:
+            ax.plot([c for c, _ in pts], [a for _, a in pts], marker="o", ms=3, label=method)
+    hpc = result["hpc"]
+    ax.axhline(hpc["test_accuracy"], color="k", ls="--", lw=0.8, label="HPC")
+    ax.axhline(hpc["test_accuracy"] - 0.01, color="k", ls=":", lw=0.8, label="HPC − 1%")
+    ax.set_xlabel("average cost per decision (training scalar)")
+    ax.set_ylabel("test accuracy")
+    ax.set_title(name)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sweeps (demo/CI)")
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--n-jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"quick": args.quick, "n_jobs": args.n_jobs,
+                              "cpu_count": os.cpu_count(), "datasets": {}}
+    for name in [n.strip() for n in args.datasets.split(",") if n.strip()]:
+        started = time.perf_counter()
+        result = run_dataset(name, args.quick, args.n_jobs)
+        result["total_seconds"] = time.perf_counter() - started
+        report["datasets"][name] = result
+        plot(name, result, out / f"{name}.png")
+        print(f"{name}: done in {result['total_seconds']:.0f}s", file=sys.stderr)
+    (out / "adapt.json").write_text(json.dumps(report, indent=1))
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
