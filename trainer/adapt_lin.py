@@ -121,7 +121,7 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             else:
                 r_f = (1 - q)[:, None] * (p - onehot)
             r_g = (1 - q) * sigmoid(gate) - q * sigmoid(-gate)
-            grad = Z.T @ np.hstack([r_f, r_g[:, None]]) / n
+            grad: FloatArray = Z.T @ np.hstack([r_f, r_g[:, None]]) / n
             grad[:-1] += self.l2 * th[:-1]
             return grad
 
@@ -140,9 +140,9 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             logits, gate = forward(th)
             ce = -log_proba(logits, n_classes)[np.arange(n), yi]
             value = float(np.mean((1 - q) * (ce + softplus(gate)) + q * softplus(-gate)))
-            value += self.gamma * sum(
-                sensor_costs[s] * float(np.linalg.norm(th[:-1][feature_sensor == s]))
-                for s in range(sensor_costs.size))
+            for s in range(sensor_costs.size):
+                group = th[:-1][feature_sensor == s]
+                value += float(self.gamma * sensor_costs[s] * np.linalg.norm(group))
             return value
 
         rng = np.random.default_rng(self.random_state)

@@ -150,8 +150,8 @@ class ConfidenceCascade(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         columns = np.flatnonzero(chosen[feature_sensor])
         lpc = GreedyMiser(
             gamma=0.0, n_rounds=self.n_rounds, n_trees=self.n_trees, max_depth=self.max_depth,
-            learning_rate=self.learning_rate, feature_sensor=feature_sensor[columns],
-            sensor_costs=sensor_costs, random_state=self.random_state,
+            learning_rate=self.learning_rate, feature_sensor=feature_sensor[columns].tolist(),
+            sensor_costs=sensor_costs.tolist(), random_state=self.random_state,
         ).fit(X32[:, columns], yi, P)
         used_sub = lpc.node_columns()
         self.n_classes_ = P.shape[1]
@@ -186,7 +186,8 @@ class ConfidenceCascade(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             out: NDArray[np.bool_] = ~(np.abs(z[:, 0]) >= self.confidence_cut())
             return out
         p = proba(z, self.n_classes_).astype(np.float32)
-        return ~(p.max(axis=1) - np.float32(self.threshold) >= 0)
+        unsure: NDArray[np.bool_] = ~(p.max(axis=1) - np.float32(self.threshold) >= 0)
+        return unsure
 
     def to_onnx(self) -> bytes:
         check_is_fitted(self)
@@ -208,8 +209,8 @@ def rank_sensors(X: NDArray[np.float32], y: NDArray[np.int64], P: FloatArray,
                  feature_sensor: NDArray[np.intp]) -> NDArray[np.intp]:
     """Sensors by total split gain of a cost-blind boosted model, best first."""
     model = GreedyMiser(gamma=0.0, n_rounds=2, n_trees=10, max_depth=3,
-                        feature_sensor=feature_sensor,
-                        sensor_costs=np.ones(int(feature_sensor.max()) + 1)).fit(X, y, P)
+                        feature_sensor=feature_sensor.tolist(),
+                        sensor_costs=[1.0] * (int(feature_sensor.max()) + 1)).fit(X, y, P)
     gains = np.zeros(int(feature_sensor.max()) + 1)
     np.add.at(gains, feature_sensor, feature_gains(model.f1_trees_, X.shape[1]))
     return np.argsort(-gains, kind="stable").astype(np.intp)
@@ -291,7 +292,7 @@ class L1Baseline(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         return out
 
     def _bias(self) -> FloatArray:
-        b = self.intercept_.copy()
+        b: FloatArray = self.intercept_.copy()
         b[-1] -= math.log(self.threshold / (1 - self.threshold))
         return b
 
@@ -353,7 +354,7 @@ def greedy_miser_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[
              dataset.X_train, dataset.y_train, hpc.oof_proba_train) for g in gammas]
     models = parallel_map(_fit, jobs, options.n_jobs, options.progress, "greedy-miser")
     never = np.zeros(len(dataset.y_val), dtype=bool)
-    candidates = [
+    candidates: list[tuple[Any, Metrics, dict[str, float | str]]] = [
         (m, cm.gate_metrics(m.sensors_bought_, never, m.predict(dataset.X_val),
                             np.argmax(hpc.proba_val, axis=1), dataset.y_val),
          {"gamma": float(m.gamma)})

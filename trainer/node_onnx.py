@@ -23,7 +23,7 @@ bit-identical. Graphs pin IR 8, opset 17 and ai.onnx.ml 3 (onnxruntime >= 1.17 a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import onnx
@@ -49,7 +49,7 @@ def tree_core(
     ``trees`` are (tree, first target column); a tree with k outputs writes columns
     first..first+k-1. ``feature_position`` maps dataset columns to positions in ``x``.
     """
-    attrs: dict[str, list[int] | list[float] | list[str]] = {
+    attrs: dict[str, list[Any]] = {
         k: []
         for k in (
             "nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_values", "nodes_modes",
@@ -64,26 +64,27 @@ def tree_core(
     for tree_id, (tree, first) in enumerate(listed):
         for node in range(tree.feature.size):
             leaf = tree.feature[node] < 0
-            attrs["nodes_treeids"].append(tree_id)  # type: ignore[arg-type]
-            attrs["nodes_nodeids"].append(node)  # type: ignore[arg-type]
-            attrs["nodes_featureids"].append(  # type: ignore[arg-type]
+            attrs["nodes_treeids"].append(tree_id)
+            attrs["nodes_nodeids"].append(node)
+            attrs["nodes_featureids"].append(
                 0 if leaf else feature_position[int(tree.feature[node])]
             )
-            attrs["nodes_values"].append(float(tree.threshold[node]))  # type: ignore[arg-type]
-            attrs["nodes_modes"].append("LEAF" if leaf else "BRANCH_LEQ")  # type: ignore[arg-type]
-            attrs["nodes_truenodeids"].append(0 if leaf else int(tree.left[node]))  # type: ignore[arg-type]
-            attrs["nodes_falsenodeids"].append(0 if leaf else int(tree.right[node]))  # type: ignore[arg-type]
+            attrs["nodes_values"].append(float(tree.threshold[node]))
+            attrs["nodes_modes"].append("LEAF" if leaf else "BRANCH_LEQ")
+            attrs["nodes_truenodeids"].append(0 if leaf else int(tree.left[node]))
+            attrs["nodes_falsenodeids"].append(0 if leaf else int(tree.right[node]))
             if leaf:
                 for k in range(tree.value.shape[1]):
-                    attrs["target_treeids"].append(tree_id)  # type: ignore[arg-type]
-                    attrs["target_nodeids"].append(node)  # type: ignore[arg-type]
-                    attrs["target_ids"].append(first + k)  # type: ignore[arg-type]
-                    attrs["target_weights"].append(float(tree.value[node, k]))  # type: ignore[arg-type]
-    node = helper.make_node(
-        "TreeEnsembleRegressor", [MODEL_INPUT], ["core"], domain="ai.onnx.ml",
+                    attrs["target_treeids"].append(tree_id)
+                    attrs["target_nodeids"].append(node)
+                    attrs["target_ids"].append(first + k)
+                    attrs["target_weights"].append(float(tree.value[node, k]))
+    kwargs: dict[str, Any] = dict(
         n_targets=len(base_values), base_values=[float(v) for v in base_values],
         aggregate_function="SUM", post_transform="NONE", **attrs,
     )
+    node = helper.make_node("TreeEnsembleRegressor", [MODEL_INPUT], ["core"],
+                            domain="ai.onnx.ml", **kwargs)
     return [node]
 
 
@@ -193,7 +194,8 @@ def node_model(
         producer_name="adaptedge",
     )
     onnx.checker.check_model(model)
-    return model.SerializeToString()
+    data: bytes = model.SerializeToString()
+    return data
 
 
 def run_node(model: bytes, X: NDArray[np.floating]) -> dict[str, NDArray[np.float32]]:
