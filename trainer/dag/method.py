@@ -2,7 +2,7 @@
 
 Method-specific options (``MethodOptions.extra``): ``lambdas`` (comma-separated or a list),
 ``escalation`` ("both" [default], "on" or "off"), ``max_nodes``, ``n_subsets``,
-``max_subset_size``, ``classifier`` ("hgb" or "lr"), ``reduction`` ("ridge", "lr" or "both").
+``max_subset_size``, ``classifier`` ("auto" [default], "hgb" or "lr"), ``reduction`` ("ridge", "lr" or "both").
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ def settings_from(options: MethodOptions) -> DagSettings:
         changes["reductions"] = ("ridge", "lr") if mode == "both" else (mode,)
     if "classifier" in extra:
         kind = str(extra.pop("classifier"))
-        if kind not in ("hgb", "lr"):
-            raise ValueError(f"classifier must be hgb or lr, got {kind!r}")
+        if kind not in ("hgb", "lr", "auto"):
+            raise ValueError(f"classifier must be auto, hgb or lr, got {kind!r}")
         changes["classifier"] = kind
     for key in ("max_nodes", "n_subsets", "max_subset_size", "max_iter"):
         if key in extra:

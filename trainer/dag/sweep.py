@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -33,7 +33,8 @@ class DagSettings:
     escalation_prices: tuple[float | None, ...] = (None, 1.0)
     """``None``: the graph without the escalate action."""
     reductions: tuple[Reduction, ...] = REDUCTIONS
-    classifier: ClassifierKind = "hgb"
+    classifier: ClassifierKind | Literal["auto"] = "auto"
+    """"auto": the better on validation, with every sensor, of "hgb" and "lr"."""
     max_iter: int = 60
     n_folds: int = 3
     max_exhaustive: int = 6
@@ -117,11 +118,23 @@ def choose_reduction(bank: ClassifierBank, lattice: Lattice, settings: DagSettin
     return best, scores
 
 
+def choose_bank(problem: DagProblem, settings: DagSettings) -> ClassifierBank:
+    kinds: tuple[ClassifierKind, ...] = (
+        ("hgb", "lr") if settings.classifier == "auto" else (settings.classifier,))
+    banks = [ClassifierBank(problem, kind=kind, max_iter=settings.max_iter,
+                            n_folds=settings.n_folds, seed=settings.seed) for kind in kinds]
+    if len(banks) == 1:
+        return banks[0]
+    val = problem.splits["val"]
+    scores = [float((b.proba(problem.all_sensors, "val").argmax(axis=1) == val.y).mean())
+              for b in banks]
+    return banks[int(np.argmax(scores))]
+
+
 def sweep_dag(problem: DagProblem, settings: DagSettings, *,
               bank: ClassifierBank | None = None) -> DagSweep:
     start = time.perf_counter()
-    bank = bank or ClassifierBank(problem, kind=settings.classifier, max_iter=settings.max_iter,
-                                  n_folds=settings.n_folds, seed=settings.seed)
+    bank = bank or choose_bank(problem, settings)
     lattice, tracks = build_lattice(problem, settings, ProxyScorer(problem, seed=settings.seed))
     reduction, scores = choose_reduction(bank, lattice, settings)
     sweep = DagSweep(problem, bank, lattice, tracks, reduction, scores)
