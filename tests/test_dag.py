@@ -32,7 +32,7 @@ from trainer.hpc import fit_hpc
 from trainer.methods import MethodOptions, get_method
 
 
-def synthetic(seed: int, n: int = 900) -> DagProblem:
+def synthetic(seed: int, n: int = 600) -> DagProblem:
     """4 sensors of 2 features; sensor 0 separates most classes, sensor 3 the rest."""
     rng = np.random.default_rng(seed)
     y = rng.integers(0, 3, size=3 * n)
@@ -109,7 +109,7 @@ def test_lambda_trades_error_for_cost(small: tuple[DagProblem, ClassifierBank]) 
     lattice = exhaustive_lattice(problem.n_sensors)
     cheap = evaluate(train_graph(bank, lattice, ReduceConfig(1000.0, None, "ridge")), bank, "val")
     assert cheap.cost == 0.0  # reading anything costs more than any error: stop at the root
-    rich = evaluate(train_graph(bank, lattice, ReduceConfig(0.01, None, "ridge")), bank, "val")
+    rich = evaluate(train_graph(bank, lattice, ReduceConfig(0.1, None, "ridge")), bank, "val")
     assert rich.accuracy > cheap.accuracy + 0.3
     everything = evaluate(static_points(bank, [problem.all_sensors])[0].graph, bank, "val")
     assert rich.cost < 0.7 * everything.cost
@@ -153,7 +153,7 @@ def test_baselines_are_graphs_too(small: tuple[DagProblem, ClassifierBank]) -> N
 def wall() -> tuple[Any, Any, DagSweep]:
     dataset = load_dataset("wall-robot")
     hpc = fit_hpc(dataset, kind=make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)), cache=False)
-    sweep = sweep_dag(problem_from(dataset, hpc), DagSettings.quick())
+    sweep = sweep_dag(problem_from(dataset, hpc), DagSettings.quick(classifier="hgb"))
     return dataset, hpc, sweep
 
 
@@ -183,10 +183,18 @@ def test_bundle_verifies_and_method_is_registered(tmp_path: Path,
     opened = open_bundle(tmp_path / "b")
     assert opened is not None
     train = get_method("dag")
-    exports = train(dataset, hpc, MethodOptions(quick=True, extra={"escalation": "off",
-                                                                   "lambdas": "0.1"}))
+    exports = train(dataset, hpc, MethodOptions(quick=True, extra={
+        "escalation": "off", "lambdas": "0.1", "classifier": "lr"}))
     assert len(exports) == 1 and exports[0].validation.escalation_rate == 0.0
     assert exports[0].method == "dag" and exports[0].params["lambda"] == 0.1
+    fast = {"classifier": "lr"}
+    static = get_method("static")(dataset, hpc, MethodOptions(quick=True, extra=fast))
+    assert all(len(e.nodes) == 1 and e.nodes[e.root].actions[0].kind == "stop" for e in static)
+    costs = [e.validation.cost for e in static]
+    assert costs == sorted(costs) and len(static) >= 3
+    cascade = get_method("cascade")(dataset, hpc, MethodOptions(quick=True, extra=fast))
+    assert len(cascade) == len(DagSettings.quick().lambdas)
+    assert all(e.validation.escalation_rate == 0.0 for e in cascade)
 
 
 def test_unknown_options_are_refused() -> None:

@@ -24,6 +24,8 @@ METHOD_MODULES: dict[str, str] = {
     "greedy-miser": "trainer.baselines",
     "confidence": "trainer.baselines",
     "dag": "trainer.dag.method",
+    "static": "trainer.dag.method",
+    "cascade": "trainer.dag.method",
 }
 
 

@@ -1,5 +1,8 @@
 """``adaptedge train --method dag``: the policy graph trained by Graph-Reduce, as PolicyExports.
 
+Also ``--method static`` (the static skyline: one node per sensor subset, stop only) and
+``--method cascade`` (sensors in greedy order, stop or read the next, by Graph-Reduce).
+
 Method-specific options (``MethodOptions.extra``): ``lambdas`` (comma-separated or a list),
 ``escalation`` ("both" [default], "on" or "off"), ``max_nodes``, ``n_subsets``,
 ``max_subset_size``, ``classifier`` ("auto" [default], "hgb" or "lr"), ``reduction`` ("ridge", "lr" or "both").
@@ -10,9 +13,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from trainer.dag.bank import ClassifierBank
+from trainer.dag.baselines import cascade_points, static_points, static_sets
 from trainer.dag.export import OnnxCache, to_policy_export
 from trainer.dag.problem import problem_from
-from trainer.dag.sweep import DagSettings, DagSweep, sweep_dag
+from trainer.dag.subsets import ProxyScorer, greedy_order
+from trainer.dag.sweep import DagSettings, DagSweep, SweepPoint, choose_bank, frontier, sweep_dag
 from trainer.methods import MethodOptions, register
 from trainer.policy import PolicyExport
 
@@ -63,15 +69,23 @@ def settings_from(options: MethodOptions) -> DagSettings:
     return replace(base, **changes)
 
 
-def export_sweep(sweep: DagSweep, *, method: str = "dag") -> list[PolicyExport]:
-    cache = OnnxCache(sweep.bank)
+def export_points(bank: ClassifierBank, points: list[SweepPoint], method: str
+                  ) -> list[PolicyExport]:
+    cache = OnnxCache(bank)
     exports = []
-    for i, point in enumerate(sweep.points):
+    for i, point in enumerate(points):
         params = point.graph.params
-        name = f"{method}-{i:02d}-l{params.get('lambda', 0):g}-e{params.get('escalation_price')}"
+        if "lambda" in params:
+            name = f"{method}-{i:02d}-l{params['lambda']:g}-e{params.get('escalation_price')}"
+        else:
+            name = f"{method}-{i:02d}"
         exports.append(to_policy_export(point.graph, cache, name=name, method=method,
                                         validation=point.validation))
     return exports
+
+
+def export_sweep(sweep: DagSweep, *, method: str = "dag") -> list[PolicyExport]:
+    return export_points(sweep.bank, sweep.points, method)
 
 
 @register("dag")
@@ -83,3 +97,26 @@ def train_dag(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExpo
     with threadpool_limits(limits=1, user_api="openmp"):
         sweep = sweep_dag(problem_from(dataset, hpc), settings)
         return export_sweep(sweep)
+
+
+@register("static")
+def train_static(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
+    """The static skyline: the validation-frontier sensor subsets, one stop-only node each."""
+    settings = settings_from(options)
+    problem = problem_from(dataset, hpc)
+    bank = choose_bank(problem, settings)
+    scorer = ProxyScorer(problem, seed=settings.seed)
+    sets = static_sets(bank, scorer, max_exhaustive=settings.max_exhaustive)
+    return export_points(bank, frontier(static_points(bank, sets)), "static")
+
+
+@register("cascade")
+def train_cascade(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
+    """A fixed-order cascade (greedy sensor order), one policy per lambda."""
+    settings = settings_from(options)
+    problem = problem_from(dataset, hpc)
+    bank = choose_bank(problem, settings)
+    order = greedy_order(problem, ProxyScorer(problem, seed=settings.seed))
+    reduction = "ridge" if "ridge" in settings.reductions else settings.reductions[0]
+    points = cascade_points(bank, order, settings.lambdas, reduction)
+    return export_points(bank, points, "cascade")
