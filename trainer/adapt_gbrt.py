@@ -317,13 +317,13 @@ def _check_inputs(
 # -- the registered sweep ---------------------------------------------------------------------
 DEFAULT_GRID: dict[str, tuple[float, ...]] = {
     "p_full": (0.1, 0.2),
-    "gamma": (2.5e-4, 5e-4, 1e-3, 2e-3),
+    "gamma": (5e-4, 1e-3, 2e-3),
 }
 DEFAULTS: dict[str, Any] = {"n_rounds": 8, "n_trees": 20, "max_depth": 5, "refine_rounds": 12,
                             "min_samples_leaf": 40}
 QUICK_GRID: dict[str, tuple[float, ...]] = {"p_full": (0.2, 0.3), "gamma": (1e-3, 3e-3)}
 N_THRESHOLDS = 24
-MARGIN_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0)
+MARGIN_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 def _fit_one(job: tuple[dict[str, Any], Any, Any, Any]) -> AdaptGbrtClassifier:
