@@ -25,18 +25,20 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from trainer.dag.problem import DagProblem, FloatArray, SensorSet
 
-ClassifierKind = Literal["hgb", "lr"]
+ClassifierKind = Literal["hgb", "hgb-wide", "lr"]
 
 
 def make_classifier(kind: ClassifierKind, *, max_iter: int, seed: int) -> ClassifierMixin:
-    if kind == "hgb":
+    if kind in ("hgb", "hgb-wide"):
+        wide = kind == "hgb-wide"
         return HistGradientBoostingClassifier(  # type: ignore[no-any-return]
-            max_iter=max_iter, learning_rate=0.15, max_leaf_nodes=15, min_samples_leaf=10,
+            max_iter=max_iter, learning_rate=0.3 if wide else 0.15,
+            max_leaf_nodes=31 if wide else 15, min_samples_leaf=10,
             l2_regularization=1.0, early_stopping=False, random_state=seed)
     if kind == "lr":
         return make_pipeline(StandardScaler(),  # type: ignore[no-any-return]
                              LogisticRegression(C=1.0, max_iter=500))
-    raise ValueError(f"unknown classifier kind {kind!r}; choose 'hgb' or 'lr'")
+    raise ValueError(f"unknown classifier kind {kind!r}; choose 'hgb', 'hgb-wide' or 'lr'")
 
 
 def round_thresholds_to_float32(model: Any) -> None:

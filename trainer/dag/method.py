@@ -5,7 +5,7 @@ Also ``--method static`` (the static skyline: one node per sensor subset, stop o
 
 Method-specific options (``MethodOptions.extra``): ``lambdas`` (comma-separated or a list),
 ``escalation`` ("both" [default], "on" or "off"), ``max_nodes``, ``n_subsets``,
-``max_subset_size``, ``classifier`` ("auto" [default], "hgb" or "lr"), ``reduction`` ("ridge", "lr" or "both").
+``max_subset_size``, ``classifier`` ("auto" [default], "hgb", "hgb-wide" or "lr"), ``reduction`` ("ridge", "lr" or "both").
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ def settings_from(options: MethodOptions) -> DagSettings:
         changes["reductions"] = ("ridge", "lr") if mode == "both" else (mode,)
     if "classifier" in extra:
         kind = str(extra.pop("classifier"))
-        if kind not in ("hgb", "lr", "auto"):
-            raise ValueError(f"classifier must be auto, hgb or lr, got {kind!r}")
+        if kind not in ("hgb", "hgb-wide", "lr", "auto"):
+            raise ValueError(f"classifier must be auto, hgb, hgb-wide or lr, got {kind!r}")
         changes["classifier"] = kind
     for key in ("max_nodes", "n_subsets", "max_subset_size", "max_iter"):
         if key in extra:
