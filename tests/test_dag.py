@@ -187,6 +187,11 @@ def test_bundle_verifies_and_method_is_registered(tmp_path: Path,
         "escalation": "off", "lambdas": "0.1", "classifier": "lr"}))
     assert len(exports) == 1 and exports[0].validation.escalation_rate == 0.0
     assert exports[0].method == "dag" and exports[0].params["lambda"] == 0.1
+
+
+@pytest.mark.slow
+def test_static_and_cascade_methods(wall: tuple[Any, Any, DagSweep]) -> None:
+    dataset, hpc, _ = wall
     fast = {"classifier": "lr"}
     static = get_method("static")(dataset, hpc, MethodOptions(quick=True, extra=fast))
     assert all(len(e.nodes) == 1 and e.nodes[e.root].actions[0].kind == "stop" for e in static)
