@@ -11,7 +11,10 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from adaptedge_cli.errors import CommandError
 from protocol.errors import BundleError, ProtocolError
+
+__all__ = ["CommandError", "build_parser", "main"]
 
 # Every subcommand module, in --help order.
 COMMAND_MODULES = (
@@ -23,10 +26,6 @@ COMMAND_MODULES = (
     "cloud_cmd",
     "simulate",
 )
-
-
-class CommandError(Exception):
-    """A user-facing failure: printed as one line, exit status 2."""
 
 
 def version() -> str:

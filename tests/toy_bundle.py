@@ -58,7 +58,7 @@ def linear_model_bytes(weights: npt.NDArray[np.float32], bias: npt.NDArray[np.fl
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = IR_VERSION
     onnx.checker.check_model(model)
-    return model.SerializeToString()
+    return bytes(model.SerializeToString())
 
 
 def build_toy_bundle(out: Path, *, seed: int = 0) -> Manifest:
