@@ -43,9 +43,11 @@ def _hpc(name: str, d: Any, n_jobs: int) -> Any:
     from trainer.hpc import fit_hpc
 
     if name == "synthetic-1":
+        from sklearn.calibration import CalibratedClassifierCV
         from sklearn.svm import SVC
 
-        return fit_hpc(d, kind=SVC(probability=True, random_state=0), n_jobs=n_jobs)
+        svm = CalibratedClassifierCV(SVC(C=10.0, gamma=1.0), ensemble=False)
+        return fit_hpc(d, kind=svm, n_jobs=n_jobs)
     return fit_hpc(d, n_jobs=n_jobs)
 
 
