@@ -13,7 +13,14 @@ the trees of g and f1, so a sensor bought by either is free for both, and buying
 of a sensor buys the whole sensor. f1 is a sigmoid (binary) or softmax (multi-class) model.
 With ``p_full = 0`` no example is escalated and the gate is not trained: Greedy Miser.
 
-``method("adapt-gbrt")`` sweeps (P_full, γ) and, per fitted model, the gate threshold.
+Two generalisations beyond the paper, both off by default in the estimator:
+``refine_rounds`` adds alternation rounds whose trees may only split on sensors already bought
+(free features; the paper's stage-wise trees after γ has done its selection), and
+``margin_weight`` w lets the gate subtract w·(LPC logit margin) — computing f1 costs no
+sensor, so a confident LPC answer can lower the escalation score (w = 0 is the paper's gate).
+
+``method("adapt-gbrt")`` sweeps (P_full, γ) and, per fitted model, the gate threshold and the
+margin weight (both post-hoc, on validation); it returns the validation-Pareto candidates.
 """
 
 from __future__ import annotations
