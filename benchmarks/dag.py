@@ -137,6 +137,7 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False
         "hpc_accuracy": hpc_test,
         "hpc_val_accuracy": hpc.val_accuracy,
         "train_seconds": sweep.seconds,
+        "train_cpu_seconds": sweep.cpu_seconds,
         "hpc_seconds": hpc_seconds,
         "baseline_seconds": baseline_seconds,
         "adapt_gbrt_seconds": adapt_seconds,
