@@ -10,8 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 
 from protocol import (
     Action,
@@ -26,39 +24,10 @@ from protocol import (
     SensorSpec,
     write_bundle,
 )
-from protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
+from simulator.linear_bundle import linear_onnx
 
-IR_VERSION = 9
-OPSET = 17
-
-
-def linear_model_bytes(weights: npt.NDArray[np.float32], bias: npt.NDArray[np.float32],
-                       action_weights: npt.NDArray[np.float32] | None = None,
-                       action_bias: npt.NDArray[np.float32] | None = None) -> bytes:
-    """ONNX: probabilities = softmax(x W + b) [, action_scores = x A + c]."""
-    n_in, n_classes = weights.shape
-    inits = [numpy_helper.from_array(weights.astype(np.float32), "W"),
-             numpy_helper.from_array(bias.astype(np.float32), "b")]
-    nodes = [helper.make_node("MatMul", [MODEL_INPUT, "W"], ["xw"]),
-             helper.make_node("Add", ["xw", "b"], ["logits"]),
-             helper.make_node("Softmax", ["logits"], [PROBA_OUTPUT], axis=1)]
-    outputs = [helper.make_tensor_value_info(PROBA_OUTPUT, TensorProto.FLOAT, ["N", n_classes])]
-    if action_weights is not None:
-        assert action_bias is not None
-        inits += [numpy_helper.from_array(action_weights.astype(np.float32), "A"),
-                  numpy_helper.from_array(action_bias.astype(np.float32), "c")]
-        nodes += [helper.make_node("MatMul", [MODEL_INPUT, "A"], ["xa"]),
-                  helper.make_node("Add", ["xa", "c"], [ACTION_OUTPUT])]
-        outputs.append(helper.make_tensor_value_info(
-            ACTION_OUTPUT, TensorProto.FLOAT, ["N", action_weights.shape[1]]))
-    graph = helper.make_graph(
-        nodes, "toy",
-        [helper.make_tensor_value_info(MODEL_INPUT, TensorProto.FLOAT, ["N", n_in])],
-        outputs, initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    model.ir_version = IR_VERSION
-    onnx.checker.check_model(model)
-    return bytes(model.SerializeToString())
+linear_model_bytes = linear_onnx
+"""ONNX: probabilities = softmax(x W + b) [, action_scores = x A + c] (the simulator's builder)."""
 
 
 def build_toy_bundle(out: Path, *, seed: int = 0) -> Manifest:
