@@ -8,7 +8,13 @@ whose validation accuracy is >= the all-sensors classifier's validation accuracy
 ``cost_reduction`` against always-cloud: every HPC sensor plus the link).
 Writes ``<out>/dag.json`` and one error-vs-cost PNG per dataset; prints the JSON.
 
-Run: ``python -m benchmarks.dag [--quick] [--datasets gas,wall-robot] [--out DIR]``.
+``classifier`` names the node-classifier bank (``--classifier``, default "auto": per node the
+per-subset or the masked model, by validation log-loss); ``classifier_choice`` says how many
+lattice nodes use which; ``node_accuracy`` is the bank's validation accuracy with every sensor
+and on the greedy-order prefixes of 1, 2 and 3 sensors.
+
+Run: ``python -m benchmarks.dag [--quick] [--datasets gas,wall-robot] [--out DIR] [--merge]
+[--classifier auto|per-subset|masked|hgb|hgb-wide|lr] [--max-iter N] [--masked-trees N]``.
 """
 
 from __future__ import annotations
@@ -72,7 +78,19 @@ def adapt_points(dataset: Any, hpc: Any, quick: bool, seed: int
             for e, t in zip(exports, tests, strict=True)], seconds
 
 
-def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False
+def node_accuracy(bank: Any, order: list[int]) -> dict[str, float]:
+    """Validation accuracy of the bank's classifier with every sensor and on small prefixes."""
+    problem = bank.problem
+    y = problem.splits["val"].y
+    sets = {"all": problem.all_sensors}
+    sets.update({",".join(map(str, sorted(order[:k]))): tuple(sorted(order[:k]))
+                 for k in (1, 2, 3) if k < problem.n_sensors})
+    return {name: float((bank.proba(s, "val").argmax(axis=1) == y).mean())
+            for name, s in sets.items()}
+
+
+def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
+                overrides: dict[str, Any] | None = None
                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from trainer.dag.baselines import (
         cascade_points,
@@ -91,7 +109,8 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False
     hpc = fit_hpc(dataset, seed=seed)
     hpc_seconds = time.perf_counter() - start
     problem = problem_from(dataset, hpc)
-    settings = DagSettings.quick(seed=seed) if quick else DagSettings(seed=seed)
+    settings = (DagSettings.quick(seed=seed, **overrides or {}) if quick
+                else DagSettings(seed=seed, **overrides or {}))
     sweep = sweep_dag(problem, settings)
     bank = sweep.bank
 
@@ -146,6 +165,8 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False
         "classifier_fits": bank.fits,
         "reduction": sweep.reduction,
         "classifier": bank.kind,
+        "classifier_choice": sweep.classifier,
+        "node_accuracy": node_accuracy(bank, order),
         "reduction_scores": sweep.reduction_scores,
         "at_1pct": {fam: chosen(family(*fams), target) for fam, fams in (
             ("dag", ("dag", "dag-no-escalation")), ("dag_escalation", ("dag",)),
@@ -233,7 +254,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--adapt", default="letter-binary",
                         help="datasets on which ADAPT-GBRT's own sweep also runs ('' for none)")
+    parser.add_argument("--classifier", default=None,
+                        help="node classifiers: auto (default), per-subset, masked, hgb, "
+                             "hgb-wide or lr")
+    parser.add_argument("--max-iter", type=int, default=None,
+                        help="boosting rounds of a per-subset model")
+    parser.add_argument("--masked-trees", type=int, default=None,
+                        help="tree budget of the masked model (rounds x classes beyond 2)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other datasets of an existing <out>/dag.json")
     args = parser.parse_args(argv)
+    overrides: dict[str, Any] = {}
+    if args.classifier is not None:
+        from trainer.dag.sweep import CLASSIFIER_CHOICES
+
+        if args.classifier not in CLASSIFIER_CHOICES:
+            parser.error(f"--classifier must be one of {list(CLASSIFIER_CHOICES)}")
+        overrides["classifier"] = args.classifier
+    if args.max_iter is not None:
+        overrides["max_iter"] = args.max_iter
+    if args.masked_trees is not None:
+        overrides["masked_trees"] = args.masked_trees
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     unknown = sorted(set(names) - set(DATASETS))
     if unknown:
@@ -242,16 +283,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
 
     report: dict[str, Any] = {"quick": args.quick, "seed": args.seed, "datasets": {}}
+    if args.merge and (out / "dag.json").is_file():
+        old = json.loads((out / "dag.json").read_text())
+        if old.get("quick") != args.quick or old.get("seed") != args.seed:
+            parser.error(f"--merge: {out / 'dag.json'} has quick={old.get('quick')}, "
+                         f"seed={old.get('seed')}; run with the same flags or without --merge")
+        report["datasets"] = old.get("datasets", {})
     for name in names:
         with_adapt = name in {n.strip() for n in args.adapt.split(",")}
-        result, points = run_dataset(name, args.quick, args.seed, with_adapt)
+        result, points = run_dataset(name, args.quick, args.seed, with_adapt, overrides)
         plot(name, points, result["hpc_accuracy"], out / f"dag-{name}.png")
         result["plot"] = str(out / f"dag-{name}.png")
         report["datasets"][name] = result
         (out / "dag.json").write_text(json.dumps(report, indent=1, default=float))
     brief = {n: {k: r.get(k) for k in ("all_sensors_accuracy", "dag_cost_at_1pct",
-                                        "static_cost_at_1pct", "train_seconds")}
-             for n, r in report["datasets"].items()}
+                                        "static_cost_at_1pct", "train_seconds", "classifier")}
+             for n, r in report["datasets"].items() if n in names}
     print(json.dumps({"summary": brief, "json": str(out / "dag.json")}, default=float))
     return report
 

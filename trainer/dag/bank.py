@@ -84,12 +84,28 @@ class ClassifierBank:
     def __init__(self, problem: DagProblem, *, kind: ClassifierKind = "hgb", max_iter: int = 60,
                  n_folds: int = 3, seed: int = 0) -> None:
         self.problem = problem
-        self.kind: ClassifierKind = kind
+        self.model_kind: ClassifierKind = kind
+        self.kind: str = kind
+        """How reports name the bank (subclasses: "masked", "per-node(...)")."""
         self.max_iter = max_iter
         self.n_folds = n_folds
         self.seed = seed
         self._entries: dict[SensorSet, BankEntry] = {}
-        self.fits = 0
+        self._fits = 0
+        self.kind_scores: dict[str, float] = {}
+        """Validation accuracy with every sensor of each kind compared (``choose_bank``)."""
+
+    @property
+    def fits(self) -> int:
+        """How many models were fitted (fold models included)."""
+        return self._fits
+
+    def summary(self) -> dict[str, object]:
+        """What the bank is, for reports: its kind and how many sensor sets it has fitted."""
+        out: dict[str, object] = {"kind": self.kind, "entries": len(self), "fits": self.fits}
+        if self.kind_scores:
+            out["kind_scores"] = dict(self.kind_scores)
+        return out
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -131,14 +147,17 @@ class ClassifierBank:
             oof[held_rows] = self._predict(model, X[held_rows])
         return oof
 
+    def _new_model(self) -> Any:
+        return clone(make_classifier(self.model_kind, max_iter=self.max_iter, seed=self.seed))
+
     def _fit_one(self, X: Any, y: Any) -> Any:
-        model = clone(make_classifier(self.kind, max_iter=self.max_iter, seed=self.seed))
+        model = self._new_model()
         # one OpenMP thread: on a shared 2-core machine more threads only spin
         with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="openmp"):
             warnings.simplefilter("ignore", ConvergenceWarning)
             model.fit(X, y)
         round_thresholds_to_float32(model)
-        self.fits += 1
+        self._fits += 1
         return model
 
     def _predict(self, model: Any, X: Any) -> FloatArray:

@@ -5,7 +5,9 @@ Also ``--method static`` (the static skyline: one node per sensor subset, stop o
 
 Method-specific options (``MethodOptions.extra``): ``lambdas`` (comma-separated or a list),
 ``escalation`` ("both" [default], "on" or "off"), ``max_nodes``, ``n_subsets``,
-``max_subset_size``, ``classifier`` ("auto" [default], "hgb", "hgb-wide" or "lr"), ``reduction`` ("ridge", "lr" or "both").
+``max_subset_size``, ``max_iter``, ``masked_trees``, ``masked_replicas``, ``classifier``
+("auto" [default: per node, the per-subset or the masked model, by validation log-loss],
+"per-subset", "masked", "hgb", "hgb-wide" or "lr"), ``reduction`` ("ridge", "lr" or "both").
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ from trainer.dag.baselines import cascade_points, static_points, static_sets
 from trainer.dag.export import OnnxCache, to_policy_export
 from trainer.dag.problem import problem_from
 from trainer.dag.subsets import ProxyScorer, greedy_order
-from trainer.dag.sweep import DagSettings, DagSweep, SweepPoint, choose_bank, frontier, sweep_dag
+from trainer.dag.sweep import (
+    CLASSIFIER_CHOICES,
+    DagSettings,
+    DagSweep,
+    SweepPoint,
+    choose_bank,
+    frontier,
+    sweep_dag,
+)
 from trainer.methods import MethodOptions, register
 from trainer.policy import PolicyExport
 
@@ -54,10 +64,12 @@ def settings_from(options: MethodOptions) -> DagSettings:
         changes["reductions"] = ("ridge", "lr") if mode == "both" else (mode,)
     if "classifier" in extra:
         kind = str(extra.pop("classifier"))
-        if kind not in ("hgb", "hgb-wide", "lr", "auto"):
-            raise ValueError(f"classifier must be auto, hgb, hgb-wide or lr, got {kind!r}")
+        if kind not in CLASSIFIER_CHOICES:
+            raise ValueError(f"classifier must be one of {', '.join(CLASSIFIER_CHOICES)}, "
+                             f"got {kind!r}")
         changes["classifier"] = kind
-    for key in ("max_nodes", "n_subsets", "max_subset_size", "max_iter"):
+    for key in ("max_nodes", "n_subsets", "max_subset_size", "max_iter", "masked_trees",
+                "masked_replicas"):
         if key in extra:
             value = int(extra.pop(key))
             if value < 1:
@@ -65,7 +77,8 @@ def settings_from(options: MethodOptions) -> DagSettings:
             changes[key] = value
     if extra:
         raise ValueError(f"unknown dag options {sorted(extra)}; known: lambdas, escalation, "
-                         "reduction, classifier, max_nodes, n_subsets, max_subset_size, max_iter")
+                         "reduction, classifier, max_nodes, n_subsets, max_subset_size, "
+                         "max_iter, masked_trees, masked_replicas")
     return replace(base, **changes)
 
 

@@ -17,12 +17,15 @@ import numpy as np
 
 from trainer.dag.bank import ClassifierBank, ClassifierKind
 from trainer.dag.graph import Lattice, TrainedGraph, exhaustive_lattice, track_lattice
+from trainer.dag.masked import ChoiceBank, MaskedBank
 from trainer.dag.problem import DagProblem, SensorSet
 from trainer.dag.reduce import REDUCTIONS, ReduceConfig, Reduction, train_graph
 from trainer.dag.subsets import ProxyScorer, greedy_order, greedy_subsets
 from trainer.dag.walk import walk
 from trainer.policy import Metrics
 
+ClassifierChoice = ClassifierKind | Literal["auto", "per-subset", "masked"]
+CLASSIFIER_CHOICES: tuple[str, ...] = ("auto", "per-subset", "masked", "hgb", "hgb-wide", "lr")
 DEFAULT_LAMBDAS = (0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.7, 1.0, 2.0)
 QUICK_LAMBDAS = (0.01, 0.1, 1.0)
 
@@ -33,10 +36,20 @@ class DagSettings:
     escalation_prices: tuple[float | None, ...] = (None, 1.0)
     """``None``: the graph without the escalate action."""
     reductions: tuple[Reduction, ...] = REDUCTIONS
-    classifier: ClassifierKind | Literal["auto"] = "auto"
-    """"auto": the best on validation, with every sensor, of "hgb", "hgb-wide" and "lr"
-    ("hgb" unless another is more than 0.5 points more accurate: it is the fastest tree)."""
+    classifier: ClassifierChoice = "auto"
+    """"per-subset": one model per sensor set, of the kind best on validation with every
+    sensor among "hgb", "hgb-wide" and "lr" ("hgb" unless another is more than 0.5 points
+    more accurate: it is the fastest tree); "masked": one model trained with sensors hidden
+    (``trainer.dag.masked``); "auto": per sensor set, the "per-subset" or the "masked" model,
+    whichever has the lower validation log-loss; "hgb", "hgb-wide", "lr": that kind per set."""
     max_iter: int = 40
+    """Boosting rounds of a per-subset model."""
+    masked_trees: int = 300
+    """Tree budget of the masked model (one model serves every sensor set): that many
+    boosting rounds for two classes, ``masked_trees // K`` (at least ``max_iter``) for K > 2
+    classes, which grow K trees a round."""
+    masked_replicas: int = 4
+    """Copies of each training row in the masked model's training set (one unmasked)."""
     n_folds: int = 3
     max_exhaustive: int = 6
     """Sensor count up to which the lattice holds every subset."""
@@ -50,8 +63,8 @@ class DagSettings:
     @classmethod
     def quick(cls, **overrides: Any) -> DagSettings:
         base = cls(lambdas=QUICK_LAMBDAS, escalation_prices=(None, 1.0), reductions=("ridge",),
-                   max_iter=20, n_folds=2, n_subsets=3, max_subset_size=2, max_nodes=16,
-                   order_track=3)
+                   max_iter=20, masked_trees=60, masked_replicas=3, n_folds=2, n_subsets=3,
+                   max_subset_size=2, max_nodes=16, order_track=3)
         return replace(base, **overrides)
 
 
@@ -70,6 +83,9 @@ class DagSweep:
     reduction: Reduction
     reduction_scores: dict[str, float]
     points: list[SweepPoint] = field(default_factory=list)
+    classifier: dict[str, object] = field(default_factory=dict)
+    """The bank's ``summary()``; for a per-node choice also ``lattice_nodes``: how many
+    lattice nodes use each model."""
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     """CPU time of this process (the sweep is single-threaded): wall time minus waiting."""
@@ -127,9 +143,11 @@ def choose_reduction(bank: ClassifierBank, lattice: Lattice, settings: DagSettin
     return best, scores
 
 
-def choose_bank(problem: DagProblem, settings: DagSettings) -> ClassifierBank:
+def choose_per_subset(problem: DagProblem, settings: DagSettings) -> ClassifierBank:
+    """The per-subset bank: the settings' kind, or the best on validation with every sensor."""
     kinds: tuple[ClassifierKind, ...] = (
-        ("hgb", "hgb-wide", "lr") if settings.classifier == "auto" else (settings.classifier,))
+        ("hgb", "hgb-wide", "lr") if settings.classifier in ("auto", "per-subset")
+        else (settings.classifier,))  # type: ignore[assignment]
     banks = [ClassifierBank(problem, kind=kind, max_iter=settings.max_iter,
                             n_folds=settings.n_folds, seed=settings.seed) for kind in kinds]
     if len(banks) == 1:
@@ -138,19 +156,52 @@ def choose_bank(problem: DagProblem, settings: DagSettings) -> ClassifierBank:
     scores = [float((b.proba(problem.all_sensors, "val").argmax(axis=1) == val.y).mean())
               for b in banks]
     best = int(np.argmax(scores))
-    return banks[best] if scores[best] > scores[0] + 0.005 else banks[0]
+    chosen = banks[best] if scores[best] > scores[0] + 0.005 else banks[0]
+    chosen.kind_scores = dict(zip(kinds, scores, strict=True))
+    return chosen
+
+
+def masked_rounds(problem: DagProblem, settings: DagSettings) -> int:
+    """Boosting rounds of the masked model: its tree budget over the trees grown per round."""
+    per_round = 1 if problem.n_classes <= 2 else problem.n_classes
+    return max(settings.max_iter, settings.masked_trees // per_round)
+
+
+def choose_bank(problem: DagProblem, settings: DagSettings,
+                mask_sets: Sequence[SensorSet] | None = None) -> ClassifierBank:
+    """The classifier bank ``settings.classifier`` asks for (see ``DagSettings``).
+
+    ``mask_sets``: the sensor sets the masked model should serve best (the lattice's nodes).
+    """
+    if settings.classifier not in CLASSIFIER_CHOICES:
+        raise ValueError(f"unknown classifier {settings.classifier!r}; choose one of "
+                         f"{list(CLASSIFIER_CHOICES)}")
+    if settings.classifier in ("masked", "auto"):
+        masked = MaskedBank(problem, max_iter=masked_rounds(problem, settings),
+                            n_folds=settings.n_folds,
+                            seed=settings.seed, replicas=settings.masked_replicas,
+                            mask_sets=mask_sets)
+        if settings.classifier == "masked":
+            return masked
+        return ChoiceBank(choose_per_subset(problem, settings), masked)
+    return choose_per_subset(problem, settings)
 
 
 def sweep_dag(problem: DagProblem, settings: DagSettings, *,
               bank: ClassifierBank | None = None) -> DagSweep:
     start, cpu_start = time.perf_counter(), time.process_time()
-    bank = bank or choose_bank(problem, settings)
     lattice, tracks = build_lattice(problem, settings, ProxyScorer(problem, seed=settings.seed))
+    bank = bank or choose_bank(problem, settings, mask_sets=list(lattice.edges))
     reduction, scores = choose_reduction(bank, lattice, settings)
     sweep = DagSweep(problem, bank, lattice, tracks, reduction, scores)
     for price in settings.escalation_prices:
         for lam in settings.lambdas:
-            sweep.points.append(train_point(bank, lattice, ReduceConfig(lam, price, reduction)))
+            point = train_point(bank, lattice, ReduceConfig(lam, price, reduction))
+            point.graph.params["classifier"] = bank.kind
+            sweep.points.append(point)
+    sweep.classifier = bank.summary()
+    if isinstance(bank, ChoiceBank):
+        sweep.classifier["lattice_nodes"] = bank.counts(list(lattice.edges))
     sweep.seconds = time.perf_counter() - start
     sweep.cpu_seconds = time.process_time() - cpu_start
     return sweep
