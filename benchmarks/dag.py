@@ -89,6 +89,40 @@ def node_accuracy(bank: Any, order: list[int]) -> dict[str, float]:
             for name, s in sets.items()}
 
 
+def compare_classifiers(name: str, quick: bool, seed: int, overrides: dict[str, Any]
+                        ) -> dict[str, Any]:
+    """Node classifiers only (no sweep): per-subset vs masked vs the per-node choice, by
+    validation accuracy with every sensor and on greedy-order prefixes (``node_accuracy``),
+    with the per-node choice's counts over the lattice nodes and the CPU seconds of each."""
+    from dataclasses import replace
+
+    from trainer.dag.masked import ChoiceBank
+    from trainer.dag.problem import problem_from
+    from trainer.dag.subsets import ProxyScorer, greedy_order
+    from trainer.dag.sweep import DagSettings, build_lattice, choose_bank
+    from trainer.datasets import load_dataset
+    from trainer.hpc import fit_hpc
+
+    dataset = load_dataset(name, seed=seed)
+    problem = problem_from(dataset, fit_hpc(dataset, seed=seed))
+    settings = (DagSettings.quick(seed=seed, **overrides) if quick
+                else DagSettings(seed=seed, **overrides))
+    scorer = ProxyScorer(problem, seed=seed)
+    lattice, _ = build_lattice(problem, settings, scorer)
+    order = greedy_order(problem, scorer)
+    result: dict[str, Any] = {"lattice_nodes": len(lattice.edges)}
+    for choice in ("per-subset", "masked", "auto"):
+        start = time.process_time()
+        bank = choose_bank(problem, replace(settings, classifier=choice),
+                           mask_sets=list(lattice.edges))
+        row: dict[str, Any] = {"kind": bank.kind, "node_accuracy": node_accuracy(bank, order)}
+        if isinstance(bank, ChoiceBank):
+            row["lattice_nodes"] = bank.counts(list(lattice.edges))
+        row["cpu_seconds"] = time.process_time() - start
+        result[choice] = row
+    return result
+
+
 def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
                 overrides: dict[str, Any] | None = None
                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -261,6 +295,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="boosting rounds of a per-subset model")
     parser.add_argument("--masked-trees", type=int, default=None,
                         help="tree budget of the masked model (rounds x classes beyond 2)")
+    parser.add_argument("--classifiers-only", action="store_true",
+                        help="only compare the node classifiers (per-subset, masked, per-node "
+                             "choice); writes <out>/dag-classifiers.json")
     parser.add_argument("--merge", action="store_true",
                         help="keep the other datasets of an existing <out>/dag.json")
     args = parser.parse_args(argv)
@@ -281,6 +318,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error(f"unknown datasets {unknown}; choose from {list(DATASETS)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.classifiers_only:
+        overrides.pop("classifier", None)
+        compared = {"quick": args.quick, "seed": args.seed, "datasets": {
+            name: compare_classifiers(name, args.quick, args.seed, overrides) for name in names}}
+        (out / "dag-classifiers.json").write_text(json.dumps(compared, indent=1, default=float))
+        print(json.dumps(compared, default=float))
+        return compared
 
     report: dict[str, Any] = {"quick": args.quick, "seed": args.seed, "datasets": {}}
     if args.merge and (out / "dag.json").is_file():

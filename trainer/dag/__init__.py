@@ -2,7 +2,8 @@
 
 Wang, Trapeznikov & Saligrama (NIPS 2015), extended with escalation to the cloud HPC as one
 more action. ``problem`` holds the numpy view of a dataset, ``bank`` the per-subset
-classifiers, ``subsets`` the greedy sensor-subset selection, ``graph`` the lattice,
+classifiers, ``masked`` one classifier trained with sensors hidden and the per-node choice
+between the two, ``subsets`` the greedy sensor-subset selection, ``graph`` the lattice,
 ``reduce`` Graph-Reduce, ``walk`` the trained policy, ``export`` the ONNX export,
 ``baselines`` static / cascade / all-sensors / one-node graphs and ``method`` the registry
 entry ``adaptedge train --method dag``.
