@@ -90,3 +90,27 @@ def test_invalid_parameters_are_named() -> None:
         AdaptGbrtClassifier(p_full=1.5).fit(X, y, np.full((100, 2), 0.5))
     with pytest.raises(ValueError, match="hpc_proba"):
         AdaptGbrtClassifier().fit(X, y, np.full((99, 2), 0.5))
+
+
+def test_initial_sensors_are_free_and_only_used_ones_are_read() -> None:
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(2000, 4)).astype(np.float32)
+    y = ((X[:, 0] > 0) ^ (X[:, 1] > 0.8)).astype(np.int64)
+    P = np.eye(2)[y] * 0.9 + 0.05
+    params = dict(p_full=0.2, n_rounds=2, n_trees=4, random_state=0)
+    # a gamma so high that nothing is worth buying: only the initial sensors can be used
+    priced_out = AdaptGbrtClassifier(gamma=1e3, **params).fit(X, y, P)
+    assert not priced_out.sensors_bought_.any()
+    warm = AdaptGbrtClassifier(gamma=1e3, initial_sensors=[0, 1, 3], **params).fit(X, y, P)
+    assert set(warm.features_used_) <= {0, 1, 3}
+    assert warm.sensors_bought_[[0, 1]].all() and not warm.sensors_bought_[2]
+    # sensor 3 is noise: bought up front but never split on, so the device does not read it
+    assert not warm.sensors_bought_[3] or 3 in warm.features_used_
+    assert list(warm.node_columns()) == sorted(warm.features_used_)
+    assert np.mean(warm.predict(X) == y) > 0.9
+
+
+def test_initial_sensors_out_of_range_is_named() -> None:
+    X, y = _two_feature_problem(100)
+    with pytest.raises(ValueError, match="initial_sensors"):
+        AdaptGbrtClassifier(initial_sensors=[5]).fit(X, y, np.full((100, 2), 0.5))

@@ -13,14 +13,20 @@ the trees of g and f1, so a sensor bought by either is free for both, and buying
 of a sensor buys the whole sensor. f1 is a sigmoid (binary) or softmax (multi-class) model.
 With ``p_full = 0`` no example is escalated and the gate is not trained: Greedy Miser.
 
-Two generalisations beyond the paper, both off by default in the estimator:
+Three generalisations beyond the paper, all off by default in the estimator:
 ``refine_rounds`` adds alternation rounds whose trees may only split on sensors already bought
 (free features; the paper's stage-wise trees after γ has done its selection), and
 ``margin_weight`` w lets the gate subtract w·(LPC logit margin) — computing f1 costs no
-sensor, so a confident LPC answer can lower the escalation score (w = 0 is the paper's gate).
+sensor, so a confident LPC answer can lower the escalation score (w = 0 is the paper's gate);
+and ``initial_sensors`` are bought before the first tree (free for g and f1, γ still prices
+the rest): the sweep warm-starts from prefixes of a greedy sensor order
+(``trainer.warm_start``), because γ's split-by-split buying, done while q is still uniform,
+picks sensors that are strong alone rather than together (letter-binary: see the README).
 
-``method("adapt-gbrt")`` sweeps (P_full, γ) and, per fitted model, the gate threshold and the
-margin weight (both post-hoc, on validation); it returns the validation-Pareto candidates.
+``method("adapt-gbrt")`` sweeps (P_full, γ) from an empty bought set (the paper) and from each
+warm-start set, and, per fitted model, the gate threshold and the margin weight (both post-hoc,
+on validation); it returns the validation-Pareto candidates. ``extra={"warm_start": False}``
+gives the paper's sweep alone.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
+import onnx
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval
@@ -104,6 +111,7 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         "margin_weight": [Interval(Real, 0, None, closed="left")],
         "feature_sensor": ["array-like", None],
         "sensor_costs": ["array-like", None],
+        "initial_sensors": ["array-like", None],
         "random_state": ["random_state"],
     }
 
@@ -124,6 +132,7 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         margin_weight: float = 0.0,
         feature_sensor: Sequence[int] | None = None,
         sensor_costs: Sequence[float] | None = None,
+        initial_sensors: Sequence[int] | None = None,
         random_state: int | None = None,
     ) -> None:
         self.p_full = p_full
@@ -140,6 +149,7 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.margin_weight = margin_weight
         self.feature_sensor = feature_sensor
         self.sensor_costs = sensor_costs
+        self.initial_sensors = initial_sensors
         self.random_state = random_state
 
     # -- fitting ----------------------------------------------------------------------------
@@ -168,6 +178,7 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         logits = np.tile(f1_base, (n, 1))
         gate = np.full(n, float(g_base))
         bought = np.zeros(sensor_costs.size, dtype=bool)
+        bought[_initial_sensors(self.initial_sensors, sensor_costs.size)] = True
         f1_trees: list[Tree] = []
         g_trees: list[Tree] = []
         loss_hpc = hpc_loss(P, yi)
@@ -204,15 +215,20 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.classes_ = np.arange(n_classes)
         self.n_features_in_ = d
         self.f1_base_ = f1_base
+        self._core_cache_: dict[bool, onnx.NodeProto] = {}  # see to_onnx
         self.g_base_ = float(g_base) if p_full > 0 else -1.0
         self.f1_trees_ = f1_trees
         self.g_trees_ = g_trees
         self.feature_sensor_ = feature_sensor
         self.sensor_costs_ = sensor_costs
-        self.sensors_bought_ = bought
         self.features_used_ = tuple(sorted(
             set().union(*(t.features_used for t in f1_trees + g_trees))
         ))
+        # what the device reads: sensors some tree splits on (an initial sensor no tree
+        # uses is not read)
+        used = np.zeros(sensor_costs.size, dtype=bool)
+        used[feature_sensor[list(self.features_used_)]] = True
+        self.sensors_bought_ = used
         self.q_train_ = q
         self.loss_history_ = history
         self.fit_seconds_ = time.perf_counter() - started
@@ -231,12 +247,14 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         with ``margin_weight > 0`` a confident LPC answer lowers the gate score (0 = the
         paper's gate). All terms are on the exact float32 grid, so ONNX routing is identical.
         """
+        raw, margin = self.gate_parts(X)
+        return gate_score_from(raw, margin, self.gate_threshold, self.margin_weight)
+
+    def gate_parts(self, X: NDArray[np.floating]) -> tuple[FloatArray, FloatArray]:
+        """``(g(x), margin(x))``: what every (threshold, margin weight) variant shares."""
         check_is_fitted(self)
-        raw = predict_trees(self.g_trees_, X, 1)[:, 0] + self.g_base_
-        out: FloatArray = raw - float(quantize(self.gate_threshold))
-        if self.margin_weight:
-            out = out - _margin_weight(self.margin_weight) * self.lpc_margin(X)
-        return out
+        raw: FloatArray = predict_trees(self.g_trees_, X, 1)[:, 0] + self.g_base_
+        return raw, self.lpc_margin(X)
 
     def lpc_margin(self, X: NDArray[np.floating]) -> FloatArray:
         z = self.decision_logits(X)
@@ -273,13 +291,25 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         columns = self.node_columns()
         position = {c: i for i, c in enumerate(columns)}
         k = n_logits(self.n_classes_)
-        trees: list[tuple[Tree, int]] = [(t, 0) for t in self.f1_trees_]
         base = list(self.f1_base_)
         if gated:
-            trees += [(t, k) for t in self.g_trees_]
             base.append(self.g_base_ - float(quantize(self.gate_threshold)))
+        # the tree ensemble is the same for every threshold variant (shallow copies share
+        # this cache): build it once, then only its base values change
+        cache = self._core_cache_
+        if gated not in cache:
+            trees: list[tuple[Tree, int]] = [(t, 0) for t in self.f1_trees_]
+            if gated:
+                trees += [(t, k) for t in self.g_trees_]
+            cache[gated] = tree_core(trees, np.array(base), position)[0]
+        core = onnx.NodeProto()
+        core.CopyFrom(cache[gated])
+        for attr in core.attribute:
+            if attr.name == "base_values":
+                del attr.floats[:]
+                attr.floats.extend(float(v) for v in base)
         return node_model(
-            tree_core(trees, np.array(base), position), [], len(columns), self.n_classes_,
+            [core], [], len(columns), self.n_classes_,
             "gate" if gated else "stop",
             margin_weight=_margin_weight(self.margin_weight) if gated else 0.0,
         )
@@ -292,6 +322,27 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         if margin_weight is not None:
             other.margin_weight = margin_weight
         return other
+
+
+def gate_score_from(raw: FloatArray, margin: FloatArray, gate_threshold: float,
+                    margin_weight: float) -> FloatArray:
+    """The gate score from ``gate_parts``; bit-identical to ``gate_score`` of that variant."""
+    out: FloatArray = raw - float(quantize(gate_threshold))
+    if margin_weight:
+        out = out - _margin_weight(margin_weight) * margin
+    return out
+
+
+def _initial_sensors(initial: Sequence[int] | None, n_sensors: int) -> NDArray[np.intp]:
+    """Validated indices of the sensors bought before the first tree (free for g and f1)."""
+    if initial is None:
+        return np.zeros(0, dtype=np.intp)
+    idx = np.asarray(initial, dtype=np.intp).reshape(-1)
+    if idx.size and (idx.min() < 0 or idx.max() >= n_sensors):
+        raise ValueError(
+            f"initial_sensors must be sensor indices in range({n_sensors}), got {list(idx)}"
+        )
+    return idx
 
 
 def _margin_weight(w: float) -> float:
@@ -329,6 +380,9 @@ DEFAULT_GRID: dict[str, tuple[float, ...]] = {
 DEFAULTS: dict[str, Any] = {"n_rounds": 8, "n_trees": 20, "max_depth": 5, "refine_rounds": 12,
                             "min_samples_leaf": 40}
 QUICK_GRID: dict[str, tuple[float, ...]] = {"p_full": (0.2, 0.3), "gamma": (1e-3, 3e-3)}
+WARM_GRID: dict[str, tuple[float, ...]] = {"p_full": (0.1, 0.2), "gamma": (2e-3,)}
+"""Fits per warm-start sensor set (``trainer.warm_start``), next to the paper's grid."""
+QUICK_WARM_FRACTIONS = (0.92,)
 N_THRESHOLDS = 24
 MARGIN_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 
@@ -357,11 +411,18 @@ def adapt_gbrt_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Po
         **({"n_rounds": 4, "n_trees": 8, "refine_rounds": 2} if options.quick else DEFAULTS),
     )
     base.update(options.extra.get("params", {}))
-    jobs = [
-        ({**base, "p_full": p, "gamma": g}, dataset.X_train, dataset.y_train,
-         hpc.oof_proba_train)
-        for p in grid["p_full"] for g in grid["gamma"]
-    ]
+    settings = [{**base, "p_full": p, "gamma": g}
+                for p in grid["p_full"] for g in grid["gamma"]]
+    if options.extra.get("warm_start", True):
+        from trainer.warm_start import DEFAULT_FRACTIONS, warm_start_sets
+
+        fractions = QUICK_WARM_FRACTIONS if options.quick else DEFAULT_FRACTIONS
+        warm = {**WARM_GRID, **{k: tuple(v) for k, v in options.extra.get("warm_grid", {}).items()}}
+        settings += [{**base, "p_full": p, "gamma": g, "initial_sensors": list(start)}
+                     for start in warm_start_sets(dataset, hpc, fractions, seed=options.seed)
+                     for p in warm["p_full"] for g in warm["gamma"]]
+    jobs = [(params, dataset.X_train, dataset.y_train, hpc.oof_proba_train)
+            for params in settings]
     models = parallel_map(_fit_one, jobs, options.n_jobs, options.progress, "adapt-gbrt")
     weights = tuple(options.extra.get("margin_weights", MARGIN_WEIGHTS))
     return gate_sweep_exports("adapt-gbrt", models, dataset, hpc, cost_model, weights)
@@ -377,12 +438,13 @@ def gate_sweep_exports(method: str, models: Sequence[AdaptGbrtClassifier], datas
         if not model.sensors_bought_.any():
             continue  # a node that reads nothing: always-escalate is the HPC itself
         lpc_pred = model.predict(dataset.X_val)
+        g_val, margin_val = model.gate_parts(dataset.X_val)  # trees run once per model
         for w in margin_weights:
-            base = model.with_threshold(0.0, w)
-            raw = base.gate_score(dataset.X_val)
+            raw = gate_score_from(g_val, margin_val, 0.0, w)
             for tau in threshold_candidates(raw):
                 variant = model.with_threshold(tau, w)
-                escalate = variant.gate_score(dataset.X_val) > 0
+                escalate = gate_score_from(g_val, margin_val, variant.gate_threshold,
+                                           variant.margin_weight) > 0
                 metrics = cost_model.gate_metrics(model.sensors_bought_, escalate, lpc_pred,
                                                   hpc_pred, dataset.y_val)
                 candidates.append((variant, metrics))
@@ -395,7 +457,12 @@ def gate_sweep_exports(method: str, models: Sequence[AdaptGbrtClassifier], datas
             "gate_threshold": float(model.gate_threshold),
             "margin_weight": float(model.margin_weight),
         }
-        name = (f"{method}-p{model.p_full:g}-g{model.gamma:g}-w{model.margin_weight:g}"
+        start = getattr(model, "initial_sensors", None)
+        warm = ""
+        if start is not None:
+            params["initial_sensors"] = ",".join(cost_model.sensors[i].name for i in start)
+            warm = f"-k{len(start)}"
+        name = (f"{method}-p{model.p_full:g}-g{model.gamma:g}{warm}-w{model.margin_weight:g}"
                 f"-t{model.gate_threshold:+.3f}")
         exports.append(one_node_policy(name, method, cost_model, model.sensors_bought_,
                                        model.to_onnx(gated=True), True, metrics, params))

@@ -55,6 +55,7 @@ class GreedyMiser(AdaptGbrtClassifier):
         if k not in ("p_full", "gate_threshold", "refine_rounds")
     }
     refine_rounds = 0
+    initial_sensors = None
 
     def __init__(
         self,
