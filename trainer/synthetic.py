@@ -10,7 +10,10 @@
   x1 is the stronger single feature overall, so L1 selection picks it: the best such system
   answers cluster 1 locally and escalates the rest (cost 1 + 0.75 = 1.75 at full accuracy).
   Reading x2 only, a gate sends clusters 1-2 to the HPC and the LPC separates 3 from 4:
-  full accuracy at cost 1 + 0.5 = 1.5.
+  full accuracy at cost 1 + 0.5 = 1.5. The paper's text gives clusters 1 and 2 "more data
+  points"; the shares here are equal because its costs (1.75 and 1.5) are those of equal
+  clusters, and x1 is already L1's first pick with them (``tests/test_baselines.py``).
+  ADAPT-LIN reaches the x2-only system from its per-sensor warm starts (``trainer.adapt_lin``).
 """
 
 from __future__ import annotations
