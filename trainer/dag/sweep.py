@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from trainer.dag.bank import ClassifierBank, ClassifierKind
 from trainer.dag.graph import Lattice, TrainedGraph, exhaustive_lattice, track_lattice
@@ -189,6 +190,14 @@ def choose_bank(problem: DagProblem, settings: DagSettings,
 
 def sweep_dag(problem: DagProblem, settings: DagSettings, *,
               bank: ClassifierBank | None = None) -> DagSweep:
+    # one thread for OpenMP (boosting) and BLAS (ridge / logistic policies): on a shared
+    # 2-core machine extra threads spin and multiply CPU time
+    with threadpool_limits(limits=1):
+        return _sweep(problem, settings, bank)
+
+
+def _sweep(problem: DagProblem, settings: DagSettings, bank: ClassifierBank | None
+           ) -> DagSweep:
     start, cpu_start = time.perf_counter(), time.process_time()
     lattice, tracks = build_lattice(problem, settings, ProxyScorer(problem, seed=settings.seed))
     bank = bank or choose_bank(problem, settings, mask_sets=list(lattice.edges))
