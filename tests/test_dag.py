@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from dag_parity import assert_same_walk
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -165,11 +166,7 @@ def test_export_parity_on_the_whole_test_split(wall: tuple[Any, Any, DagSweep]) 
     names = [s.name for s in dataset.sensors]
     for point, export, onnx_result in zip(sweep.points, exports, results, strict=True):
         mine = walk(point.graph, sweep.bank, "test")
-        assert np.array_equal(onnx_result.escalated, mine.escalated), export.name
-        local = ~mine.escalated
-        assert np.array_equal(onnx_result.labels[local], mine.answer[local]), export.name
-        order = [names.index(n) for n in onnx_result.sensor_names]
-        assert np.array_equal(onnx_result.sensors_read, mine.read[:, order]), export.name
+        assert_same_walk(onnx_result, mine, names, export.name)
         np.testing.assert_allclose(onnx_result.cost, mine.cost, rtol=1e-9, atol=1e-9)
     assert any(r.escalated.any() for r in results)
     assert any(len(e.nodes) > 3 for e in exports)

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from dag_parity import assert_same_walk
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -197,11 +198,7 @@ def test_export_parity_for_masked_nodes() -> None:
     for point, export, onnx_result in zip(sweep.points, exports, results, strict=True):
         assert point.graph.params["classifier"] == "masked"
         mine = walk(point.graph, sweep.bank, "test")
-        assert np.array_equal(onnx_result.escalated, mine.escalated), export.name
-        local = ~mine.escalated
-        assert np.array_equal(onnx_result.labels[local], mine.answer[local]), export.name
-        order = [names.index(n) for n in onnx_result.sensor_names]
-        assert np.array_equal(onnx_result.sensors_read, mine.read[:, order]), export.name
+        assert_same_walk(onnx_result, mine, names, export.name)
         for nid, node in point.graph.nodes.items():
             if not node.classifier:
                 continue
@@ -210,7 +207,7 @@ def test_export_parity_for_masked_nodes() -> None:
             cols = list(sweep.problem.columns(node.classifier))
             np.testing.assert_allclose(run_onnx(cache.classifier(node.classifier), X[:, cols]),
                                        expected, atol=1e-5, err_msg=nid)
-            rows = (onnx_result.final_node == nid) & local
+            rows = (onnx_result.final_node == nid) & ~mine.escalated
             np.testing.assert_allclose(onnx_result.probabilities[rows], expected[rows],
                                        atol=1e-5, err_msg=nid)
     assert len(masked_nodes) >= 3
