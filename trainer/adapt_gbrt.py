@@ -247,17 +247,20 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         with ``margin_weight > 0`` a confident LPC answer lowers the gate score (0 = the
         paper's gate). All terms are on the exact float32 grid, so ONNX routing is identical.
         """
-        raw, margin = self.gate_parts(X)
-        return gate_score_from(raw, margin, self.gate_threshold, self.margin_weight)
+        margin = self.lpc_margin(X) if self.margin_weight else None
+        return gate_score_from(self.gate_raw(X), margin, self.gate_threshold,
+                               self.margin_weight)
 
-    def gate_parts(self, X: NDArray[np.floating]) -> tuple[FloatArray, FloatArray]:
-        """``(g(x), margin(x))``: what every (threshold, margin weight) variant shares."""
+    def gate_raw(self, X: NDArray[np.floating]) -> FloatArray:
+        """``g(x)`` before the threshold and the margin term (shared by every variant)."""
         check_is_fitted(self)
         raw: FloatArray = predict_trees(self.g_trees_, X, 1)[:, 0] + self.g_base_
-        return raw, self.lpc_margin(X)
+        return raw
 
-    def lpc_margin(self, X: NDArray[np.floating]) -> FloatArray:
-        z = self.decision_logits(X)
+    def lpc_margin(self, X: NDArray[np.floating],
+                   logits: FloatArray | None = None) -> FloatArray:
+        """The LPC's logit margin; ``logits``: ``decision_logits(X)`` when already computed."""
+        z = self.decision_logits(X) if logits is None else logits
         if z.shape[1] == 1:
             out: FloatArray = np.abs(z[:, 0])
             return out
@@ -324,11 +327,14 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         return other
 
 
-def gate_score_from(raw: FloatArray, margin: FloatArray, gate_threshold: float,
+def gate_score_from(raw: FloatArray, margin: FloatArray | None, gate_threshold: float,
                     margin_weight: float) -> FloatArray:
-    """The gate score from ``gate_parts``; bit-identical to ``gate_score`` of that variant."""
+    """The gate score from ``gate_raw`` and ``lpc_margin`` (needed only when
+    ``margin_weight`` is non-zero): what ``gate_score`` computes, bit for bit."""
     out: FloatArray = raw - float(quantize(gate_threshold))
     if margin_weight:
+        if margin is None:
+            raise ValueError("a non-zero margin_weight needs the LPC margin")
         out = out - _margin_weight(margin_weight) * margin
     return out
 
@@ -437,8 +443,11 @@ def gate_sweep_exports(method: str, models: Sequence[AdaptGbrtClassifier], datas
     for model in models:
         if not model.sensors_bought_.any():
             continue  # a node that reads nothing: always-escalate is the HPC itself
-        lpc_pred = model.predict(dataset.X_val)
-        g_val, margin_val = model.gate_parts(dataset.X_val)  # trees run once per model
+        # every tree runs once per model; the variants below only shift and compare
+        logits = model.decision_logits(dataset.X_val)
+        lpc_pred = np.argmax(proba(logits, model.n_classes_), axis=1)
+        g_val = model.gate_raw(dataset.X_val)
+        margin_val = model.lpc_margin(dataset.X_val, logits)
         for w in margin_weights:
             raw = gate_score_from(g_val, margin_val, 0.0, w)
             for tau in threshold_candidates(raw):
@@ -457,11 +466,11 @@ def gate_sweep_exports(method: str, models: Sequence[AdaptGbrtClassifier], datas
             "gate_threshold": float(model.gate_threshold),
             "margin_weight": float(model.margin_weight),
         }
-        start = getattr(model, "initial_sensors", None)
         warm = ""
-        if start is not None:
-            params["initial_sensors"] = ",".join(cost_model.sensors[i].name for i in start)
-            warm = f"-k{len(start)}"
+        if model.initial_sensors is not None:
+            params["initial_sensors"] = ",".join(cost_model.sensors[i].name
+                                                 for i in model.initial_sensors)
+            warm = f"-k{len(model.initial_sensors)}"
         name = (f"{method}-p{model.p_full:g}-g{model.gamma:g}{warm}-w{model.margin_weight:g}"
                 f"-t{model.gate_threshold:+.3f}")
         exports.append(one_node_policy(name, method, cost_model, model.sensors_bought_,
