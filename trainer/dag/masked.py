@@ -30,6 +30,7 @@ from sklearn.model_selection import KFold
 
 from trainer.dag.bank import BankEntry, ClassifierBank
 from trainer.dag.problem import BoolArray, DagProblem, FloatArray, IntArray, SensorSet
+from trainer.gating import hpc_loss
 
 MASKED_KIND = "masked"
 
@@ -217,9 +218,8 @@ class MaskedBank(ClassifierBank):
 
 
 def log_loss(proba: FloatArray, y: IntArray) -> float:
-    """Mean negative log-likelihood, probabilities clipped at 1e-6."""
-    p = np.clip(proba[np.arange(len(y)), y], 1e-6, 1.0)
-    return float(-np.log(p).mean())
+    """Mean negative log-likelihood, probabilities clipped at 1e-6 (``gating.hpc_loss``)."""
+    return float(hpc_loss(proba, y).mean())
 
 
 class ChoiceBank(ClassifierBank):
