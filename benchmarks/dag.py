@@ -78,6 +78,14 @@ def adapt_points(dataset: Any, hpc: Any, quick: bool, seed: int
             for e, t in zip(exports, tests, strict=True)], seconds
 
 
+def _settings(quick: bool, seed: int, overrides: dict[str, Any] | None) -> Any:
+    """The sweep settings of a run: quick or default, with the command line's overrides."""
+    from trainer.dag.sweep import DagSettings
+
+    extra = overrides or {}
+    return DagSettings.quick(seed=seed, **extra) if quick else DagSettings(seed=seed, **extra)
+
+
 def node_accuracy(bank: Any, order: list[int]) -> dict[str, float]:
     """Validation accuracy of the bank's classifier with every sensor and on small prefixes."""
     problem = bank.problem
@@ -99,14 +107,13 @@ def compare_classifiers(name: str, quick: bool, seed: int, overrides: dict[str, 
     from trainer.dag.masked import ChoiceBank
     from trainer.dag.problem import problem_from
     from trainer.dag.subsets import ProxyScorer, greedy_order
-    from trainer.dag.sweep import DagSettings, build_lattice, choose_bank
+    from trainer.dag.sweep import build_lattice, choose_bank
     from trainer.datasets import load_dataset
     from trainer.hpc import fit_hpc
 
     dataset = load_dataset(name, seed=seed)
     problem = problem_from(dataset, fit_hpc(dataset, seed=seed))
-    settings = (DagSettings.quick(seed=seed, **overrides) if quick
-                else DagSettings(seed=seed, **overrides))
+    settings = _settings(quick, seed, overrides)
     scorer = ProxyScorer(problem, seed=seed)
     lattice, _ = build_lattice(problem, settings, scorer)
     order = greedy_order(problem, scorer)
@@ -134,7 +141,7 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
     )
     from trainer.dag.problem import problem_from
     from trainer.dag.subsets import ProxyScorer, greedy_order
-    from trainer.dag.sweep import DagSettings, frontier, sweep_dag
+    from trainer.dag.sweep import frontier, sweep_dag
     from trainer.datasets import load_dataset
     from trainer.hpc import fit_hpc
 
@@ -143,8 +150,7 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
     hpc = fit_hpc(dataset, seed=seed)
     hpc_seconds = time.perf_counter() - start
     problem = problem_from(dataset, hpc)
-    settings = (DagSettings.quick(seed=seed, **overrides or {}) if quick
-                else DagSettings(seed=seed, **overrides or {}))
+    settings = _settings(quick, seed, overrides)
     sweep = sweep_dag(problem, settings)
     bank = sweep.bank
 
