@@ -115,9 +115,16 @@ class LinearScores:
         return F @ self.W + self.b  # type: ignore[no-any-return]
 
     def choose(self, F: FloatArray) -> IntArray:
+        return self.decide(F)[0]
+
+    def decide(self, F: FloatArray) -> tuple[IntArray, FloatArray]:
+        """Each row's action, and its margin: the least distance of any score from the tie
+        band's edge. Score errors below half the margin cannot change the action."""
         scores = self.scores(F)
-        tied = scores >= scores.max(axis=1, keepdims=True) - TIE_BAND
-        return tied.argmax(axis=1)  # type: ignore[no-any-return]
+        edge = scores.max(axis=1, keepdims=True) - TIE_BAND
+        choice: IntArray = (scores >= edge).argmax(axis=1)
+        margin: FloatArray = np.abs(scores - edge).min(axis=1)
+        return choice, margin
 
     def keep(self, columns: Sequence[int]) -> LinearScores:
         return LinearScores(self.W[:, list(columns)].copy(), self.b[list(columns)].copy())

@@ -30,6 +30,11 @@ class WalkResult:
     """Node id -> the chosen action index of each example that visited it, in row order."""
     visits: dict[str, IntArray]
     """Node id -> the rows that visited it."""
+    margin: FloatArray
+    """[N]: how close each decision came to another outcome: the least policy margin
+    (``LinearScores.decide``) over the nodes it visited and, if it stopped, the gap between
+    its top two probabilities (inf where nothing was chosen). Float32 inference may differ
+    from this float64 walk only where the margin is within float32 noise."""
 
     def metrics(self, y: IntArray) -> Metrics:
         return Metrics(accuracy=float((self.answer == y).mean()), cost=float(self.cost.mean()),
@@ -44,6 +49,7 @@ def walk(graph: TrainedGraph, bank: ClassifierBank, split: str) -> WalkResult:
     answer = np.full(n, -1, dtype=np.int64)
     escalated = np.zeros(n, dtype=bool)
     read = np.zeros((n, problem.n_sensors), dtype=bool)
+    margin = np.full(n, np.inf)
     actions: dict[str, list[IntArray]] = defaultdict(list)
     visits: dict[str, list[IntArray]] = defaultdict(list)
     current: dict[str, IntArray] = {graph.root: np.arange(n)}
@@ -63,7 +69,8 @@ def walk(graph: TrainedGraph, bank: ClassifierBank, split: str) -> WalkResult:
                 feats = policy_features(data.X[np.ix_(rows, np.asarray(cols, dtype=np.int64))]
                                         if cols else
                                         np.zeros((len(rows), 0)), proba)
-                choice = node.policy.choose(feats)
+                choice, node_margin = node.policy.decide(feats)
+                margin[rows] = np.minimum(margin[rows], node_margin)
             actions[nid].append(choice)
             visits[nid].append(rows)
             for index, action in enumerate(node.actions):
@@ -73,6 +80,9 @@ def walk(graph: TrainedGraph, bank: ClassifierBank, split: str) -> WalkResult:
                     continue
                 if action.kind == "stop":
                     answer[sel] = proba[mask].argmax(axis=1)
+                    if proba.shape[1] > 1:
+                        top2 = np.sort(proba[mask], axis=1)[:, -2:]
+                        margin[sel] = np.minimum(margin[sel], top2[:, 1] - top2[:, 0])
                 elif action.kind == "escalate":
                     escalated[sel] = True
                     answer[sel] = data.hpc_proba[sel].argmax(axis=1)
@@ -88,4 +98,4 @@ def walk(graph: TrainedGraph, bank: ClassifierBank, split: str) -> WalkResult:
     cost = read.astype(np.float64) @ problem.sensor_costs + escalated * problem.link_cost
     return WalkResult(answer, escalated, read, cost,
                       {k: np.concatenate(v) for k, v in actions.items()},
-                      {k: np.concatenate(v) for k, v in visits.items()})
+                      {k: np.concatenate(v) for k, v in visits.items()}, margin)
