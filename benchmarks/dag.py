@@ -14,7 +14,7 @@ lattice nodes use which; ``node_accuracy`` is the bank's validation accuracy wit
 and on the greedy-order prefixes of 1, 2 and 3 sensors.
 
 Run: ``python -m benchmarks.dag [--quick] [--datasets gas,wall-robot] [--out DIR] [--merge]
-[--classifier auto|per-subset|masked|hgb|hgb-wide|lr] [--max-iter N] [--masked-trees N]``.
+[--classifier auto|per-subset|masked|hgb|hgb-wide|lr] [--subset-trees N] [--masked-trees N]``.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def compare_classifiers(name: str, quick: bool, seed: int, overrides: dict[str, 
 
     from trainer.dag.masked import ChoiceBank
     from trainer.dag.problem import problem_from
-    from trainer.dag.subsets import ProxyScorer, greedy_order
+    from trainer.dag.subsets import greedy_order, lattice_scorer
     from trainer.dag.sweep import build_lattice, choose_bank
     from trainer.datasets import load_dataset
     from trainer.hpc import fit_hpc
@@ -114,7 +114,7 @@ def compare_classifiers(name: str, quick: bool, seed: int, overrides: dict[str, 
     dataset = load_dataset(name, seed=seed)
     problem = problem_from(dataset, fit_hpc(dataset, seed=seed))
     settings = _settings(quick, seed, overrides)
-    scorer = ProxyScorer(problem, seed=seed)
+    scorer = lattice_scorer(problem, seed)
     lattice, _ = build_lattice(problem, settings, scorer)
     order = greedy_order(problem, scorer)
     result: dict[str, Any] = {"lattice_nodes": len(lattice.edges)}
@@ -140,7 +140,7 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
         static_sets,
     )
     from trainer.dag.problem import problem_from
-    from trainer.dag.subsets import ProxyScorer, greedy_order
+    from trainer.dag.subsets import greedy_order
     from trainer.dag.sweep import frontier, sweep_dag
     from trainer.datasets import load_dataset
     from trainer.hpc import fit_hpc
@@ -155,7 +155,7 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
     bank = sweep.bank
 
     start = time.perf_counter()
-    scorer = ProxyScorer(problem, seed=seed)
+    scorer = sweep.scorer
     sets = static_sets(bank, scorer, max_exhaustive=settings.max_exhaustive,
                        extra=list(sweep.lattice.edges))
     statics = static_points(bank, sets)
@@ -297,8 +297,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--classifier", default=None,
                         help="node classifiers: auto (default), per-subset, masked, hgb, "
                              "hgb-wide or lr")
-    parser.add_argument("--max-iter", type=int, default=None,
-                        help="boosting rounds of a per-subset model")
+    parser.add_argument("--subset-trees", type=int, default=None,
+                        help="tree budget of a per-subset model (rounds x classes beyond 2; "
+                             "each stops early on held-out rows)")
     parser.add_argument("--masked-trees", type=int, default=None,
                         help="tree budget of the masked model (rounds x classes beyond 2)")
     parser.add_argument("--classifiers-only", action="store_true",
@@ -314,8 +315,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if args.classifier not in CLASSIFIER_CHOICES:
             parser.error(f"--classifier must be one of {list(CLASSIFIER_CHOICES)}")
         overrides["classifier"] = args.classifier
-    if args.max_iter is not None:
-        overrides["max_iter"] = args.max_iter
+    if args.subset_trees is not None:
+        overrides["subset_trees"] = args.subset_trees
     if args.masked_trees is not None:
         overrides["masked_trees"] = args.masked_trees
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]

@@ -27,14 +27,41 @@ from trainer.dag.problem import DagProblem, FloatArray, SensorSet
 
 ClassifierKind = Literal["hgb", "hgb-wide", "lr"]
 
+EARLY_STOP_MIN_ROWS = 1000
+"""A fit on fewer rows than this (or with a class of fewer than ``EARLY_STOP_MIN_CLASS_ROWS``)
+is too small to hold rows out for early stopping: it grows ``SMALL_FIT_ROUNDS`` rounds."""
+EARLY_STOP_MIN_CLASS_ROWS = 10
+SMALL_FIT_ROUNDS = 40
+EARLY_STOP_FRACTION = 0.1
+"""Share of a fit's rows held out to stop boosting (stratified, drawn with the seed)."""
+EARLY_STOP_PATIENCE = 10
+"""Rounds without a lower held-out log-loss after which boosting stops."""
 
-def make_classifier(kind: ClassifierKind, *, max_iter: int, seed: int) -> ClassifierMixin:
+
+def can_early_stop(y: Any) -> bool:
+    """Whether a fit on labels ``y`` has rows enough to hold some out for early stopping."""
+    counts = np.unique(np.asarray(y), return_counts=True)[1]
+    return len(y) >= EARLY_STOP_MIN_ROWS and int(counts.min()) >= EARLY_STOP_MIN_CLASS_ROWS
+
+
+def boosting_rounds(n_classes: int, trees: int, floor: int) -> int:
+    """Rounds a tree budget buys: one tree a round for two classes, ``n_classes`` beyond."""
+    per_round = 1 if n_classes <= 2 else n_classes
+    return max(floor, trees // per_round)
+
+
+def make_classifier(kind: ClassifierKind, *, max_iter: int, seed: int,
+                    early_stopping: bool = False) -> ClassifierMixin:
+    """A node classifier. ``early_stopping``: ``max_iter`` is a cap, and boosting stops once
+    the log-loss on ``EARLY_STOP_FRACTION`` of the rows stops falling (hgb kinds only)."""
     if kind in ("hgb", "hgb-wide"):
         wide = kind == "hgb-wide"
         return HistGradientBoostingClassifier(  # type: ignore[no-any-return]
             max_iter=max_iter, learning_rate=0.3 if wide else 0.15,
             max_leaf_nodes=31 if wide else 15, min_samples_leaf=10,
-            l2_regularization=1.0, early_stopping=False, random_state=seed)
+            l2_regularization=1.0, early_stopping=early_stopping,
+            validation_fraction=EARLY_STOP_FRACTION, n_iter_no_change=EARLY_STOP_PATIENCE,
+            random_state=seed)
     if kind == "lr":
         return make_pipeline(StandardScaler(),  # type: ignore[no-any-return]
                              LogisticRegression(C=1.0, max_iter=500))
@@ -79,15 +106,22 @@ class BankEntry:
 
 
 class ClassifierBank:
-    """Fits and caches ``BankEntry``s by sensor set."""
+    """Fits and caches ``BankEntry``s by sensor set.
+
+    ``early_stopping``: boosted models grow at most ``max_iter`` rounds and stop when the
+    log-loss on a held-out tenth of their fit rows stops falling, so each sensor set gets the
+    rounds its data supports; fits too small to hold rows out (``can_early_stop``) grow
+    ``min(max_iter, SMALL_FIT_ROUNDS)`` rounds. Without it every model grows ``max_iter``.
+    """
 
     def __init__(self, problem: DagProblem, *, kind: ClassifierKind = "hgb", max_iter: int = 60,
-                 n_folds: int = 3, seed: int = 0) -> None:
+                 n_folds: int = 3, seed: int = 0, early_stopping: bool = False) -> None:
         self.problem = problem
         self.model_kind: ClassifierKind = kind
         self.kind: str = kind
         """How reports name the bank (subclasses: "masked", "per-node(...)")."""
         self.max_iter = max_iter
+        self.early_stopping = early_stopping
         self.n_folds = n_folds
         self.seed = seed
         self._entries: dict[SensorSet, BankEntry] = {}
@@ -147,11 +181,16 @@ class ClassifierBank:
             oof[held_rows] = self._predict(model, X[held_rows])
         return oof
 
-    def _new_model(self) -> Any:
-        return clone(make_classifier(self.model_kind, max_iter=self.max_iter, seed=self.seed))
+    def _new_model(self, y: Any) -> Any:
+        """An unfitted model for labels ``y`` (which decide whether it may stop early)."""
+        stop_early = self.early_stopping and can_early_stop(y)
+        rounds = self.max_iter if stop_early or not self.early_stopping else min(
+            self.max_iter, SMALL_FIT_ROUNDS)
+        return clone(make_classifier(self.model_kind, max_iter=rounds, seed=self.seed,
+                                     early_stopping=stop_early))
 
     def _fit_one(self, X: Any, y: Any) -> Any:
-        model = self._new_model()
+        model = self._new_model(y)
         # one OpenMP thread: on a shared 2-core machine more threads only spin
         with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="openmp"):
             warnings.simplefilter("ignore", ConvergenceWarning)

@@ -172,7 +172,7 @@ class MaskedBank(ClassifierBank):
         self._model: HistGradientBoostingClassifier | None = None
         self._folds: list[tuple[IntArray, IntArray, HistGradientBoostingClassifier]] | None = None
 
-    def _new_model(self) -> Any:
+    def _new_model(self, y: Any) -> Any:
         return make_masked_classifier(max_iter=self.max_iter, seed=self.seed)
 
     def _fit_masked(self, rows: IntArray, salt: int) -> HistGradientBoostingClassifier:
@@ -228,7 +228,7 @@ class ChoiceBank(ClassifierBank):
     def __init__(self, per_subset: ClassifierBank, masked: MaskedBank) -> None:
         super().__init__(per_subset.problem, kind=per_subset.model_kind,
                          max_iter=per_subset.max_iter, n_folds=per_subset.n_folds,
-                         seed=per_subset.seed)
+                         seed=per_subset.seed, early_stopping=per_subset.early_stopping)
         self.kind = f"per-node({per_subset.kind}|{MASKED_KIND})"
         self.banks: dict[str, ClassifierBank] = {"per-subset": per_subset, MASKED_KIND: masked}
         self.choices: dict[SensorSet, str] = {}

@@ -5,7 +5,8 @@ Also ``--method static`` (the static skyline: one node per sensor subset, stop o
 
 Method-specific options (``MethodOptions.extra``): ``lambdas`` (comma-separated or a list),
 ``escalation`` ("both" [default], "on" or "off"), ``max_nodes``, ``n_subsets``,
-``max_subset_size``, ``max_iter``, ``masked_trees``, ``masked_replicas``, ``classifier``
+``max_subset_size``, ``max_iter``, ``subset_trees``, ``masked_trees``, ``masked_replicas``,
+``classifier``
 ("auto" [default: per node, the per-subset or the masked model, by validation log-loss],
 "per-subset", "masked", "hgb", "hgb-wide" or "lr"), ``reduction`` ("ridge", "lr" or "both").
 """
@@ -19,7 +20,7 @@ from trainer.dag.bank import ClassifierBank
 from trainer.dag.baselines import cascade_points, static_points, static_sets
 from trainer.dag.export import OnnxCache, to_policy_export
 from trainer.dag.problem import problem_from
-from trainer.dag.subsets import ProxyScorer, greedy_order
+from trainer.dag.subsets import greedy_order, lattice_scorer
 from trainer.dag.sweep import (
     CLASSIFIER_CHOICES,
     DagSettings,
@@ -68,8 +69,8 @@ def settings_from(options: MethodOptions) -> DagSettings:
             raise ValueError(f"classifier must be one of {', '.join(CLASSIFIER_CHOICES)}, "
                              f"got {kind!r}")
         changes["classifier"] = kind
-    for key in ("max_nodes", "n_subsets", "max_subset_size", "max_iter", "masked_trees",
-                "masked_replicas"):
+    for key in ("max_nodes", "n_subsets", "max_subset_size", "max_iter", "subset_trees",
+                "masked_trees", "masked_replicas"):
         if key in extra:
             value = int(extra.pop(key))
             if value < 1:
@@ -78,7 +79,7 @@ def settings_from(options: MethodOptions) -> DagSettings:
     if extra:
         raise ValueError(f"unknown dag options {sorted(extra)}; known: lambdas, escalation, "
                          "reduction, classifier, max_nodes, n_subsets, max_subset_size, "
-                         "max_iter, masked_trees, masked_replicas")
+                         "max_iter, subset_trees, masked_trees, masked_replicas")
     return replace(base, **changes)
 
 
@@ -118,7 +119,7 @@ def train_static(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyE
     settings = settings_from(options)
     problem = problem_from(dataset, hpc)
     bank = choose_bank(problem, settings)
-    scorer = ProxyScorer(problem, seed=settings.seed)
+    scorer = lattice_scorer(problem, settings.seed)
     sets = static_sets(bank, scorer, max_exhaustive=settings.max_exhaustive)
     return export_points(bank, frontier(static_points(bank, sets)), "static")
 
@@ -129,7 +130,7 @@ def train_cascade(dataset: Any, hpc: Any, options: MethodOptions) -> list[Policy
     settings = settings_from(options)
     problem = problem_from(dataset, hpc)
     bank = choose_bank(problem, settings)
-    order = greedy_order(problem, ProxyScorer(problem, seed=settings.seed))
+    order = greedy_order(problem, lattice_scorer(problem, settings.seed))
     reduction = "ridge" if "ridge" in settings.reductions else settings.reductions[0]
     points = cascade_points(bank, order, settings.lambdas, reduction)
     return export_points(bank, points, "cascade")

@@ -1,7 +1,9 @@
 """Greedy sensor-subset selection (the paper's Alg. 2) and a greedy sensor order.
 
-Both score a sensor set by a fast proxy: a shallow decision tree fitted on part of the
-training split and checked on the rest. ``greedy_subsets`` grows ``t`` subsets to maximise
+Both score a sensor set by a fast proxy: a decision tree fitted on part of the training split
+and checked on the rest (``lattice_scorer``, the DAG's: depth 12, every training row scored
+out of fold over 3 folds, which ranks sensors far more stably than one 70/30 split).
+``greedy_subsets`` grows ``t`` subsets to maximise
 the submodular reward "an example counts as correct if some subset classifies it correctly",
 one sensor at a time, taking the best reward gain per unit of sensor cost (the cost-benefit
 rule for non-uniform costs). ``greedy_order`` ranks sensors for the static skyline and the
@@ -12,25 +14,42 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from sklearn.model_selection import train_test_split
+from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.tree import DecisionTreeClassifier
 
-from trainer.dag.problem import DagProblem, SensorSet
+from trainer.dag.problem import DagProblem, IntArray, SensorSet
 
 BoolArray = npt.NDArray[np.bool_]
+LATTICE_PROXY_DEPTH = 12
+"""Deep enough to see sensors that help together (depth 8 ranks letter's sensors worse)."""
+LATTICE_PROXY_FOLDS = 3
 
 
 class ProxyScorer:
-    """Which held-out training examples a shallow tree on a sensor set gets right (cached)."""
+    """Which training examples a decision tree on a sensor set gets right (cached).
+
+    ``folds=None``: the tree is fitted on ``1 - holdout`` of the training rows and scores the
+    rest. ``folds=k``: every training row is scored by a tree fitted on the other k - 1
+    folds (stratified when every class has k rows), k times the work for k times the rows.
+    """
 
     def __init__(self, problem: DagProblem, *, seed: int = 0, max_depth: int = 8,
-                 holdout: float = 0.3) -> None:
+                 holdout: float = 0.3, folds: int | None = None) -> None:
         train = problem.splits["train"]
         rows = np.arange(len(train.y))
-        fit_rows, held_rows = train_test_split(rows, test_size=holdout, random_state=seed)
+        if folds is None:
+            fit_rows, held_rows = train_test_split(rows, test_size=holdout, random_state=seed)
+            self.splits: list[tuple[IntArray, IntArray]] = [(fit_rows, held_rows)]
+        else:
+            if folds < 2:
+                raise ValueError(f"folds must be >= 2 (or None for one holdout), got {folds}")
+            stratify = np.bincount(train.y).min() >= folds
+            splitter = (StratifiedKFold if stratify else KFold)(
+                folds, shuffle=True, random_state=seed)
+            self.splits = list(splitter.split(train.X, train.y))
         self.problem = problem
-        self.X_fit, self.y_fit = train.X[fit_rows], train.y[fit_rows]
-        self.X_held, self.y_held = train.X[held_rows], train.y[held_rows]
+        self.rows = np.concatenate([held for _, held in self.splits])
+        """The training rows scored, in the order of ``correct``'s entries."""
         self.max_depth = max_depth
         self.seed = seed
         self._cache: dict[SensorSet, BoolArray] = {}
@@ -38,19 +57,29 @@ class ProxyScorer:
     def correct(self, sensors: SensorSet) -> BoolArray:
         key = tuple(sorted(sensors))
         if key not in self._cache:
-            cols = list(self.problem.columns(key))
-            if not cols:
-                majority = np.bincount(self.y_fit).argmax()
-                self._cache[key] = self.y_held == majority
-            else:
+            train = self.problem.splits["train"]
+            cols = np.asarray(self.problem.columns(key), dtype=np.int64)
+            parts = []
+            for fit_rows, held_rows in self.splits:
+                y_fit, y_held = train.y[fit_rows], train.y[held_rows]
+                if not cols.size:
+                    parts.append(y_held == np.bincount(y_fit).argmax())
+                    continue
                 tree = DecisionTreeClassifier(max_depth=self.max_depth, min_samples_leaf=5,
                                               random_state=self.seed)
-                tree.fit(self.X_fit[:, cols], self.y_fit)
-                self._cache[key] = tree.predict(self.X_held[:, cols]) == self.y_held
+                tree.fit(train.X[np.ix_(fit_rows, cols)], y_fit)
+                parts.append(tree.predict(train.X[np.ix_(held_rows, cols)]) == y_held)
+            self._cache[key] = np.concatenate(parts)
         return self._cache[key]
 
     def accuracy(self, sensors: SensorSet) -> float:
         return float(self.correct(sensors).mean())
+
+
+def lattice_scorer(problem: DagProblem, seed: int = 0) -> ProxyScorer:
+    """The proxy the DAG's lattice, the static skyline and the cascade rank sensors with."""
+    return ProxyScorer(problem, seed=seed, max_depth=LATTICE_PROXY_DEPTH,
+                       folds=LATTICE_PROXY_FOLDS)
 
 
 def _unit_costs(problem: DagProblem) -> npt.NDArray[np.float64]:

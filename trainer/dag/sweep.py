@@ -16,18 +16,24 @@ from typing import Any, Literal
 import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from trainer.dag.bank import ClassifierBank, ClassifierKind
-from trainer.dag.graph import Lattice, TrainedGraph, exhaustive_lattice, track_lattice
+from trainer.dag.bank import ClassifierBank, ClassifierKind, boosting_rounds
+from trainer.dag.graph import (
+    Lattice,
+    TrainedGraph,
+    exhaustive_lattice,
+    track_lattice,
+    track_lattice_size,
+)
 from trainer.dag.masked import ChoiceBank, MaskedBank
 from trainer.dag.problem import DagProblem, SensorSet
 from trainer.dag.reduce import REDUCTIONS, ReduceConfig, Reduction, train_graph
-from trainer.dag.subsets import ProxyScorer, greedy_order, greedy_subsets
+from trainer.dag.subsets import ProxyScorer, greedy_order, greedy_subsets, lattice_scorer
 from trainer.dag.walk import walk
 from trainer.policy import Metrics
 
 ClassifierChoice = ClassifierKind | Literal["auto", "per-subset", "masked"]
 CLASSIFIER_CHOICES: tuple[str, ...] = ("auto", "per-subset", "masked", "hgb", "hgb-wide", "lr")
-DEFAULT_LAMBDAS = (0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.7, 1.0, 2.0)
+DEFAULT_LAMBDAS = (0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.7, 1.0, 2.0)
 QUICK_LAMBDAS = (0.01, 0.1, 1.0)
 
 
@@ -44,11 +50,15 @@ class DagSettings:
     (``trainer.dag.masked``); "auto": per sensor set, the "per-subset" or the "masked" model,
     whichever has the lower validation log-loss; "hgb", "hgb-wide", "lr": that kind per set."""
     max_iter: int = 40
-    """Boosting rounds of a per-subset model."""
+    """Fewest boosting rounds a tree budget below buys (K-class models grow K trees a round)."""
+    subset_trees: int = 500
+    """Tree budget of a per-subset boosted model: at most that many rounds for two classes,
+    ``subset_trees // K`` (at least ``max_iter``) for K > 2 classes. Each model stops early
+    once the log-loss on a held-out tenth of its fit rows stops falling
+    (``trainer.dag.bank``), so small sensor sets grow few rounds and big ones many."""
     masked_trees: int = 300
-    """Tree budget of the masked model (one model serves every sensor set): that many
-    boosting rounds for two classes, ``masked_trees // K`` (at least ``max_iter``) for K > 2
-    classes, which grow K trees a round."""
+    """Tree budget of the masked model (one model serves every sensor set), as
+    ``subset_trees`` but without early stopping: its rows are copies of each other."""
     masked_replicas: int = 4
     """Copies of each training row in the masked model's training set (one unmasked)."""
     n_folds: int = 3
@@ -57,15 +67,18 @@ class DagSettings:
     n_subsets: int = 6
     max_subset_size: int = 3
     max_nodes: int = 64
-    order_track: int = 8
-    """Length of the greedy-order track added to the greedy subsets (0: none)."""
+    """Lattice size cap: tracks are cut in priority order until the lattice fits
+    (``fit_tracks``)."""
+    order_track: int = 12
+    """Length of the greedy-order track, the lattice's first track (0: none). Long enough
+    that a hard example can read most sensors locally; ``max_nodes`` bounds the lattice."""
     seed: int = 0
 
     @classmethod
     def quick(cls, **overrides: Any) -> DagSettings:
         base = cls(lambdas=QUICK_LAMBDAS, escalation_prices=(None, 1.0), reductions=("ridge",),
-                   max_iter=20, masked_trees=60, masked_replicas=3, n_folds=2, n_subsets=3,
-                   max_subset_size=2, max_nodes=16, order_track=3)
+                   max_iter=20, subset_trees=60, masked_trees=60, masked_replicas=3, n_folds=2,
+                   n_subsets=3, max_subset_size=2, max_nodes=16, order_track=3)
         return replace(base, **overrides)
 
 
@@ -81,6 +94,8 @@ class DagSweep:
     bank: ClassifierBank
     lattice: Lattice
     tracks: list[SensorSet]
+    scorer: ProxyScorer
+    """The proxy that ranked the sensors (its cache serves the baselines' sensor order)."""
     reduction: Reduction
     reduction_scores: dict[str, float]
     points: list[SweepPoint] = field(default_factory=list)
@@ -96,26 +111,38 @@ def objective(metrics: Metrics, lam: float, total_cost: float) -> float:
     return (1.0 - metrics.accuracy) + lam * metrics.cost / max(total_cost, 1e-12)
 
 
-def trim_tracks(tracks: Sequence[SensorSet], max_nodes: int) -> list[SensorSet]:
-    """Shorten the longest (latest) tracks until the track lattice has <= ``max_nodes`` nodes."""
-    kept = [tuple(t) for t in tracks if t]
-    while kept and len(track_lattice(kept).edges) > max_nodes:
-        longest = max(range(len(kept)), key=lambda i: (len(kept[i]), i))
-        kept[longest] = kept[longest][:-1]
-        kept = [t for t in kept if t]
+def fit_tracks(tracks: Sequence[SensorSet], max_nodes: int) -> list[SensorSet]:
+    """Tracks in priority order, each cut to its longest prefix that keeps the track lattice
+    within ``max_nodes`` nodes; a track that adds no node (or whose first step does not fit)
+    is left out."""
+    kept: list[SensorSet] = []
+    size = track_lattice_size(kept)
+    for track in tracks:
+        for k in range(len(track), 0, -1):
+            grown = track_lattice_size([*kept, tuple(track[:k])])
+            if grown <= max_nodes:
+                if grown > size:
+                    kept.append(tuple(track[:k]))
+                    size = grown
+                break
     return kept
 
 
 def build_lattice(problem: DagProblem, settings: DagSettings, scorer: ProxyScorer
                   ) -> tuple[Lattice, list[SensorSet]]:
+    """Every subset for few sensors; otherwise a track lattice over the greedy sensor order
+    and then the greedy subsets (Alg. 2), in that priority when ``max_nodes`` cuts them.
+
+    The order track comes first: it is what lets a hard example read deep. The subsets'
+    reward ("some subset classifies it right") saturates early on binary tasks, where weak
+    subsets are right by chance, so they branch but cannot carry the deep reads alone.
+    """
     if problem.n_sensors <= settings.max_exhaustive:
         return exhaustive_lattice(problem.n_sensors), [(s,) for s in range(problem.n_sensors)]
     subsets = greedy_subsets(problem, scorer, n_subsets=settings.n_subsets,
                              max_size=settings.max_subset_size)
-    # The subset reward saturates early when any of several weak subsets is right by chance
-    # (binary tasks): the greedy forward order is one more track, so deep reads stay possible.
     order = tuple(greedy_order(problem, scorer, max_len=settings.order_track))
-    tracks = trim_tracks([*subsets, order] if order else subsets, settings.max_nodes)
+    tracks = fit_tracks([order, *subsets], settings.max_nodes)
     return track_lattice(tracks), tracks
 
 
@@ -149,8 +176,9 @@ def choose_per_subset(problem: DagProblem, settings: DagSettings) -> ClassifierB
     kinds: tuple[ClassifierKind, ...] = (
         ("hgb", "hgb-wide", "lr") if settings.classifier in ("auto", "per-subset")
         else (settings.classifier,))  # type: ignore[assignment]
-    banks = [ClassifierBank(problem, kind=kind, max_iter=settings.max_iter,
-                            n_folds=settings.n_folds, seed=settings.seed) for kind in kinds]
+    rounds = boosting_rounds(problem.n_classes, settings.subset_trees, settings.max_iter)
+    banks = [ClassifierBank(problem, kind=kind, max_iter=rounds, n_folds=settings.n_folds,
+                            seed=settings.seed, early_stopping=True) for kind in kinds]
     if len(banks) == 1:
         return banks[0]
     val = problem.splits["val"]
@@ -164,8 +192,7 @@ def choose_per_subset(problem: DagProblem, settings: DagSettings) -> ClassifierB
 
 def masked_rounds(problem: DagProblem, settings: DagSettings) -> int:
     """Boosting rounds of the masked model: its tree budget over the trees grown per round."""
-    per_round = 1 if problem.n_classes <= 2 else problem.n_classes
-    return max(settings.max_iter, settings.masked_trees // per_round)
+    return boosting_rounds(problem.n_classes, settings.masked_trees, settings.max_iter)
 
 
 def choose_bank(problem: DagProblem, settings: DagSettings,
@@ -199,10 +226,11 @@ def sweep_dag(problem: DagProblem, settings: DagSettings, *,
 def _sweep(problem: DagProblem, settings: DagSettings, bank: ClassifierBank | None
            ) -> DagSweep:
     start, cpu_start = time.perf_counter(), time.process_time()
-    lattice, tracks = build_lattice(problem, settings, ProxyScorer(problem, seed=settings.seed))
+    scorer = lattice_scorer(problem, settings.seed)
+    lattice, tracks = build_lattice(problem, settings, scorer)
     bank = bank or choose_bank(problem, settings, mask_sets=list(lattice.edges))
     reduction, scores = choose_reduction(bank, lattice, settings)
-    sweep = DagSweep(problem, bank, lattice, tracks, reduction, scores)
+    sweep = DagSweep(problem, bank, lattice, tracks, scorer, reduction, scores)
     for price in settings.escalation_prices:
         for lam in settings.lambdas:
             point = train_point(bank, lattice, ReduceConfig(lam, price, reduction))
