@@ -14,7 +14,8 @@ lattice nodes use which; ``node_accuracy`` is the bank's validation accuracy wit
 and on the greedy-order prefixes of 1, 2 and 3 sensors.
 
 Run: ``python -m benchmarks.dag [--quick] [--datasets gas,wall-robot] [--out DIR] [--merge]
-[--classifier auto|per-subset|masked|hgb|hgb-wide|lr] [--subset-trees N] [--masked-trees N]``.
+[--classifier auto|per-subset|masked|hgb|hgb-wide|lr] [--subset-trees N] [--masked-trees N]
+[--replot]``.
 """
 
 from __future__ import annotations
@@ -277,6 +278,7 @@ def plot(name: str, points: list[dict[str, Any]], hpc_acc: float, path: Path) ->
             ax.plot(xs, ys, style, label=label, markersize=4)
     ax.axhline(1 - hpc_acc, color="grey", lw=0.8, ls="--", label="HPC error")
     ax.set_yscale("symlog", linthresh=1e-2)
+    ax.set_ylim(bottom=0.0)
     ax.set_xlabel("test cost per decision (training scalar)")
     ax.set_ylabel("test error")
     ax.set_title(name)
@@ -284,6 +286,20 @@ def plot(name: str, points: list[dict[str, Any]], hpc_acc: float, path: Path) ->
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def replot(out: Path, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """Redraw every dataset's PNG from ``<out>/dag.json`` (no training)."""
+    path = out / "dag.json"
+    if not path.is_file():
+        parser.error(f"--replot: {path} does not exist; run the benchmark first")
+    report: dict[str, Any] = json.loads(path.read_text())
+    for name, result in report["datasets"].items():
+        result["plot"] = str(out / f"dag-{name}.png")
+        plot(name, result["points"], result["hpc_accuracy"], Path(result["plot"]))
+    path.write_text(json.dumps(report, indent=1, default=float))
+    print(json.dumps({"plots": [r["plot"] for r in report["datasets"].values()]}))
+    return report
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -307,6 +323,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              "choice); writes <out>/dag-classifiers.json")
     parser.add_argument("--merge", action="store_true",
                         help="keep the other datasets of an existing <out>/dag.json")
+    parser.add_argument("--replot", action="store_true",
+                        help="only redraw <out>/dag-<dataset>.png from <out>/dag.json")
     args = parser.parse_args(argv)
     overrides: dict[str, Any] = {}
     if args.classifier is not None:
@@ -325,6 +343,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error(f"unknown datasets {unknown}; choose from {list(DATASETS)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.replot:
+        return replot(out, parser)
     if args.classifiers_only:
         overrides.pop("classifier", None)
         compared = {"quick": args.quick, "seed": args.seed, "datasets": {
