@@ -183,9 +183,9 @@ class ClassifierBank:
 
     def _new_model(self, y: Any) -> Any:
         """An unfitted model for labels ``y`` (which decide whether it may stop early)."""
-        stop_early = self.early_stopping and can_early_stop(y)
-        rounds = self.max_iter if stop_early or not self.early_stopping else min(
-            self.max_iter, SMALL_FIT_ROUNDS)
+        rounds, stop_early = self.max_iter, self.early_stopping
+        if stop_early and not can_early_stop(y):
+            rounds, stop_early = min(self.max_iter, SMALL_FIT_ROUNDS), False
         return clone(make_classifier(self.model_kind, max_iter=rounds, seed=self.seed,
                                      early_stopping=stop_early))
 
