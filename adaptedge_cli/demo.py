@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-DEFAULT_WORKDIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "adaptedge" / "demo"
+from trainer.cache import cache_root
+
+DEFAULT_WORKDIR = cache_root() / "demo"
 
 
 def register(sub: Any) -> None:

@@ -12,6 +12,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
+from trainer.cache import cache_root
 from trainer.datasets import Dataset, load_dataset
 from trainer.hpc import HpcError, HpcModel, fit_hpc
 from trainer.onnx_export import run_onnx
@@ -85,6 +86,18 @@ def test_cache_returns_the_stored_model(heart: Dataset, tmp_path: Path,
     other = fit_hpc(heart, kind="hgb", seed=1)
     assert len(list((tmp_path / "hpc").glob("*.pkl"))) == 2
     assert not np.array_equal(first.oof_proba_train, other.oof_proba_train)
+
+
+def test_cache_root_prefers_adaptedge_then_xdg_then_home(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ADAPTEDGE_CACHE_DIR", str(tmp_path / "mine"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_root() == tmp_path / "mine"
+    monkeypatch.delenv("ADAPTEDGE_CACHE_DIR")
+    assert cache_root() == tmp_path / "xdg" / "adaptedge"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_root() == tmp_path / "home" / ".cache" / "adaptedge"
 
 
 def test_onnx_given_hpc(heart: Dataset, heart_hpc: HpcModel, tmp_path: Path) -> None:

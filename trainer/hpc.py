@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from protocol.manifest import MODEL_INPUT, PROBA_OUTPUT
+from trainer.cache import cache_root
 from trainer.datasets import Dataset
 
 N_FOLDS = 5
@@ -132,8 +133,7 @@ def _cache_path(d: Dataset, kind: str, seed: int) -> Path:
     for arr in (d.X_train, d.y_train, d.X_val, d.y_val, d.X_test, d.y_test):
         digest.update(np.ascontiguousarray(arr).tobytes())
     digest.update(f"{kind}|{seed}|{sklearn.__version__}|{_CACHE_VERSION}".encode())
-    root = Path(os.environ.get("ADAPTEDGE_CACHE_DIR", Path.home() / ".cache" / "adaptedge"))
-    return root / "hpc" / f"{d.name}-{kind}-{seed}-{digest.hexdigest()[:16]}.pkl"
+    return cache_root() / "hpc" / f"{d.name}-{kind}-{seed}-{digest.hexdigest()[:16]}.pkl"
 
 
 def fit_hpc(dataset: Dataset, *, kind: Any = "auto", seed: int = 0, n_jobs: int = 1,

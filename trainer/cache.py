@@ -1,0 +1,14 @@
+"""Where adaptedge keeps what it can rebuild: HPC fits and the demo's bundles and reports."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_root() -> Path:
+    """``$ADAPTEDGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/adaptedge``, else ``~/.cache/adaptedge``."""
+    explicit = os.environ.get("ADAPTEDGE_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "adaptedge"
