@@ -309,5 +309,6 @@ def test_unknown_options_are_refused() -> None:
         settings_from(MethodOptions(extra={"escalation": "maybe"}))
     assert settings_from(MethodOptions(quick=True)).lambdas == DagSettings.quick().lambdas
     assert settings_from(MethodOptions(extra={"subset_trees": "80"})).subset_trees == 80
+    assert settings_from(MethodOptions(extra={"max_exhaustive": "8"})).max_exhaustive == 8
     with pytest.raises(ValueError, match="subset_trees must be >= 1"):
         settings_from(MethodOptions(extra={"subset_trees": "0"}))

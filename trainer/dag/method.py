@@ -4,11 +4,11 @@ Also ``--method static`` (the static skyline: one node per sensor subset, stop o
 ``--method cascade`` (sensors in greedy order, stop or read the next, by Graph-Reduce).
 
 Method-specific options (``MethodOptions.extra``): ``lambdas`` (comma-separated or a list),
-``escalation`` ("both" [default], "on" or "off"), ``max_nodes``, ``n_subsets``,
-``max_subset_size``, ``max_iter``, ``subset_trees``, ``masked_trees``, ``masked_replicas``,
-``classifier``
-("auto" [default: per node, the per-subset or the masked model, by validation log-loss],
-"per-subset", "masked", "hgb", "hgb-wide" or "lr"), ``reduction`` ("ridge", "lr" or "both").
+``escalation`` ("both" [default], "on" or "off"), ``max_nodes``, ``max_exhaustive``,
+``n_subsets``, ``max_subset_size``, ``max_iter``, ``subset_trees``, ``masked_trees``,
+``masked_replicas``, ``classifier`` ("auto" [default: per node, the per-subset or the masked
+model, by validation log-loss], "per-subset", "masked", "hgb", "hgb-wide" or "lr"),
+``reduction`` ("ridge", "lr" or "both").
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ def settings_from(options: MethodOptions) -> DagSettings:
             raise ValueError(f"classifier must be one of {', '.join(CLASSIFIER_CHOICES)}, "
                              f"got {kind!r}")
         changes["classifier"] = kind
-    for key in ("max_nodes", "n_subsets", "max_subset_size", "max_iter", "subset_trees",
-                "masked_trees", "masked_replicas"):
+    for key in ("max_nodes", "max_exhaustive", "n_subsets", "max_subset_size", "max_iter",
+                "subset_trees", "masked_trees", "masked_replicas"):
         if key in extra:
             value = int(extra.pop(key))
             if value < 1:
@@ -78,7 +78,8 @@ def settings_from(options: MethodOptions) -> DagSettings:
             changes[key] = value
     if extra:
         raise ValueError(f"unknown dag options {sorted(extra)}; known: lambdas, escalation, "
-                         "reduction, classifier, max_nodes, n_subsets, max_subset_size, "
+                         "reduction, classifier, max_nodes, max_exhaustive, n_subsets, "
+                         "max_subset_size, "
                          "max_iter, subset_trees, masked_trees, masked_replicas")
     return replace(base, **changes)
 
