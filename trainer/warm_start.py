@@ -15,11 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainer.dag.problem import make_problem
-from trainer.dag.subsets import ProxyScorer, greedy_order
+from trainer.dag.subsets import PROXY_DEPTH, ProxyScorer, greedy_order
 
 DEFAULT_FRACTIONS = (0.85, 0.92, 0.96)
-PROXY_DEPTH = 12
-"""Deep enough that the proxy tree sees feature interactions (depth 8 ranks letter worse)."""
 
 
 def warm_start_sets(dataset: Any, hpc: Any, fractions: Sequence[float] = DEFAULT_FRACTIONS,

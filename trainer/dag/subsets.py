@@ -20,8 +20,9 @@ from sklearn.tree import DecisionTreeClassifier
 from trainer.dag.problem import DagProblem, IntArray, SensorSet
 
 BoolArray = npt.NDArray[np.bool_]
-LATTICE_PROXY_DEPTH = 12
-"""Deep enough to see sensors that help together (depth 8 ranks letter's sensors worse)."""
+PROXY_DEPTH = 12
+"""Depth of the proxy trees that rank sensors for the DAG's lattice and ADAPT-GBRT's warm
+starts: deep enough to see sensors that help together (depth 8 ranks letter's worse)."""
 LATTICE_PROXY_FOLDS = 3
 
 
@@ -78,7 +79,7 @@ class ProxyScorer:
 
 def lattice_scorer(problem: DagProblem, seed: int = 0) -> ProxyScorer:
     """The proxy the DAG's lattice, the static skyline and the cascade rank sensors with."""
-    return ProxyScorer(problem, seed=seed, max_depth=LATTICE_PROXY_DEPTH,
+    return ProxyScorer(problem, seed=seed, max_depth=PROXY_DEPTH,
                        folds=LATTICE_PROXY_FOLDS)
 
 
