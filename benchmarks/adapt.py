@@ -33,8 +33,8 @@ METHODS = ("adapt-gbrt", "adapt-lin", "l1", "greedy-miser", "confidence")
 
 
 def _dataset(name: str) -> Any:
-    from trainer.datasets import load_dataset
-    from trainer.synthetic import synthetic_1, synthetic_2
+    from adaptedge.trainer.datasets import load_dataset
+    from adaptedge.trainer.synthetic import synthetic_1, synthetic_2
 
     if name == "synthetic-1":
         return synthetic_1()
@@ -44,7 +44,7 @@ def _dataset(name: str) -> Any:
 
 
 def _hpc(name: str, d: Any, n_jobs: int) -> Any:
-    from trainer.hpc import fit_hpc
+    from adaptedge.trainer.hpc import fit_hpc
 
     if name == "synthetic-1":
         from sklearn.calibration import CalibratedClassifierCV
@@ -56,7 +56,7 @@ def _hpc(name: str, d: Any, n_jobs: int) -> Any:
 
 
 def _evaluate(policy: Any, d: Any, hpc: Any, cm: Any, split: str) -> Any:
-    from trainer.node_onnx import run_node
+    from adaptedge.trainer.node_onnx import run_node
 
     X, y = d.split(split)
     hpc_proba = hpc.proba_val if split == "validation" else hpc.proba_test
@@ -112,7 +112,7 @@ def _lightgbm(d: Any, cm: Any, hpc: Any, quick: bool) -> list[dict[str, Any]]:
     """LightGBM CEGB on all features: cost = sensors its trees use (static, no escalation)."""
     import lightgbm as lgb
 
-    from trainer.policy import Metrics
+    from adaptedge.trainer.policy import Metrics
 
     per_feature = cm.sensor_costs[cm.feature_sensor] / np.bincount(cm.feature_sensor)[
         cm.feature_sensor]
@@ -141,8 +141,8 @@ def _lightgbm(d: Any, cm: Any, hpc: Any, quick: bool) -> list[dict[str, Any]]:
 
 def run_dataset(name: str, quick: bool, n_jobs: int,
                 methods: tuple[str, ...] = METHODS) -> dict[str, Any]:
-    from trainer.gating import CostModel
-    from trainer.methods import MethodOptions, get_method
+    from adaptedge.trainer.gating import CostModel
+    from adaptedge.trainer.methods import MethodOptions, get_method
 
     d = _dataset(name)
     started = time.perf_counter()

@@ -32,8 +32,8 @@ sys.path.insert(0, str(REPO))
 
 import itertools
 
-from cloud.client import RequestClient
-from protocol import InferenceRequest, Manifest, encode, pack_features
+from adaptedge.cloud.client import RequestClient
+from adaptedge.protocol import InferenceRequest, Manifest, encode, pack_features
 
 ECHO_PREFIX = "echo"
 SERVICE_PREFIX = "adaptedge"
@@ -43,7 +43,7 @@ SERVICE_PREFIX = "adaptedge"
 def build_bundle(out: Path, n_features: int, n_classes: int = 4, hidden: int = 64) -> Manifest:
     from onnx import TensorProto, helper, numpy_helper
 
-    from protocol import (
+    from adaptedge.protocol import (
         Action,
         CostWeights,
         HpcRef,
@@ -98,7 +98,7 @@ def build_bundle(out: Path, n_features: int, n_classes: int = 4, hidden: int = 6
 # -- servers -------------------------------------------------------------------------------
 def echo_server(url: str) -> None:
     """Raw paho echo: every request's bytes back on the device's reply topic, QoS 1."""
-    from cloud.connection import connect, make_client, parse_broker_url
+    from adaptedge.cloud.connection import connect, make_client, parse_broker_url
 
     client = make_client(f"echo-{os.getpid()}")
     connect(client, parse_broker_url(url))
@@ -125,7 +125,7 @@ def spawn(cmd: list[str], ready: str, log: Path) -> subprocess.Popen[bytes]:
 
 
 def service(url: str, bundle: Path, max_batch: int, log: Path) -> subprocess.Popen[bytes]:
-    return spawn([sys.executable, "-m", "adaptedge_cli.main", "cloud", "serve", "--bundle",
+    return spawn([sys.executable, "-m", "adaptedge.cli.main", "cloud", "serve", "--bundle",
                   str(bundle), "--broker", url, "--max-batch", str(max_batch),
                   "--client-id", f"bench-{max_batch}", "--stats-every", "3600",
                   "--log-level", "INFO"], "ready", log)
@@ -225,7 +225,7 @@ def main() -> None:
         echo_server(args.echo_server)
         return
 
-    from simulator.brokers import MosquittoBroker
+    from adaptedge.simulator.brokers import MosquittoBroker
 
     work = Path(tempfile.mkdtemp(prefix="adaptedge-bench-cloud-"))
     manifest = build_bundle(work / "bundle", args.features, hidden=args.hidden)

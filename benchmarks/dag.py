@@ -32,7 +32,7 @@ DATASETS = ("gas", "wall-robot", "satimage", "letter", "thyroid", "heart", "lett
 
 
 def _point(point: Any, bank: Any, family: str) -> dict[str, Any]:
-    from trainer.dag.sweep import evaluate
+    from adaptedge.trainer.dag.sweep import evaluate
 
     test = evaluate(point.graph, bank, "test")
     return {"family": family, "params": dict(point.graph.params),
@@ -62,8 +62,8 @@ def _cost(entry: dict[str, Any] | None) -> float | None:
 def adapt_points(dataset: Any, hpc: Any, quick: bool, seed: int
                  ) -> tuple[list[dict[str, Any]], float]:
     """ADAPT-GBRT's own sweep (``trainer.adapt_gbrt``), tested through its exported ONNX."""
-    from trainer.bundle_export import evaluate_exports, metrics_of
-    from trainer.methods import MethodOptions, get_method
+    from adaptedge.trainer.bundle_export import evaluate_exports, metrics_of
+    from adaptedge.trainer.methods import MethodOptions, get_method
 
     start = time.perf_counter()
     exports = get_method("adapt-gbrt")(dataset, hpc, MethodOptions(seed=seed, quick=quick,
@@ -81,7 +81,7 @@ def adapt_points(dataset: Any, hpc: Any, quick: bool, seed: int
 
 def _settings(quick: bool, seed: int, overrides: dict[str, Any] | None) -> Any:
     """The sweep settings of a run: quick or default, with the command line's overrides."""
-    from trainer.dag.sweep import DagSettings
+    from adaptedge.trainer.dag.sweep import DagSettings
 
     extra = overrides or {}
     return DagSettings.quick(seed=seed, **extra) if quick else DagSettings(seed=seed, **extra)
@@ -105,12 +105,12 @@ def compare_classifiers(name: str, quick: bool, seed: int, overrides: dict[str, 
     with the per-node choice's counts over the lattice nodes and the CPU seconds of each."""
     from dataclasses import replace
 
-    from trainer.dag.masked import ChoiceBank
-    from trainer.dag.problem import problem_from
-    from trainer.dag.subsets import greedy_order, lattice_scorer
-    from trainer.dag.sweep import build_lattice, choose_bank
-    from trainer.datasets import load_dataset
-    from trainer.hpc import fit_hpc
+    from adaptedge.trainer.dag.masked import ChoiceBank
+    from adaptedge.trainer.dag.problem import problem_from
+    from adaptedge.trainer.dag.subsets import greedy_order, lattice_scorer
+    from adaptedge.trainer.dag.sweep import build_lattice, choose_bank
+    from adaptedge.trainer.datasets import load_dataset
+    from adaptedge.trainer.hpc import fit_hpc
 
     dataset = load_dataset(name, seed=seed)
     problem = problem_from(dataset, fit_hpc(dataset, seed=seed))
@@ -134,17 +134,17 @@ def compare_classifiers(name: str, quick: bool, seed: int, overrides: dict[str, 
 def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
                 overrides: dict[str, Any] | None = None
                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    from trainer.dag.baselines import (
+    from adaptedge.trainer.dag.baselines import (
         cascade_points,
         one_node_points,
         static_points,
         static_sets,
     )
-    from trainer.dag.problem import problem_from
-    from trainer.dag.subsets import greedy_order
-    from trainer.dag.sweep import frontier, sweep_dag
-    from trainer.datasets import load_dataset
-    from trainer.hpc import fit_hpc
+    from adaptedge.trainer.dag.problem import problem_from
+    from adaptedge.trainer.dag.subsets import greedy_order
+    from adaptedge.trainer.dag.sweep import frontier, sweep_dag
+    from adaptedge.trainer.datasets import load_dataset
+    from adaptedge.trainer.hpc import fit_hpc
 
     dataset = load_dataset(name, seed=seed)
     start = time.perf_counter()
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     overrides: dict[str, Any] = {}
     if args.classifier is not None:
-        from trainer.dag.sweep import CLASSIFIER_CHOICES
+        from adaptedge.trainer.dag.sweep import CLASSIFIER_CHOICES
 
         if args.classifier not in CLASSIFIER_CHOICES:
             parser.error(f"--classifier must be one of {list(CLASSIFIER_CHOICES)}")

@@ -47,8 +47,8 @@ from skl2onnx.common.data_types import FloatTensorType
 from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 
-from edge import EdgeRuntime
-from protocol import (
+from adaptedge.edge import EdgeRuntime
+from adaptedge.protocol import (
     Action,
     CostWeights,
     HpcRef,
@@ -61,7 +61,7 @@ from protocol import (
     SensorSpec,
     write_bundle,
 )
-from protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
+from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
 
 OPSETS = {"": 17, "ai.onnx.ml": 3}
 IR_VERSION = 9
@@ -71,7 +71,7 @@ F32 = npt.NDArray[np.float32]
 def letter_binary() -> tuple[F32, npt.NDArray[np.int64], F32, tuple[str, ...]]:
     """Train and test rows of letter-binary (synthetic rows of its shape if the data is absent)."""
     try:
-        from trainer.datasets import load_dataset  # numpy-only data loader
+        from adaptedge.trainer.datasets import load_dataset  # numpy-only data loader
 
         data = load_dataset("letter-binary")
         return data.X_train, data.y_train, data.X_test, data.feature_names

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import msgpack
 import numpy as np
 
-from protocol import InferenceReply, InferenceRequest, decode, encode, pack_features
+from adaptedge.protocol import InferenceReply, InferenceRequest, decode, encode, pack_features
 
 N_FEATURES = 50
 LOOPS = 2000

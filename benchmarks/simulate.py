@@ -30,16 +30,16 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=20_000)
     args = parser.parse_args()
 
-    from edge import EdgeRuntime
-    from protocol.bundle import verify
-    from simulator.replay import replay
+    from adaptedge.edge import EdgeRuntime
+    from adaptedge.protocol.bundle import verify
+    from adaptedge.simulator.replay import replay
 
     tmp = tempfile.TemporaryDirectory(prefix="adaptedge-bench-")
     if args.bundle:
         bundle = Path(args.bundle)
         if not args.data:
             parser.error("--bundle needs --data")
-        from trainer.datasets import load_dataset
+        from adaptedge.trainer.datasets import load_dataset
 
         X, y = load_dataset(args.data).split("test")
         reps = int(np.ceil(args.rows / len(X)))

@@ -18,9 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from cloud.errors import CloudError
-from protocol.errors import ProtocolError
-from protocol.topics import DEFAULT_PREFIX, reply_topic, request_topic, telemetry_topic, wildcard
+from adaptedge.cloud.errors import CloudError
+from adaptedge.protocol.errors import ProtocolError
+from adaptedge.protocol.topics import (
+    DEFAULT_PREFIX,
+    reply_topic,
+    request_topic,
+    telemetry_topic,
+    wildcard,
+)
 
 PBKDF2_ITERATIONS: Final = 101
 """mosquitto_passwd's default; the broker reads the count from each hash."""

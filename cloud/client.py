@@ -14,12 +14,12 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import MQTTErrorCode
 
-from cloud.connection import TlsFiles, connect, make_client, parse_broker_url
-from cloud.errors import CloudError
-from protocol.codec import decode
-from protocol.errors import ProtocolError
-from protocol.messages import Message, Telemetry
-from protocol.topics import DEFAULT_PREFIX, reply_topic, request_topic
+from adaptedge.cloud.connection import TlsFiles, connect, make_client, parse_broker_url
+from adaptedge.cloud.errors import CloudError
+from adaptedge.protocol.codec import decode
+from adaptedge.protocol.errors import ProtocolError
+from adaptedge.protocol.messages import Message, Telemetry
+from adaptedge.protocol.topics import DEFAULT_PREFIX, reply_topic, request_topic
 
 ReplyHandler = Callable[[Message, float], None]
 

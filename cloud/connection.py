@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 
-from cloud.errors import CloudError
+from adaptedge.cloud.errors import CloudError
 
 DEFAULT_PORTS = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883}
 MAX_INFLIGHT = 1024

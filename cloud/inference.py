@@ -21,15 +21,15 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
-from cloud.errors import CloudError
-from cloud.single_row import BoundRow, first_argmax
-from protocol import errors as E
-from protocol.bundle import verify
-from protocol.codec import MAX_MESSAGE_BYTES, decode, encode
-from protocol.errors import ProtocolError
-from protocol.manifest import MODEL_INPUT, PROBA_OUTPUT, Manifest
-from protocol.messages import MAX_TEXT_CHARS, ErrorReply, InferenceReply, InferenceRequest
-from protocol.topics import DEFAULT_PREFIX, parse, reply_topic
+from adaptedge.cloud.errors import CloudError
+from adaptedge.cloud.single_row import BoundRow, first_argmax
+from adaptedge.protocol import errors as E
+from adaptedge.protocol.bundle import verify
+from adaptedge.protocol.codec import MAX_MESSAGE_BYTES, decode, encode
+from adaptedge.protocol.errors import ProtocolError
+from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT, Manifest
+from adaptedge.protocol.messages import MAX_TEXT_CHARS, ErrorReply, InferenceReply, InferenceRequest
+from adaptedge.protocol.topics import DEFAULT_PREFIX, parse, reply_topic
 
 Reply = InferenceReply | ErrorReply
 _TOPIC_CACHE_LIMIT: Final = 65_536

@@ -25,16 +25,16 @@ from typing import Any, Literal
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import MQTTErrorCode
 
-from cloud.batcher import MicroBatch
-from cloud.connection import TlsFiles, connect, make_client, parse_broker_url
-from cloud.dedup import PENDING, RecentRequests
-from cloud.errors import CloudError
-from cloud.inference import HpcInference
-from cloud.stats import ServiceStats, log_line
-from protocol import errors as E
-from protocol.codec import encode
-from protocol.messages import ErrorReply, InferenceRequest, Telemetry
-from protocol.topics import DEFAULT_PREFIX, shared, telemetry_topic, wildcard
+from adaptedge.cloud.batcher import MicroBatch
+from adaptedge.cloud.connection import TlsFiles, connect, make_client, parse_broker_url
+from adaptedge.cloud.dedup import PENDING, RecentRequests
+from adaptedge.cloud.errors import CloudError
+from adaptedge.cloud.inference import HpcInference
+from adaptedge.cloud.stats import ServiceStats, log_line
+from adaptedge.protocol import errors as E
+from adaptedge.protocol.codec import encode
+from adaptedge.protocol.messages import ErrorReply, InferenceRequest, Telemetry
+from adaptedge.protocol.topics import DEFAULT_PREFIX, shared, telemetry_topic, wildcard
 
 ShareMode = Literal["auto", "on", "off"]
 _SUCCESS = MQTTErrorCode.MQTT_ERR_SUCCESS

@@ -16,7 +16,7 @@ import threading
 import numpy as np
 import onnxruntime as ort
 
-from protocol.manifest import MODEL_INPUT, PROBA_OUTPUT
+from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT
 
 
 class BoundRow:

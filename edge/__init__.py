@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from edge.decision import Decision
-from edge.errors import BundleRefused, EdgeError, OperatingPointError, UplinkConfigError
-from edge.outbox import Outbox
-from edge.runtime import EdgeRuntime
-from edge.uplink import Uplink
+from adaptedge.edge.decision import Decision
+from adaptedge.edge.errors import BundleRefused, EdgeError, OperatingPointError, UplinkConfigError
+from adaptedge.edge.outbox import Outbox
+from adaptedge.edge.runtime import EdgeRuntime
+from adaptedge.edge.uplink import Uplink
 
 if TYPE_CHECKING:
-    from edge.mqtt_uplink import MqttUplink
+    from adaptedge.edge.mqtt_uplink import MqttUplink
 
 __all__ = [
     "BundleRefused",
@@ -34,7 +34,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "MqttUplink":
-        from edge.mqtt_uplink import MqttUplink
+        from adaptedge.edge.mqtt_uplink import MqttUplink
 
         return MqttUplink
     raise AttributeError(f"module 'edge' has no attribute {name!r}")

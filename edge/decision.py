@@ -8,7 +8,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from protocol.costs import CostBreakdown
+from adaptedge.protocol.costs import CostBreakdown
 
 Source = Literal["local", "cloud", "degraded"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.errors import BundleError
+from adaptedge.protocol.errors import BundleError
 
 
 class EdgeError(Exception):

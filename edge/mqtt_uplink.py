@@ -25,11 +25,11 @@ from urllib.parse import urlsplit
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 
-from edge.errors import UplinkConfigError
-from protocol.codec import decode, encode
-from protocol.errors import ProtocolError
-from protocol.messages import ErrorReply, InferenceReply, InferenceRequest, Telemetry
-from protocol.topics import DEFAULT_PREFIX, reply_topic, request_topic, telemetry_topic
+from adaptedge.edge.errors import UplinkConfigError
+from adaptedge.protocol.codec import decode, encode
+from adaptedge.protocol.errors import ProtocolError
+from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest, Telemetry
+from adaptedge.protocol.topics import DEFAULT_PREFIX, reply_topic, request_topic, telemetry_topic
 
 _REMEMBERED_IDS = 4096
 log = logging.getLogger("edge.mqtt")

@@ -12,8 +12,8 @@ import os
 import time
 from pathlib import Path
 
-from protocol.codec import decode, encode
-from protocol.messages import InferenceRequest
+from adaptedge.protocol.codec import decode, encode
+from adaptedge.protocol.messages import InferenceRequest
 
 SUFFIX = ".msgpack"
 

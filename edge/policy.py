@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from edge.errors import BundleRefused
-from edge.session import NodeSession
-from protocol.manifest import Manifest, PolicyGraph
+from adaptedge.edge.errors import BundleRefused
+from adaptedge.edge.session import NodeSession
+from adaptedge.protocol.manifest import Manifest, PolicyGraph
 
 STOP = 0
 ACQUIRE = 1

@@ -22,11 +22,11 @@ from types import TracebackType
 import numpy as np
 import numpy.typing as npt
 
-from edge.counters import new_counters, with_rates
-from edge.decision import Decision, Source
-from edge.errors import BundleRefused, EdgeError, OperatingPointError
-from edge.outbox import Outbox
-from edge.policy import (
+from adaptedge.edge.counters import new_counters, with_rates
+from adaptedge.edge.decision import Decision, Source
+from adaptedge.edge.errors import BundleRefused, EdgeError, OperatingPointError
+from adaptedge.edge.outbox import Outbox
+from adaptedge.edge.policy import (
     ACQUIRE,
     ESCALATE,
     STOP,
@@ -35,14 +35,14 @@ from edge.policy import (
     ModelStore,
     compile_policy,
 )
-from edge.sensors import Reader, ReaderPool, read_sensor
-from edge.uplink import Uplink
-from protocol.bundle import open_bundle, verify
-from protocol.costs import CostBreakdown, decision_cost
-from protocol.errors import BundleError
-from protocol.features import pack_features
-from protocol.manifest import Manifest
-from protocol.messages import ErrorReply, InferenceReply, InferenceRequest
+from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor
+from adaptedge.edge.uplink import Uplink
+from adaptedge.protocol.bundle import open_bundle, verify
+from adaptedge.protocol.costs import CostBreakdown, decision_cost
+from adaptedge.protocol.errors import BundleError
+from adaptedge.protocol.features import pack_features
+from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
 
 F32 = npt.NDArray[np.float32]
 _MAX_CACHED_SETS = 4096

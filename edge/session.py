@@ -16,8 +16,8 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
-from edge.errors import BundleRefused
-from protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
+from adaptedge.edge.errors import BundleRefused
+from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
 
 F32 = npt.NDArray[np.float32]
 

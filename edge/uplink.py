@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from protocol.messages import ErrorReply, InferenceReply, InferenceRequest
+from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
 
 
 @runtime_checkable

@@ -1,10 +1,10 @@
 """adaptedge contracts, sans-IO: wire messages and codec, topics, errors, the bundle manifest."""
 
-from protocol.bundle import open_bundle, read_manifest, verify, write_bundle
-from protocol.codec import decode, encode
-from protocol.errors import BundleError, ProtocolError
-from protocol.features import pack_features
-from protocol.manifest import (
+from adaptedge.protocol.bundle import open_bundle, read_manifest, verify, write_bundle
+from adaptedge.protocol.codec import decode, encode
+from adaptedge.protocol.errors import BundleError, ProtocolError
+from adaptedge.protocol.features import pack_features
+from adaptedge.protocol.manifest import (
     Action,
     CostWeights,
     HpcRef,
@@ -16,7 +16,7 @@ from protocol.manifest import (
     PolicyNode,
     SensorSpec,
 )
-from protocol.messages import (
+from adaptedge.protocol.messages import (
     SCHEMA_VERSION,
     ErrorReply,
     InferenceReply,

@@ -19,8 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from protocol.errors import BundleError
-from protocol.manifest import Manifest
+from adaptedge.protocol.errors import BundleError
+from adaptedge.protocol.manifest import Manifest
 
 MANIFEST_NAME = "manifest.json"
 _CHUNK = 1 << 20

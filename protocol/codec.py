@@ -20,9 +20,9 @@ import msgpack
 import msgspec
 import numpy as np
 
-from protocol import errors as E
-from protocol.errors import ProtocolError
-from protocol.messages import (
+from adaptedge.protocol import errors as E
+from adaptedge.protocol.errors import ProtocolError
+from adaptedge.protocol.messages import (
     MAX_CLASSES,
     MAX_FEATURES,
     MAX_ID_CHARS,

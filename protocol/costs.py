@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from protocol.manifest import CostWeights, LinkSpec, Manifest, SensorSpec
+from adaptedge.protocol.manifest import CostWeights, LinkSpec, Manifest, SensorSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from protocol.errors import BAD_FEATURES, ProtocolError
+from adaptedge.protocol.errors import BAD_FEATURES, ProtocolError
 
 
 def pack_features(

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from protocol.errors import BundleError
+from adaptedge.protocol.errors import BundleError
 
 BUNDLE_SCHEMA_VERSION = 1
 MODEL_INPUT = "x"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from protocol.errors import BAD_TOPIC, ProtocolError
+from adaptedge.protocol.errors import BAD_TOPIC, ProtocolError
 
 TOPIC_VERSION = "v1"
 DEFAULT_PREFIX = "adaptedge"

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from protocol.costs import decision_cost
-from protocol.manifest import Manifest
+from adaptedge.protocol.costs import decision_cost
+from adaptedge.protocol.manifest import Manifest
 
 
 @dataclass(frozen=True, slots=True)

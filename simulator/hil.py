@@ -25,15 +25,15 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from protocol.bundle import verify
-from simulator.brokers import AmqttBroker, MosquittoBroker, best_available_broker
-from simulator.monitor import RequestMonitor
-from simulator.network import Outage
-from simulator.processes import ProcessSet, adaptedge_command
-from simulator.proxy import ImpairedProxy
-from simulator.records import DecisionColumns, RunResult
-from simulator.remote_sensors import RemoteSensorServer
-from simulator.scenario import Scenario
+from adaptedge.protocol.bundle import verify
+from adaptedge.simulator.brokers import AmqttBroker, MosquittoBroker, best_available_broker
+from adaptedge.simulator.monitor import RequestMonitor
+from adaptedge.simulator.network import Outage
+from adaptedge.simulator.processes import ProcessSet, adaptedge_command
+from adaptedge.simulator.proxy import ImpairedProxy
+from adaptedge.simulator.records import DecisionColumns, RunResult
+from adaptedge.simulator.remote_sensors import RemoteSensorServer
+from adaptedge.simulator.scenario import Scenario
 
 
 class HilError(RuntimeError):
@@ -100,7 +100,7 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
     opts = options or HilOptions()
     manifest = verify(bundle_dir)
     if truth is None or (opts.remote_sensors and rows is None):
-        from trainer.datasets import load_dataset
+        from adaptedge.trainer.datasets import load_dataset
 
         rows, truth = load_dataset(data).split(opts.split)  # type: ignore[arg-type]
     limit = opts.limit if opts.limit is not None else (scenario.devices.limit or len(truth))
@@ -154,7 +154,7 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
             stack.callback(sensor_server.stop)
         for name in names:
             if opts.remote_sensors:
-                argv = [sys.executable, "-m", "simulator.remote_device", "--bundle",
+                argv = [sys.executable, "-m", "adaptedge.simulator.remote_device", "--bundle",
                         str(bundle_dir), "--broker", device_url, "--sensor-broker", url,
                         "--device", name, "--count", str(limit), "--rate", f"{rate:g}",
                         "--operating-point", point, "--json-out", str(outputs[name])]

@@ -22,10 +22,10 @@ def _find(candidates: tuple[tuple[str, str], ...], what: str) -> Any:
 
 def edge_runtime_class() -> Any:
     """``EdgeRuntime``: ``.load(bundle_dir, *, uplink, operating_point, clock, device_id)``."""
-    return _find((("edge", "EdgeRuntime"), ("edge.runtime", "EdgeRuntime")), "the edge runtime")
+    return _find((("adaptedge.edge", "EdgeRuntime"), ("adaptedge.edge.runtime", "EdgeRuntime")), "the edge runtime")
 
 
 def hpc_inference_class() -> Any:
     """``HpcInference`` (``HpcInference.load(bundle_dir).handle_batch(requests, now=None)``)."""
-    return _find((("cloud", "HpcInference"), ("cloud.inference", "HpcInference"),
-                  ("cloud.hpc", "HpcInference")), "the cloud HPC inference")
+    return _find((("adaptedge.cloud", "HpcInference"), ("adaptedge.cloud.inference", "HpcInference"),
+                  ("adaptedge.cloud.hpc", "HpcInference")), "the cloud HPC inference")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocol import (
+from adaptedge.protocol import (
     Action,
     HpcRef,
     Manifest,
@@ -25,7 +25,7 @@ from protocol import (
     PolicyNode,
     write_bundle,
 )
-from protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
+from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
 
 IR_VERSION = 9
 OPSET = 17
@@ -75,7 +75,7 @@ def _fit(X: npt.NDArray[Any], y: npt.NDArray[Any], n_classes: int) -> tuple[F32,
 def build_linear_bundle(out: Path, data: str, *, n_sensors: int = 4, escalate: float = 0.3,
                         seed: int = 0) -> Manifest:
     """Write the bundle for built-in dataset ``data`` to ``out``; returns its manifest."""
-    from trainer.datasets import load_dataset
+    from adaptedge.trainer.datasets import load_dataset
 
     ds = load_dataset(data)
     k = len(ds.classes)

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from simulator.energy import EnergyModel
-from simulator.records import RunResult
+from adaptedge.simulator.energy import EnergyModel
+from adaptedge.simulator.records import RunResult
 
 
 @dataclass(frozen=True)

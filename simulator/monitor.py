@@ -13,10 +13,10 @@ import threading
 import time
 from typing import Any
 
-from protocol.codec import decode
-from protocol.errors import ProtocolError
-from protocol.messages import InferenceRequest
-from protocol.topics import DEFAULT_PREFIX, wildcard
+from adaptedge.protocol.codec import decode
+from adaptedge.protocol.errors import ProtocolError
+from adaptedge.protocol.messages import InferenceRequest
+from adaptedge.protocol.topics import DEFAULT_PREFIX, wildcard
 
 
 class RequestMonitor:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from protocol.manifest import LinkSpec
+from adaptedge.protocol.manifest import LinkSpec
 
 _BLOCK = 4096
 

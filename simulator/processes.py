@@ -28,10 +28,10 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
 def adaptedge_command(*args: str) -> list[str]:
     """``adaptedge ARGS`` run with this interpreter (works without the console script).
 
-    Not ``-m adaptedge_cli.main``: that would load the module twice (as ``__main__`` too), and
+    Not ``-m adaptedge.cli.main``: that would load the module twice (as ``__main__`` too), and
     its ``CommandError`` would not be the one handlers raise.
     """
-    return [sys.executable, "-c", "import sys; from adaptedge_cli.main import main; "
+    return [sys.executable, "-c", "import sys; from adaptedge.cli.main import main; "
             "sys.exit(main(sys.argv[1:]))", *args]
 
 

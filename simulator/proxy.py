@@ -19,8 +19,8 @@ import time
 from collections.abc import Sequence
 from types import TracebackType
 
-from simulator.brokers import HOST, free_port, wait_for_port
-from simulator.network import Outage
+from adaptedge.simulator.brokers import HOST, free_port, wait_for_port
+from adaptedge.simulator.network import Outage
 
 
 class ImpairedProxy:

@@ -35,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json-out", type=Path)
     args = p.parse_args(argv)
 
-    from edge import EdgeRuntime, MqttUplink
-    from simulator.remote_sensors import RemoteSensors
+    from adaptedge.edge import EdgeRuntime, MqttUplink
+    from adaptedge.simulator.remote_sensors import RemoteSensors
 
     stop = {"flag": False}
 

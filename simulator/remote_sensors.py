@@ -32,8 +32,8 @@ import msgpack
 import numpy as np
 import numpy.typing as npt
 
-from protocol.manifest import Manifest
-from protocol.topics import DEFAULT_PREFIX, TOPIC_VERSION
+from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.topics import DEFAULT_PREFIX, TOPIC_VERSION
 
 _UNPACK = {"raw": False, "strict_map_key": True, "max_bin_len": 1 << 20, "max_str_len": 256,
            "max_array_len": 4, "max_map_len": 0, "max_ext_len": 0}

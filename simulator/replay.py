@@ -22,15 +22,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocol.bundle import verify
-from protocol.codec import decode, encode
-from protocol.manifest import Manifest
-from protocol.messages import ErrorReply, InferenceReply, InferenceRequest
-from simulator.clock import SimClock
-from simulator.integration import edge_runtime_class, hpc_inference_class
-from simulator.network import NetworkModel
-from simulator.records import DecisionColumns, RunResult
-from simulator.scenario import Scenario
+from adaptedge.protocol.bundle import verify
+from adaptedge.protocol.codec import decode, encode
+from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
+from adaptedge.simulator.clock import SimClock
+from adaptedge.simulator.integration import edge_runtime_class, hpc_inference_class
+from adaptedge.simulator.network import NetworkModel
+from adaptedge.simulator.records import DecisionColumns, RunResult
+from adaptedge.simulator.scenario import Scenario
 
 Reply = InferenceReply | ErrorReply
 

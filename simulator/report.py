@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocol.bundle import verify
-from simulator.energy import EnergyModel
-from simulator.metrics import cost_totals, rates_over_time, summarize
-from simulator.records import RunResult
-from simulator.replay import hpc_answers, replay
-from simulator.scenario import Scenario
+from adaptedge.protocol.bundle import verify
+from adaptedge.simulator.energy import EnergyModel
+from adaptedge.simulator.metrics import cost_totals, rates_over_time, summarize
+from adaptedge.simulator.records import RunResult
+from adaptedge.simulator.replay import hpc_answers, replay
+from adaptedge.simulator.scenario import Scenario
 
 REMOTE_SENSOR_DOC = """\
 Remote sensors (`adaptedge simulate --hil --remote-sensors`, or a device under test that is
@@ -150,7 +150,7 @@ def _baseline(point: dict[str, Any]) -> dict[str, Any]:
 def write_report(data: ReportData, out_dir: str | Path,
                  extra: dict[str, Any] | None = None) -> dict[str, Path]:
     """Write report.json, report.md and the PNGs; returns the paths written."""
-    from simulator import plots
+    from adaptedge.simulator import plots
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from simulator.energy import EnergyConfig
-from simulator.network import NetworkConfig, Outage
+from adaptedge.simulator.energy import EnergyConfig
+from adaptedge.simulator.network import NetworkConfig, Outage
 
 
 class ScenarioError(ValueError):

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from toy_bundle import build_toy_bundle
 
-from protocol import Manifest
+from adaptedge.protocol import Manifest
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +30,7 @@ def toy_bundle(tmp_path: Path) -> tuple[Path, Manifest]:
 
 @pytest.fixture()
 def mosquitto() -> Iterator[object]:
-    from simulator.brokers import MosquittoBroker
+    from adaptedge.simulator.brokers import MosquittoBroker
 
     broker = MosquittoBroker()
     broker.start()

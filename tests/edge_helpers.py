@@ -11,9 +11,9 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
-from protocol.costs import CostBreakdown, decision_cost
-from protocol.manifest import Manifest
-from protocol.messages import ErrorReply, InferenceReply, InferenceRequest
+from adaptedge.protocol.costs import CostBreakdown, decision_cost
+from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
 
 
 class ReferenceWalk:
@@ -109,8 +109,8 @@ class MqttResponder:
         import paho.mqtt.client as mqtt
         from paho.mqtt.enums import CallbackAPIVersion
 
-        from protocol.codec import decode, encode
-        from protocol.topics import reply_topic, wildcard
+        from adaptedge.protocol.codec import decode, encode
+        from adaptedge.protocol.topics import reply_topic, wildcard
 
         self.reference = reference
         self.copies = copies
@@ -173,7 +173,7 @@ def build_dataset_bundle(out: Path, dataset: str, *, seed: int = 0) -> Manifest:
     least-squares linear models, so replay tests have a bundle whose features match the data."""
     from toy_bundle import linear_model_bytes
 
-    from protocol import (
+    from adaptedge.protocol import (
         Action,
         HpcRef,
         ModelRef,
@@ -182,7 +182,7 @@ def build_dataset_bundle(out: Path, dataset: str, *, seed: int = 0) -> Manifest:
         PolicyNode,
         write_bundle,
     )
-    from trainer.datasets import load_dataset
+    from adaptedge.trainer.datasets import load_dataset
 
     data = load_dataset(dataset)
     n, k = data.n_features, data.n_classes

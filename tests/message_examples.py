@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from protocol import ErrorReply, InferenceReply, InferenceRequest, Telemetry, pack_features
-from protocol.messages import NO_LABEL, Message
+from adaptedge.protocol import (
+    ErrorReply,
+    InferenceReply,
+    InferenceRequest,
+    Telemetry,
+    pack_features,
+)
+from adaptedge.protocol.messages import NO_LABEL, Message
 
 
 def _request(n: int, measured_every: int = 1, label: int = 1) -> InferenceRequest:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from protocol import Manifest
-from simulator.linear_bundle import build_linear_bundle
+from adaptedge.protocol import Manifest
+from adaptedge.simulator.linear_bundle import build_linear_bundle
 
 
 def build_dataset_bundle(out: Path, data: str, *, n_sensors: int = 4, escalate: float = 0.3,

@@ -6,8 +6,8 @@ import time
 
 import numpy as np
 
-from trainer.adapt_lin import AdaptLinClassifier
-from trainer.synthetic import synthetic_2
+from adaptedge.trainer.adapt_lin import AdaptLinClassifier
+from adaptedge.trainer.synthetic import synthetic_2
 
 
 def _hpc(y: np.ndarray) -> np.ndarray:

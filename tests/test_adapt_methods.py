@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from trainer.gating import CostModel
-from trainer.methods import MethodOptions, get_method
-from trainer.node_onnx import run_node
-from trainer.synthetic import synthetic_2
+from adaptedge.trainer.gating import CostModel
+from adaptedge.trainer.methods import MethodOptions, get_method
+from adaptedge.trainer.node_onnx import run_node
+from adaptedge.trainer.synthetic import synthetic_2
 
 
 def _oracle(y: np.ndarray, seed: int) -> np.ndarray:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainer.baselines import ConfidenceCascade, GreedyMiser, L1Baseline
-from trainer.node_onnx import run_node
-from trainer.synthetic import synthetic_2
+from adaptedge.trainer.baselines import ConfidenceCascade, GreedyMiser, L1Baseline
+from adaptedge.trainer.node_onnx import run_node
+from adaptedge.trainer.synthetic import synthetic_2
 
 
 def _data() -> tuple[np.ndarray, np.ndarray]:

@@ -14,14 +14,19 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from protocol.bundle import verify
-from protocol.manifest import Action
-from trainer.bundle_export import evaluate_exports, export_bundle, metrics_of
-from trainer.datasets import Dataset, load_dataset
-from trainer.frontier import BudgetError, pareto_frontier, pick_near_accuracy, pick_within_budget
-from trainer.hpc import HpcModel, fit_hpc
-from trainer.onnx_export import fuse_node_model, linear_to_onnx
-from trainer.policy import Metrics, NodeExport, PolicyExport
+from adaptedge.protocol.bundle import verify
+from adaptedge.protocol.manifest import Action
+from adaptedge.trainer.bundle_export import evaluate_exports, export_bundle, metrics_of
+from adaptedge.trainer.datasets import Dataset, load_dataset
+from adaptedge.trainer.frontier import (
+    BudgetError,
+    pareto_frontier,
+    pick_near_accuracy,
+    pick_within_budget,
+)
+from adaptedge.trainer.hpc import HpcModel, fit_hpc
+from adaptedge.trainer.onnx_export import fuse_node_model, linear_to_onnx
+from adaptedge.trainer.policy import Metrics, NodeExport, PolicyExport
 
 
 def _columns(d: Dataset, sensors: list[str]) -> tuple[int, ...]:

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from toy_bundle import build_toy_bundle
 
-from adaptedge_cli.main import main as cli
-from cloud import CloudError, CloudService
-from cloud.acl import mosquitto_hash, read_password_file
-from cloud.client import RequestClient
-from protocol import InferenceReply, InferenceRequest, Manifest, encode, pack_features
-from protocol.topics import reply_topic, request_topic, wildcard
-from simulator.brokers import MosquittoBroker
+from adaptedge.cli.main import main as cli
+from adaptedge.cloud import CloudError, CloudService
+from adaptedge.cloud.acl import mosquitto_hash, read_password_file
+from adaptedge.cloud.client import RequestClient
+from adaptedge.protocol import InferenceReply, InferenceRequest, Manifest, encode, pack_features
+from adaptedge.protocol.topics import reply_topic, request_topic, wildcard
+from adaptedge.simulator.brokers import MosquittoBroker
 
 pytestmark = pytest.mark.broker
 SERVICE = "adaptedge-cloud"

@@ -11,11 +11,11 @@ import onnxruntime as ort
 import pytest
 from toy_bundle import build_toy_bundle
 
-from cloud import CloudError, HpcInference
-from cloud.batcher import MicroBatch
-from cloud.dedup import PENDING, RecentRequests
-from cloud.single_row import first_argmax
-from protocol import (
+from adaptedge.cloud import CloudError, HpcInference
+from adaptedge.cloud.batcher import MicroBatch
+from adaptedge.cloud.dedup import PENDING, RecentRequests
+from adaptedge.cloud.single_row import first_argmax
+from adaptedge.protocol import (
     ErrorReply,
     InferenceReply,
     InferenceRequest,
@@ -25,8 +25,8 @@ from protocol import (
     encode,
     pack_features,
 )
-from protocol import errors as E
-from protocol.messages import TYPE_REQUEST, kind
+from adaptedge.protocol import errors as E
+from adaptedge.protocol.messages import TYPE_REQUEST, kind
 
 TOPIC = "adaptedge/v1/dev1/req"
 
@@ -160,7 +160,7 @@ def test_load_refuses_a_tampered_bundle_and_a_model_without_the_contract(
 def test_load_refuses_an_hpc_onnxruntime_cannot_open(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from protocol import write_bundle
+    from adaptedge.protocol import write_bundle
     manifest = build_toy_bundle(tmp_path / "ok")
     files = {name: (tmp_path / "ok" / name).read_bytes() for name in manifest.files}
     files[manifest.hpc.file] = b"not an onnx model"
@@ -200,7 +200,7 @@ def test_cloud_loads_no_training_libraries(bundle: tuple[Path, Manifest]) -> Non
 
     code = (
         "import sys\n"
-        "import cloud, cloud.acl, cloud.client, cloud.service, adaptedge_cli.cloud_cmd\n"
+        "import adaptedge.cloud as cloud, adaptedge.cloud.acl, adaptedge.cloud.client, adaptedge.cloud.service, adaptedge.cli.cloud_cmd\n"
         f"cloud.HpcInference.load({str(bundle[0])!r})\n"
         "heavy = ('sklearn', 'scipy', 'skl2onnx', 'onnx', 'matplotlib')\n"
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"

@@ -15,10 +15,17 @@ from pathlib import Path
 import pytest
 from toy_bundle import build_toy_bundle
 
-from cloud.client import RequestClient
-from protocol import InferenceReply, InferenceRequest, Manifest, Telemetry, encode, pack_features
-from protocol.topics import wildcard
-from simulator.brokers import MosquittoBroker
+from adaptedge.cloud.client import RequestClient
+from adaptedge.protocol import (
+    InferenceReply,
+    InferenceRequest,
+    Manifest,
+    Telemetry,
+    encode,
+    pack_features,
+)
+from adaptedge.protocol.topics import wildcard
+from adaptedge.simulator.brokers import MosquittoBroker
 
 pytestmark = pytest.mark.broker
 REPO = Path(__file__).resolve().parents[1]
@@ -30,7 +37,7 @@ GRACE_S = 0.5
 
 
 def start_worker(bundle: Path, url: str, name: str, log: Path) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "adaptedge_cli.main", "cloud", "serve", "--bundle", str(bundle),
+    cmd = [sys.executable, "-m", "adaptedge.cli.main", "cloud", "serve", "--bundle", str(bundle),
            "--broker", url, "--client-id", name, "--stats-every", "0.2"]
     with log.open("wb") as fh:
         return subprocess.Popen(cmd, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
@@ -117,7 +124,7 @@ def test_kill_one_of_two_workers_mid_run(
 def test_kill_one_worker_under_the_edge_uplink(
         workers: tuple[Manifest, MosquittoBroker, dict[str, subprocess.Popen[bytes]], Path]) -> None:
     """The same, with the device side being the edge runtime's own MqttUplink."""
-    from edge.mqtt_uplink import MqttUplink
+    from adaptedge.edge.mqtt_uplink import MqttUplink
 
     manifest, broker, procs, _ = workers
     spy = RequestClient(broker.url, "spy")

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from toy_bundle import build_toy_bundle
 
-from cloud import CloudService, HpcInference
-from cloud.client import RequestClient
-from protocol import (
+from adaptedge.cloud import CloudService, HpcInference
+from adaptedge.cloud.client import RequestClient
+from adaptedge.protocol import (
     ErrorReply,
     InferenceReply,
     InferenceRequest,
@@ -26,10 +26,10 @@ from protocol import (
     encode,
     pack_features,
 )
-from protocol import errors as E
-from protocol.messages import TYPE_REQUEST, kind
-from protocol.topics import telemetry_topic
-from simulator.brokers import AmqttBroker, MosquittoBroker
+from adaptedge.protocol import errors as E
+from adaptedge.protocol.messages import TYPE_REQUEST, kind
+from adaptedge.protocol.topics import telemetry_topic
+from adaptedge.simulator.brokers import AmqttBroker, MosquittoBroker
 
 pytestmark = pytest.mark.broker
 
@@ -271,8 +271,8 @@ def test_reconnects_and_resubscribes_after_a_broker_restart(
 
 def test_cli_reports_user_errors_in_one_line(bundle: tuple[Path, Manifest],
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    from adaptedge_cli.main import main as cli
-    from simulator.brokers import free_port
+    from adaptedge.cli.main import main as cli
+    from adaptedge.simulator.brokers import free_port
 
     path, _ = bundle
     cases = [

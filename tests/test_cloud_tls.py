@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from toy_bundle import build_toy_bundle
 
-from cloud import CloudError, CloudService, TlsFiles
-from cloud.client import RequestClient
-from protocol import InferenceReply, InferenceRequest, encode, pack_features
-from simulator.brokers import MosquittoBroker
+from adaptedge.cloud import CloudError, CloudService, TlsFiles
+from adaptedge.cloud.client import RequestClient
+from adaptedge.protocol import InferenceReply, InferenceRequest, encode, pack_features
+from adaptedge.simulator.brokers import MosquittoBroker
 
 pytestmark = [pytest.mark.broker,
               pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")]

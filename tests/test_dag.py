@@ -18,17 +18,22 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from protocol.bundle import open_bundle
-from protocol.manifest import CostWeights, LinkSpec, SensorSpec
-from trainer.bundle_export import evaluate_exports, export_bundle
-from trainer.dag.bank import (
+from adaptedge.protocol.bundle import open_bundle
+from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
+from adaptedge.trainer.bundle_export import evaluate_exports, export_bundle
+from adaptedge.trainer.dag.bank import (
     SMALL_FIT_ROUNDS,
     ClassifierBank,
     boosting_rounds,
     can_early_stop,
 )
-from trainer.dag.baselines import cascade_points, one_node_points, static_points, static_sets
-from trainer.dag.graph import (
+from adaptedge.trainer.dag.baselines import (
+    cascade_points,
+    one_node_points,
+    static_points,
+    static_sets,
+)
+from adaptedge.trainer.dag.graph import (
     TIE_BAND,
     LinearScores,
     chain_lattice,
@@ -37,11 +42,11 @@ from trainer.dag.graph import (
     track_lattice,
     track_lattice_size,
 )
-from trainer.dag.method import export_sweep, settings_from
-from trainer.dag.problem import DagProblem, make_problem, problem_from
-from trainer.dag.reduce import ReduceConfig, fit_policy, train_graph
-from trainer.dag.subsets import ProxyScorer, greedy_order, greedy_subsets
-from trainer.dag.sweep import (
+from adaptedge.trainer.dag.method import export_sweep, settings_from
+from adaptedge.trainer.dag.problem import DagProblem, make_problem, problem_from
+from adaptedge.trainer.dag.reduce import ReduceConfig, fit_policy, train_graph
+from adaptedge.trainer.dag.subsets import ProxyScorer, greedy_order, greedy_subsets
+from adaptedge.trainer.dag.sweep import (
     DagSettings,
     DagSweep,
     evaluate,
@@ -49,10 +54,10 @@ from trainer.dag.sweep import (
     frontier,
     sweep_dag,
 )
-from trainer.dag.walk import walk
-from trainer.datasets import load_dataset
-from trainer.hpc import fit_hpc
-from trainer.methods import MethodOptions, get_method
+from adaptedge.trainer.dag.walk import walk
+from adaptedge.trainer.datasets import load_dataset
+from adaptedge.trainer.hpc import fit_hpc
+from adaptedge.trainer.methods import MethodOptions, get_method
 
 
 def synthetic(seed: int, n: int = 600) -> DagProblem:

@@ -17,19 +17,19 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from test_dag import synthetic
 
-from protocol.manifest import CostWeights, LinkSpec, SensorSpec
-from trainer.bundle_export import evaluate_exports
-from trainer.dag.bank import ClassifierBank
-from trainer.dag.export import OnnxCache
-from trainer.dag.masked import ChoiceBank, MaskedBank, hide, log_loss, masked_training_set
-from trainer.dag.method import export_sweep, settings_from
-from trainer.dag.problem import DagProblem, make_problem, problem_from
-from trainer.dag.sweep import DagSettings, choose_bank, sweep_dag
-from trainer.dag.walk import walk
-from trainer.datasets import Dataset
-from trainer.hpc import fit_hpc
-from trainer.methods import MethodOptions
-from trainer.onnx_export import run_onnx
+from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
+from adaptedge.trainer.bundle_export import evaluate_exports
+from adaptedge.trainer.dag.bank import ClassifierBank
+from adaptedge.trainer.dag.export import OnnxCache
+from adaptedge.trainer.dag.masked import ChoiceBank, MaskedBank, hide, log_loss, masked_training_set
+from adaptedge.trainer.dag.method import export_sweep, settings_from
+from adaptedge.trainer.dag.problem import DagProblem, make_problem, problem_from
+from adaptedge.trainer.dag.sweep import DagSettings, choose_bank, sweep_dag
+from adaptedge.trainer.dag.walk import walk
+from adaptedge.trainer.datasets import Dataset
+from adaptedge.trainer.hpc import fit_hpc
+from adaptedge.trainer.methods import MethodOptions
+from adaptedge.trainer.onnx_export import run_onnx
 
 SETS = [(0,), (3,), (0, 3), (1, 2), (0, 1, 2, 3)]
 

@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from protocol.manifest import CostWeights
-from trainer.costs import (
+from adaptedge.protocol.manifest import CostWeights
+from adaptedge.trainer.costs import (
     CostsError,
     cost_weights_preset,
     feature_sensor_index,
     load_costs,
     sensor_cost_vector,
 )
-from trainer.datasets import DatasetError, list_datasets, load_dataset, stratified_split
+from adaptedge.trainer.datasets import DatasetError, list_datasets, load_dataset, stratified_split
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 

@@ -13,7 +13,7 @@ import pytest
 from sim_helpers import build_dataset_bundle
 from test_sim_report import assert_pngs_open
 
-DEMO = [sys.executable, "-c", "import sys; from adaptedge_cli.main import main; "
+DEMO = [sys.executable, "-c", "import sys; from adaptedge.cli.main import main; "
         "sys.exit(main(sys.argv[1:]))", "demo", "--no-progress"]
 
 

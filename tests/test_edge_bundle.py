@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-import edge.session
-from edge import EdgeError, EdgeRuntime
-from edge.errors import BundleRefused
-from protocol import BundleError, Manifest
+import adaptedge.edge.session as edge_session
+from adaptedge.edge import EdgeError, EdgeRuntime
+from adaptedge.edge.errors import BundleRefused
+from adaptedge.protocol import BundleError, Manifest
 
 Bundle = tuple[Path, Manifest]
 
@@ -22,13 +22,13 @@ Bundle = tuple[Path, Manifest]
 def sessions_created(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Files the runtime creates onnxruntime sessions for, in order."""
     created: list[str] = []
-    real = edge.session.NodeSession.__init__
+    real = edge_session.NodeSession.__init__
 
-    def spy(self: edge.session.NodeSession, path: Path, *args: Any, **kwargs: Any) -> None:
+    def spy(self: edge_session.NodeSession, path: Path, *args: Any, **kwargs: Any) -> None:
         created.append(path.name)
         real(self, path, *args, **kwargs)
 
-    monkeypatch.setattr(edge.session.NodeSession, "__init__", spy)
+    monkeypatch.setattr(edge_session.NodeSession, "__init__", spy)
     return created
 
 

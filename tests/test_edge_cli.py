@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 from edge_helpers import MqttResponder, ReferenceWalk, build_dataset_bundle
 
-from edge import EdgeRuntime
-from simulator.brokers import MosquittoBroker
-from trainer.datasets import load_dataset
+from adaptedge.edge import EdgeRuntime
+from adaptedge.simulator.brokers import MosquittoBroker
+from adaptedge.trainer.datasets import load_dataset
 
 pytestmark = pytest.mark.broker
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def edge_run(*args: str) -> list[str]:
-    launcher = "import sys; from adaptedge_cli.main import main; sys.exit(main(sys.argv[1:]))"
+    launcher = "import sys; from adaptedge.cli.main import main; sys.exit(main(sys.argv[1:]))"
     return [sys.executable, "-c", launcher, "edge", "run", *args]
 
 

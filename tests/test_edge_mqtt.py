@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from edge_helpers import MqttResponder, ReferenceWalk
 
-from edge import EdgeRuntime, MqttUplink
-from edge.errors import UplinkConfigError
-from protocol import Manifest
-from simulator.brokers import MosquittoBroker
+from adaptedge.edge import EdgeRuntime, MqttUplink
+from adaptedge.edge.errors import UplinkConfigError
+from adaptedge.protocol import Manifest
+from adaptedge.simulator.brokers import MosquittoBroker
 
 pytestmark = pytest.mark.broker
 Bundle = tuple[Path, Manifest]
@@ -135,8 +135,8 @@ def test_telemetry_is_published(mosquitto: MosquittoBroker, uplink: MqttUplink) 
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion
 
-    from protocol.codec import decode
-    from protocol.messages import Telemetry
+    from adaptedge.protocol.codec import decode
+    from adaptedge.protocol.messages import Telemetry
 
     got: list[Telemetry] = []
     listener = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="telemetry-listener")
@@ -163,7 +163,7 @@ def test_bad_options_are_refused() -> None:
 
 
 def test_unreachable_broker_degrades_at_once(toy_bundle: Bundle) -> None:
-    from simulator.brokers import free_port
+    from adaptedge.simulator.brokers import free_port
 
     path, _ = toy_bundle
     link = MqttUplink(f"mqtt://127.0.0.1:{free_port()}", "dev1").start()
@@ -240,7 +240,7 @@ def test_username_and_password(tmp_path: Path, toy_bundle: Bundle) -> None:
 
 def test_with_the_real_cloud_service(toy_bundle: Bundle, mosquitto: MosquittoBroker,
                                      uplink: MqttUplink) -> None:
-    from cloud.service import CloudService
+    from adaptedge.cloud.service import CloudService
 
     path, manifest = toy_bundle
     ref = ReferenceWalk(path, manifest)
@@ -263,7 +263,7 @@ def test_with_the_real_cloud_service(toy_bundle: Bundle, mosquitto: MosquittoBro
 
 def test_embedded_amqtt_broker(toy_bundle: Bundle) -> None:
     pytest.importorskip("amqtt")
-    from simulator.brokers import AmqttBroker
+    from adaptedge.simulator.brokers import AmqttBroker
 
     path, manifest = toy_bundle
     with AmqttBroker() as broker:

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from edge_helpers import HpcUplink, ReferenceWalk, build_dataset_bundle
 
-from edge import EdgeRuntime
-from protocol import Manifest
+from adaptedge.edge import EdgeRuntime
+from adaptedge.protocol import Manifest
 
-policy_eval = pytest.importorskip("trainer.policy_eval")
+policy_eval = pytest.importorskip("adaptedge.trainer.policy_eval")
 
 
 def assert_parity(path: Path, manifest: Manifest, policy: str, X: np.ndarray) -> set[str]:
@@ -52,7 +52,7 @@ def test_toy_bundle_parity(toy_bundle: tuple[Path, Manifest], policy: str,
 
 
 def test_dataset_bundle_parity(tmp_path: Path) -> None:
-    from trainer.datasets import load_dataset
+    from adaptedge.trainer.datasets import load_dataset
 
     manifest = build_dataset_bundle(tmp_path / "lb", "letter-binary")
     X = load_dataset("letter-binary").X_test[:300]
@@ -61,8 +61,8 @@ def test_dataset_bundle_parity(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_trained_bundle_parity(tmp_path: Path) -> None:
-    api = pytest.importorskip("trainer.api")
-    from trainer.datasets import load_dataset
+    api = pytest.importorskip("adaptedge.trainer.api")
+    from adaptedge.trainer.datasets import load_dataset
 
     manifest = api.train_bundle("letter-binary", "adapt-gbrt", tmp_path / "lb", quick=True,
                                 progress=False)

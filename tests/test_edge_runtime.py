@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from edge_helpers import HpcUplink, ReferenceWalk
 
-from edge import Decision, EdgeError, EdgeRuntime, Outbox
-from edge.errors import OperatingPointError
-from protocol import Manifest
-from protocol.messages import ErrorReply, InferenceRequest
+from adaptedge.edge import Decision, EdgeError, EdgeRuntime, Outbox
+from adaptedge.edge.errors import OperatingPointError
+from adaptedge.protocol import Manifest
+from adaptedge.protocol.messages import ErrorReply, InferenceRequest
 
 Bundle = tuple[Path, Manifest]
 
@@ -220,7 +220,7 @@ def test_outbox_records_escalations_within_limits(toy_bundle: Bundle, tmp_path: 
 def test_ties_take_the_first_highest_action(tmp_path: Path) -> None:
     from toy_bundle import linear_model_bytes
 
-    from protocol import (
+    from adaptedge.protocol import (
         Action,
         CostWeights,
         HpcRef,

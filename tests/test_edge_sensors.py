@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from edge_helpers import HpcUplink, ReferenceWalk
 
-from edge import EdgeRuntime
-from edge.sensors import ReaderPool
-from protocol import Manifest
+from adaptedge.edge import EdgeRuntime
+from adaptedge.edge.sensors import ReaderPool
+from adaptedge.protocol import Manifest
 
 Bundle = tuple[Path, Manifest]
 
@@ -191,7 +191,7 @@ def test_reader_pool_returns_values_and_errors() -> None:
 
 
 def test_unknown_sensor_timeout_is_refused(toy_bundle: Bundle) -> None:
-    from edge import EdgeError
+    from adaptedge.edge import EdgeError
 
     with pytest.raises(EdgeError, match="unknown sensor"):
         EdgeRuntime.load(toy_bundle[0], sensor_timeouts_ms={"c": 10.0})
@@ -202,7 +202,7 @@ def test_unknown_sensor_timeout_is_refused(toy_bundle: Bundle) -> None:
 def test_a_failed_sensor_is_not_retried_later_in_the_walk(tmp_path: Path) -> None:
     from toy_bundle import linear_model_bytes
 
-    from protocol import (
+    from adaptedge.protocol import (
         Action,
         CostWeights,
         HpcRef,

@@ -12,10 +12,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from trainer.cache import cache_root
-from trainer.datasets import Dataset, load_dataset
-from trainer.hpc import HpcError, HpcModel, fit_hpc
-from trainer.onnx_export import run_onnx
+from adaptedge.trainer.cache import cache_root
+from adaptedge.trainer.datasets import Dataset, load_dataset
+from adaptedge.trainer.hpc import HpcError, HpcModel, fit_hpc
+from adaptedge.trainer.onnx_export import run_onnx
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -10,7 +10,7 @@ import pytest
 HEAVY = ("sklearn", "scipy", "skl2onnx")
 
 
-@pytest.mark.parametrize("module", ["protocol", "edge", "cloud", "adaptedge_cli.main"])
+@pytest.mark.parametrize("module", ["adaptedge.protocol", "adaptedge.edge", "adaptedge.cloud", "adaptedge.cli.main"])
 def test_import_does_not_pull_heavy_libraries(module: str) -> None:
     code = (
         f"import sys, {module}\n"

@@ -18,8 +18,8 @@ from sklearn.ensemble import (
 from sklearn.linear_model import LogisticRegression, Ridge
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from trainer.datasets import load_dataset
-from trainer.onnx_export import (
+from adaptedge.trainer.datasets import load_dataset
+from adaptedge.trainer.onnx_export import (
     IR_VERSION,
     TARGET_OPSET,
     TreeArrays,

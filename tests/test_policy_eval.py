@@ -9,9 +9,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from protocol.costs import decision_cost, hpc_cost
-from protocol.manifest import Manifest
-from trainer.policy_eval import BundleRunner, evaluate_policy
+from adaptedge.protocol.costs import decision_cost, hpc_cost
+from adaptedge.protocol.manifest import Manifest
+from adaptedge.trainer.policy_eval import BundleRunner, evaluate_policy
 
 
 def _row_walk(root: Path, m: Manifest, policy: str, x: np.ndarray

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from protocol import BundleError, Manifest, open_bundle, read_manifest, verify
-from protocol.bundle import MANIFEST_NAME, manifest_digest
+from adaptedge.protocol import BundleError, Manifest, open_bundle, read_manifest, verify
+from adaptedge.protocol.bundle import MANIFEST_NAME, manifest_digest
 
 
 def _raw(bundle: Path) -> dict[str, Any]:
@@ -143,7 +143,7 @@ def test_tar_bundles_open(toy_bundle: tuple[Path, Manifest], tmp_path: Path) -> 
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "adaptedge_cli.main", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "adaptedge.cli.main", *args], capture_output=True,
                           text=True, timeout=60)
 
 

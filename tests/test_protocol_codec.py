@@ -11,10 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from message_examples import EXAMPLES
 
-from protocol import InferenceReply, InferenceRequest, ProtocolError, decode, encode, pack_features
-from protocol import errors as E
-from protocol.codec import MAX_MESSAGE_BYTES
-from protocol.messages import SCHEMA_VERSION, Message, kind
+from adaptedge.protocol import (
+    InferenceReply,
+    InferenceRequest,
+    ProtocolError,
+    decode,
+    encode,
+    pack_features,
+)
+from adaptedge.protocol import errors as E
+from adaptedge.protocol.codec import MAX_MESSAGE_BYTES
+from adaptedge.protocol.messages import SCHEMA_VERSION, Message, kind
 
 
 def _same(a: Message, b: Message) -> bool:
@@ -174,7 +181,7 @@ def test_property_request_round_trip(message: InferenceRequest) -> None:
 
 
 @given(st.builds(
-    lambda rid, dev, code, text, t: __import__("protocol").ErrorReply(rid, dev, code, text, t),
+    lambda rid, dev, code, text, t: __import__("adaptedge.protocol", fromlist=["ErrorReply"]).ErrorReply(rid, dev, code, text, t),
     st.none() | st.integers(0, 2**64 - 1), ident, ident, st.text(max_size=100),
     st.floats(allow_nan=False, allow_infinity=False)))
 @settings(max_examples=200, deadline=None)

@@ -9,7 +9,7 @@ import msgpack
 import pytest
 from message_examples import EXAMPLES
 
-from protocol import ProtocolError, decode, encode
+from adaptedge.protocol import ProtocolError, decode, encode
 
 N_INPUTS = 12_000
 PER_DECODE_BUDGET_S = 0.05

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol import ProtocolError
-from protocol import topics as T
+from adaptedge.protocol import ProtocolError
+from adaptedge.protocol import topics as T
 
 
 def test_build_and_parse() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaptedge_cli.main import main
-from protocol import Manifest
+from adaptedge.cli.main import main
+from adaptedge.protocol import Manifest
 
 
 def _csv(path: Path, n: int = 400) -> Path:

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from sim_helpers import build_dataset_bundle
 
-from simulator.hil import HilOptions, run_hil
-from simulator.network import NetworkConfig, Outage
-from simulator.records import RunResult
-from simulator.replay import replay
-from simulator.report import evaluate, write_report
-from simulator.scenario import DevicesConfig, Scenario
-from trainer.datasets import load_dataset
+from adaptedge.simulator.hil import HilOptions, run_hil
+from adaptedge.simulator.network import NetworkConfig, Outage
+from adaptedge.simulator.records import RunResult
+from adaptedge.simulator.replay import replay
+from adaptedge.simulator.report import evaluate, write_report
+from adaptedge.simulator.scenario import DevicesConfig, Scenario
+from adaptedge.trainer.datasets import load_dataset
 
 DATA = "wall-robot"
 pytestmark = pytest.mark.broker

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from protocol import Manifest
-from protocol.costs import decision_cost
-from protocol.manifest import LinkSpec
-from simulator.clock import SimClock
-from simulator.energy import EnergyConfig, EnergyModel
-from simulator.network import NetworkConfig, NetworkModel, Outage
-from simulator.scenario import ScenarioError, load_scenario, scenario_from_dict
+from adaptedge.protocol import Manifest
+from adaptedge.protocol.costs import decision_cost
+from adaptedge.protocol.manifest import LinkSpec
+from adaptedge.simulator.clock import SimClock
+from adaptedge.simulator.energy import EnergyConfig, EnergyModel
+from adaptedge.simulator.network import NetworkConfig, NetworkModel, Outage
+from adaptedge.simulator.scenario import ScenarioError, load_scenario, scenario_from_dict
 
 
 def test_clock_only_moves_forward() -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge import EdgeRuntime
-from protocol import Manifest
-from simulator.brokers import MosquittoBroker
-from simulator.remote_sensors import RemoteSensors, RemoteSensorServer, sensor_topic
+from adaptedge.edge import EdgeRuntime
+from adaptedge.protocol import Manifest
+from adaptedge.simulator.brokers import MosquittoBroker
+from adaptedge.simulator.remote_sensors import RemoteSensors, RemoteSensorServer, sensor_topic
 
 pytestmark = pytest.mark.broker
 

@@ -8,12 +8,12 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from edge import EdgeRuntime
-from protocol import Manifest
-from simulator.energy import EnergyModel
-from simulator.network import NetworkConfig, Outage
-from simulator.replay import hpc_answers, replay
-from simulator.scenario import DevicesConfig, Scenario
+from adaptedge.edge import EdgeRuntime
+from adaptedge.protocol import Manifest
+from adaptedge.simulator.energy import EnergyModel
+from adaptedge.simulator.network import NetworkConfig, Outage
+from adaptedge.simulator.replay import hpc_answers, replay
+from adaptedge.simulator.scenario import DevicesConfig, Scenario
 
 
 def _data(n: int, seed: int = 0) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
@@ -124,7 +124,7 @@ def test_replay_agrees_with_trainer_policy_eval(toy_bundle: tuple[Path, Manifest
                                                 point: str) -> None:
     """Every decision (label, source, sensors read, energy) against the trainer's batched
     reference walk of the exported ONNX, ideal network."""
-    from trainer.policy_eval import evaluate_policy
+    from adaptedge.trainer.policy_eval import evaluate_policy
 
     bundle, manifest = toy_bundle
     X, y = _data(500, seed=13)

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from protocol import Manifest
-from simulator.network import NetworkConfig, Outage
-from simulator.report import evaluate, summary_table, write_report
-from simulator.scenario import DevicesConfig, Scenario
+from adaptedge.protocol import Manifest
+from adaptedge.simulator.network import NetworkConfig, Outage
+from adaptedge.simulator.report import evaluate, summary_table, write_report
+from adaptedge.simulator.scenario import DevicesConfig, Scenario
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

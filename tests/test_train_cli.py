@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from test_bundle_export import heart_policies
 
-from adaptedge_cli.main import main
-from protocol.bundle import verify
-from protocol.costs import hpc_cost
-from trainer import methods
-from trainer.datasets import load_dataset
-from trainer.policy import PolicyExport
-from trainer.policy_eval import BundleRunner, evaluate_policy
+from adaptedge.cli.main import main
+from adaptedge.protocol.bundle import verify
+from adaptedge.protocol.costs import hpc_cost
+from adaptedge.trainer import methods
+from adaptedge.trainer.datasets import load_dataset
+from adaptedge.trainer.policy import PolicyExport
+from adaptedge.trainer.policy_eval import BundleRunner, evaluate_policy
 
 TINY = "test-tiny"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from protocol import (
+from adaptedge.protocol import (
     Action,
     CostWeights,
     HpcRef,
@@ -24,7 +24,7 @@ from protocol import (
     SensorSpec,
     write_bundle,
 )
-from simulator.linear_bundle import linear_onnx
+from adaptedge.simulator.linear_bundle import linear_onnx
 
 linear_model_bytes = linear_onnx
 """ONNX: probabilities = softmax(x W + b) [, action_scores = x A + c] (the simulator's builder)."""

@@ -45,8 +45,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from trainer.cart import BinMapper, Tree, TreeParams, fit_tree, predict_trees, quantize
-from trainer.gating import (
+from adaptedge.trainer.cart import BinMapper, Tree, TreeParams, fit_tree, predict_trees, quantize
+from adaptedge.trainer.gating import (
     CostModel,
     cross_entropy,
     hpc_loss,
@@ -60,9 +60,9 @@ from trainer.gating import (
     sigmoid,
     softplus,
 )
-from trainer.methods import MethodOptions, register
-from trainer.node_onnx import node_model, tree_core
-from trainer.policy import Metrics, PolicyExport
+from adaptedge.trainer.methods import MethodOptions, register
+from adaptedge.trainer.node_onnx import node_model, tree_core
+from adaptedge.trainer.policy import Metrics, PolicyExport
 
 FloatArray = NDArray[np.float64]
 
@@ -420,7 +420,7 @@ def adapt_gbrt_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Po
     settings = [{**base, "p_full": p, "gamma": g}
                 for p in grid["p_full"] for g in grid["gamma"]]
     if options.extra.get("warm_start", True):
-        from trainer.warm_start import DEFAULT_FRACTIONS, warm_start_sets
+        from adaptedge.trainer.warm_start import DEFAULT_FRACTIONS, warm_start_sets
 
         fractions = QUICK_WARM_FRACTIONS if options.quick else DEFAULT_FRACTIONS
         warm = {**WARM_GRID, **{k: tuple(v) for k, v in options.extra.get("warm_grid", {}).items()}}

@@ -35,8 +35,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from trainer.adapt_gbrt import _check_inputs, _sensor_layout
-from trainer.gating import (
+from adaptedge.trainer.adapt_gbrt import _check_inputs, _sensor_layout
+from adaptedge.trainer.gating import (
     CostModel,
     hpc_loss,
     log_proba,
@@ -49,9 +49,9 @@ from trainer.gating import (
     sigmoid,
     softplus,
 )
-from trainer.methods import MethodOptions, register
-from trainer.node_onnx import linear_core, node_model
-from trainer.policy import Metrics, PolicyExport
+from adaptedge.trainer.methods import MethodOptions, register
+from adaptedge.trainer.node_onnx import linear_core, node_model
+from adaptedge.trainer.policy import Metrics, PolicyExport
 
 FloatArray = NDArray[np.float64]
 GATE_INIT_SCALE = 3.0

@@ -11,13 +11,13 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-from protocol.bundle import verify
-from protocol.manifest import Manifest
-from trainer.bundle_export import export_bundle
-from trainer.datasets import load_dataset
-from trainer.frontier import pareto_frontier, pick_near_accuracy, pick_within_budget
-from trainer.hpc import fit_hpc
-from trainer.methods import MethodOptions, get_method
+from adaptedge.protocol.bundle import verify
+from adaptedge.protocol.manifest import Manifest
+from adaptedge.trainer.bundle_export import export_bundle
+from adaptedge.trainer.datasets import load_dataset
+from adaptedge.trainer.frontier import pareto_frontier, pick_near_accuracy, pick_within_budget
+from adaptedge.trainer.hpc import fit_hpc
+from adaptedge.trainer.methods import MethodOptions, get_method
 
 DEFAULT_TOLERANCE = 0.01
 """The default operating point is the cheapest within this accuracy of the HPC (validation)."""

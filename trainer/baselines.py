@@ -23,9 +23,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from trainer.adapt_gbrt import AdaptGbrtClassifier, _check_inputs, _sensor_layout
-from trainer.cart import feature_gains, quantize
-from trainer.gating import (
+from adaptedge.trainer.adapt_gbrt import AdaptGbrtClassifier, _check_inputs, _sensor_layout
+from adaptedge.trainer.cart import feature_gains, quantize
+from adaptedge.trainer.gating import (
     CostModel,
     n_logits,
     one_node_policy,
@@ -33,9 +33,9 @@ from trainer.gating import (
     pareto_indices,
     proba,
 )
-from trainer.methods import MethodOptions, register
-from trainer.node_onnx import linear_core, node_model, tree_core
-from trainer.policy import Metrics, PolicyExport
+from adaptedge.trainer.methods import MethodOptions, register
+from adaptedge.trainer.node_onnx import linear_core, node_model, tree_core
+from adaptedge.trainer.policy import Metrics, PolicyExport
 
 FloatArray = NDArray[np.float64]
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from protocol.bundle import write_bundle
-from protocol.manifest import (
+from adaptedge.protocol.bundle import write_bundle
+from adaptedge.protocol.manifest import (
     BUNDLE_SCHEMA_VERSION,
     HpcRef,
     Manifest,
@@ -22,10 +22,10 @@ from protocol.manifest import (
     PolicyGraph,
     PolicyNode,
 )
-from trainer.datasets import Dataset, SplitName
-from trainer.hpc import HpcModel
-from trainer.policy import Metrics, PolicyExport
-from trainer.policy_eval import BundleRunner, PolicyResult
+from adaptedge.trainer.datasets import Dataset, SplitName
+from adaptedge.trainer.hpc import HpcModel
+from adaptedge.trainer.policy import Metrics, PolicyExport
+from adaptedge.trainer.policy_eval import BundleRunner, PolicyResult
 
 HPC_FILE = "hpc.onnx"
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocol.manifest import CostWeights, LinkSpec, SensorSpec
+from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
 
 PRESETS: dict[str, CostWeights] = {
     "energy": CostWeights(energy_mj=1.0),

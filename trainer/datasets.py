@@ -21,8 +21,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from protocol.manifest import CostWeights, LinkSpec, SensorSpec
-from trainer.costs import PRESETS, feature_sensor_index, load_costs
+from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
+from adaptedge.trainer.costs import PRESETS, feature_sensor_index, load_costs
 
 SplitName = Literal["train", "validation", "test"]
 Floats = npt.NDArray[np.float32]

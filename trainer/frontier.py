@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trainer.policy import PolicyExport
+from adaptedge.trainer.policy import PolicyExport
 
 
 class BudgetError(ValueError):

@@ -13,9 +13,9 @@ from typing import TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from protocol.costs import link_cost, sensor_cost
-from protocol.manifest import Action, CostWeights, LinkSpec, SensorSpec
-from trainer.policy import Metrics, NodeExport, PolicyExport
+from adaptedge.protocol.costs import link_cost, sensor_cost
+from adaptedge.protocol.manifest import Action, CostWeights, LinkSpec, SensorSpec
+from adaptedge.trainer.policy import Metrics, NodeExport, PolicyExport
 
 FloatArray = NDArray[np.float64]
 T = TypeVar("T")
@@ -116,7 +116,7 @@ class CostModel:
     @classmethod
     def build(cls, sensors: Sequence[SensorSpec], weights: CostWeights, link: LinkSpec,
               n_features: int, hpc_sensor_names: Sequence[str] | None = None) -> CostModel:
-        from trainer.costs import feature_sensor_index
+        from adaptedge.trainer.costs import feature_sensor_index
 
         specs = tuple(sensors)
         costs = np.array([sensor_cost(s, weights).scalar for s in specs], dtype=np.float64)

@@ -14,18 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainer.policy import PolicyExport
+from adaptedge.trainer.policy import PolicyExport
 
 # method name -> module that registers it
 METHOD_MODULES: dict[str, str] = {
-    "adapt-gbrt": "trainer.adapt_gbrt",
-    "adapt-lin": "trainer.adapt_lin",
-    "l1": "trainer.baselines",
-    "greedy-miser": "trainer.baselines",
-    "confidence": "trainer.baselines",
-    "dag": "trainer.dag.method",
-    "static": "trainer.dag.method",
-    "cascade": "trainer.dag.method",
+    "adapt-gbrt": "adaptedge.trainer.adapt_gbrt",
+    "adapt-lin": "adaptedge.trainer.adapt_lin",
+    "l1": "adaptedge.trainer.baselines",
+    "greedy-miser": "adaptedge.trainer.baselines",
+    "confidence": "adaptedge.trainer.baselines",
+    "dag": "adaptedge.trainer.dag.method",
+    "static": "adaptedge.trainer.dag.method",
+    "cascade": "adaptedge.trainer.dag.method",
 }
 
 

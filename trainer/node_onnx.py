@@ -30,8 +30,8 @@ import onnx
 from numpy.typing import NDArray
 from onnx import TensorProto, helper, numpy_helper
 
-from protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
-from trainer.cart import Tree
+from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
+from adaptedge.trainer.cart import Tree
 
 IR_VERSION = 8
 OPSET = 17

@@ -18,7 +18,7 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
+from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
 
 TARGET_OPSET = 17
 ML_OPSET = 3

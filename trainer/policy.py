@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocol.manifest import Action
+from adaptedge.protocol.manifest import Action
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from protocol.bundle import read_manifest
-from protocol.costs import link_cost, sensor_cost
-from protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Manifest
+from adaptedge.protocol.bundle import read_manifest
+from adaptedge.protocol.costs import link_cost, sensor_cost
+from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Manifest
 
 
 @dataclass(frozen=True)

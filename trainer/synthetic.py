@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from protocol.manifest import CostWeights, LinkSpec, SensorSpec
-from trainer.datasets import Dataset
+from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
+from adaptedge.trainer.datasets import Dataset
 
 UNIFORM = CostWeights(energy_mj=0.0, uniform=1.0)
 CLUSTERS_2 = (  # (x1, x2, label, share); cluster 2 is two halves with opposite labels

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from trainer.dag.bank import ClassifierBank
-from trainer.dag.graph import (
+from adaptedge.trainer.dag.bank import ClassifierBank
+from adaptedge.trainer.dag.graph import (
     GraphAction,
     TrainedGraph,
     WalkNode,
@@ -23,10 +23,10 @@ from trainer.dag.graph import (
     node_id,
     single_node,
 )
-from trainer.dag.problem import SensorSet
-from trainer.dag.reduce import ReduceConfig, Reduction
-from trainer.dag.subsets import ProxyScorer, greedy_order
-from trainer.dag.sweep import SweepPoint, evaluate, frontier, train_point
+from adaptedge.trainer.dag.problem import SensorSet
+from adaptedge.trainer.dag.reduce import ReduceConfig, Reduction
+from adaptedge.trainer.dag.subsets import ProxyScorer, greedy_order
+from adaptedge.trainer.dag.sweep import SweepPoint, evaluate, frontier, train_point
 
 
 def static_graph(sensors: SensorSet) -> TrainedGraph:

@@ -12,12 +12,17 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Action
-from trainer.dag.bank import ClassifierBank, PriorModel
-from trainer.dag.graph import TIE_BAND, LinearScores, TrainedGraph, WalkNode
-from trainer.dag.problem import SensorSet
-from trainer.onnx_export import IR_VERSION, fuse_node_model, linear_to_onnx, sklearn_to_onnx
-from trainer.policy import Metrics, NodeExport, PolicyExport
+from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Action
+from adaptedge.trainer.dag.bank import ClassifierBank, PriorModel
+from adaptedge.trainer.dag.graph import TIE_BAND, LinearScores, TrainedGraph, WalkNode
+from adaptedge.trainer.dag.problem import SensorSet
+from adaptedge.trainer.onnx_export import (
+    IR_VERSION,
+    fuse_node_model,
+    linear_to_onnx,
+    sklearn_to_onnx,
+)
+from adaptedge.trainer.policy import Metrics, NodeExport, PolicyExport
 
 
 class OnnxCache:

@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from trainer.dag.problem import FloatArray, IntArray, SensorSet
+from adaptedge.trainer.dag.problem import FloatArray, IntArray, SensorSet
 
 Kind = Literal["stop", "acquire", "escalate"]
 

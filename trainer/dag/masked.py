@@ -28,9 +28,9 @@ import numpy as np
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.model_selection import KFold
 
-from trainer.dag.bank import BankEntry, ClassifierBank
-from trainer.dag.problem import BoolArray, DagProblem, FloatArray, IntArray, SensorSet
-from trainer.gating import hpc_loss
+from adaptedge.trainer.dag.bank import BankEntry, ClassifierBank
+from adaptedge.trainer.dag.problem import BoolArray, DagProblem, FloatArray, IntArray, SensorSet
+from adaptedge.trainer.gating import hpc_loss
 
 MASKED_KIND = "masked"
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from trainer.dag.bank import ClassifierBank
-from trainer.dag.baselines import cascade_points, static_points, static_sets
-from trainer.dag.export import OnnxCache, to_policy_export
-from trainer.dag.problem import problem_from
-from trainer.dag.subsets import greedy_order, lattice_scorer
-from trainer.dag.sweep import (
+from adaptedge.trainer.dag.bank import ClassifierBank
+from adaptedge.trainer.dag.baselines import cascade_points, static_points, static_sets
+from adaptedge.trainer.dag.export import OnnxCache, to_policy_export
+from adaptedge.trainer.dag.problem import problem_from
+from adaptedge.trainer.dag.subsets import greedy_order, lattice_scorer
+from adaptedge.trainer.dag.sweep import (
     CLASSIFIER_CHOICES,
     DagSettings,
     DagSweep,
@@ -30,8 +30,8 @@ from trainer.dag.sweep import (
     frontier,
     sweep_dag,
 )
-from trainer.methods import MethodOptions, register
-from trainer.policy import PolicyExport
+from adaptedge.trainer.methods import MethodOptions, register
+from adaptedge.trainer.policy import PolicyExport
 
 _ESCALATION = {"both": (None, 1.0), "on": (1.0,), "off": (None,)}
 

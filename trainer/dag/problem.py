@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from protocol.manifest import CostWeights, LinkSpec, SensorSpec
+from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -26,8 +26,8 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
 
-from trainer.dag.bank import ClassifierBank
-from trainer.dag.graph import (
+from adaptedge.trainer.dag.bank import ClassifierBank
+from adaptedge.trainer.dag.graph import (
     Kind,
     Lattice,
     LinearScores,
@@ -37,8 +37,8 @@ from trainer.dag.graph import (
     policy_features,
     prune,
 )
-from trainer.dag.problem import FloatArray, SensorSet
-from trainer.dag.walk import walk
+from adaptedge.trainer.dag.problem import FloatArray, SensorSet
+from adaptedge.trainer.dag.walk import walk
 
 Reduction = Literal["lr", "ridge"]
 REDUCTIONS: tuple[Reduction, ...] = ("lr", "ridge")

@@ -16,20 +16,20 @@ from typing import Any, Literal
 import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from trainer.dag.bank import ClassifierBank, ClassifierKind, boosting_rounds
-from trainer.dag.graph import (
+from adaptedge.trainer.dag.bank import ClassifierBank, ClassifierKind, boosting_rounds
+from adaptedge.trainer.dag.graph import (
     Lattice,
     TrainedGraph,
     exhaustive_lattice,
     track_lattice,
     track_lattice_size,
 )
-from trainer.dag.masked import ChoiceBank, MaskedBank
-from trainer.dag.problem import DagProblem, SensorSet
-from trainer.dag.reduce import REDUCTIONS, ReduceConfig, Reduction, train_graph
-from trainer.dag.subsets import ProxyScorer, greedy_order, greedy_subsets, lattice_scorer
-from trainer.dag.walk import walk
-from trainer.policy import Metrics
+from adaptedge.trainer.dag.masked import ChoiceBank, MaskedBank
+from adaptedge.trainer.dag.problem import DagProblem, SensorSet
+from adaptedge.trainer.dag.reduce import REDUCTIONS, ReduceConfig, Reduction, train_graph
+from adaptedge.trainer.dag.subsets import ProxyScorer, greedy_order, greedy_subsets, lattice_scorer
+from adaptedge.trainer.dag.walk import walk
+from adaptedge.trainer.policy import Metrics
 
 ClassifierChoice = ClassifierKind | Literal["auto", "per-subset", "masked"]
 CLASSIFIER_CHOICES: tuple[str, ...] = ("auto", "per-subset", "masked", "hgb", "hgb-wide", "lr")

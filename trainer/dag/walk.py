@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainer.dag.bank import ClassifierBank
-from trainer.dag.graph import TrainedGraph, policy_features
-from trainer.dag.problem import BoolArray, DagProblem, FloatArray, IntArray
-from trainer.policy import Metrics
+from adaptedge.trainer.dag.bank import ClassifierBank
+from adaptedge.trainer.dag.graph import TrainedGraph, policy_features
+from adaptedge.trainer.dag.problem import BoolArray, DagProblem, FloatArray, IntArray
+from adaptedge.trainer.policy import Metrics
 
 
 @dataclass(frozen=True)

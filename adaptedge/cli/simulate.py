@@ -45,8 +45,8 @@ def register(sub: Any) -> None:
 def load_scenario_args(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
-    from adaptedge_cli.main import CommandError
-    from simulator.scenario import Scenario, ScenarioError, load_scenario
+    from adaptedge.cli.main import CommandError
+    from adaptedge.simulator.scenario import Scenario, ScenarioError, load_scenario
 
     try:
         scenario = load_scenario(args.scenario) if args.scenario else Scenario()
@@ -70,11 +70,11 @@ def load_scenario_args(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from adaptedge_cli.main import CommandError
-    from protocol.bundle import open_bundle, verify
-    from simulator.hil import HilError, HilOptions, run_hil
-    from simulator.report import evaluate, summary_table, write_report
-    from trainer.datasets import DatasetError, load_dataset
+    from adaptedge.cli.main import CommandError
+    from adaptedge.protocol.bundle import open_bundle, verify
+    from adaptedge.simulator.hil import HilError, HilOptions, run_hil
+    from adaptedge.simulator.report import evaluate, summary_table, write_report
+    from adaptedge.trainer.datasets import DatasetError, load_dataset
 
     scenario = load_scenario_args(args)
     try:

@@ -7,11 +7,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from adaptedge_cli.main import CommandError
+from adaptedge.cli.main import CommandError
 
 
 def register(sub: Any) -> None:
-    from trainer.methods import METHOD_MODULES
+    from adaptedge.trainer.methods import METHOD_MODULES
 
     p = sub.add_parser("train", help="train a method and export a bundle",
                        description=__doc__)
@@ -58,7 +58,7 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainer.methods import METHOD_MODULES
+    from adaptedge.trainer.methods import METHOD_MODULES
 
     if args.method not in METHOD_MODULES:
         raise CommandError(f"unknown method {args.method!r}; choose one of "
@@ -67,11 +67,11 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--jobs must be >= 1, got {args.jobs}")
     extra = parse_params(args.param)
 
-    from trainer.api import TrainError, train_bundle
-    from trainer.costs import CostsError
-    from trainer.datasets import DatasetError
-    from trainer.frontier import BudgetError
-    from trainer.hpc import HpcError
+    from adaptedge.trainer.api import TrainError, train_bundle
+    from adaptedge.trainer.costs import CostsError
+    from adaptedge.trainer.datasets import DatasetError
+    from adaptedge.trainer.frontier import BudgetError
+    from adaptedge.trainer.hpc import HpcError
 
     try:
         manifest = train_bundle(
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(m: Any, out: Path) -> str:
-    from protocol.costs import hpc_cost
+    from adaptedge.protocol.costs import hpc_cost
 
     w = max([len("operating point")] + [len(p.name) + 2 for p in m.operating_points]) + 2
     lines = [

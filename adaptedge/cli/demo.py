@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainer.cache import cache_root
+from adaptedge.trainer.cache import cache_root
 
 DEFAULT_WORKDIR = cache_root() / "demo"
 
@@ -54,11 +54,11 @@ def obtain_bundle(workdir: Path, data: str, method: str, *, seed: int, retrain: 
     """The cached bundle, or a freshly trained one (``trainer.api.train_bundle``, quick)."""
     import importlib
 
-    from protocol.bundle import verify
-    from protocol.errors import BundleError
+    from adaptedge.protocol.bundle import verify
+    from adaptedge.protocol.errors import BundleError
 
     try:
-        train_bundle = importlib.import_module("trainer.api").train_bundle
+        train_bundle = importlib.import_module("adaptedge.trainer.api").train_bundle
     except ImportError:
         train_bundle = None
     kind = f"{method} (quick sweep)" if train_bundle is not None else "linear least squares"
@@ -75,7 +75,7 @@ def obtain_bundle(workdir: Path, data: str, method: str, *, seed: int, retrain: 
         _say(f"training {method} on {data} (quick sweep) -> {out}")
         train_bundle(data, method, out, quick=True, seed=seed, n_jobs=1, progress=progress)
     else:
-        from simulator.linear_bundle import build_linear_bundle
+        from adaptedge.simulator.linear_bundle import build_linear_bundle
 
         _say(f"trainer.api is not available: building a linear bundle on {data} -> {out}")
         build_linear_bundle(out, data, seed=seed)
@@ -85,11 +85,11 @@ def obtain_bundle(workdir: Path, data: str, method: str, *, seed: int, retrain: 
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from adaptedge_cli.main import CommandError
-    from simulator.hil import HilError, HilOptions, run_hil
-    from simulator.report import evaluate, summary_table, write_report
-    from simulator.scenario import DevicesConfig, Scenario
-    from trainer.datasets import DatasetError, load_dataset
+    from adaptedge.cli.main import CommandError
+    from adaptedge.simulator.hil import HilError, HilOptions, run_hil
+    from adaptedge.simulator.report import evaluate, summary_table, write_report
+    from adaptedge.simulator.scenario import DevicesConfig, Scenario
+    from adaptedge.trainer.datasets import DatasetError, load_dataset
 
     if args.devices < 1 or args.limit < 1 or args.rate <= 0:
         raise CommandError("--devices and --limit must be >= 1 and --rate > 0")

@@ -1,4 +1,4 @@
-"""The CLI's error family, in its own module so that ``python -m adaptedge_cli.main`` (which loads
+"""The CLI's error family, in its own module so that ``python -m adaptedge.cli.main`` (which loads
 ``main`` twice, once as ``__main__``) still catches the same class the commands raise."""
 
 

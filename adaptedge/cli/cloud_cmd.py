@@ -54,10 +54,10 @@ def register(sub: Any) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from adaptedge_cli.main import CommandError
-    from cloud import CloudError, CloudService, TlsFiles
-    from cloud.acl import read_password_file
-    from protocol.bundle import open_bundle
+    from adaptedge.cli.main import CommandError
+    from adaptedge.cloud import CloudError, CloudService, TlsFiles
+    from adaptedge.cloud.acl import read_password_file
+    from adaptedge.protocol.bundle import open_bundle
 
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -98,9 +98,9 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def acl(args: argparse.Namespace) -> int:
-    from adaptedge_cli.main import CommandError
-    from cloud import CloudError
-    from cloud.acl import give_to, system_account, write_credentials
+    from adaptedge.cli.main import CommandError
+    from adaptedge.cloud import CloudError
+    from adaptedge.cloud.acl import give_to, system_account, write_credentials
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     try:

@@ -11,8 +11,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from adaptedge_cli.errors import CommandError
-from protocol.errors import BundleError, ProtocolError
+from adaptedge.cli.errors import CommandError
+from adaptedge.protocol.errors import BundleError, ProtocolError
 
 __all__ = ["CommandError", "build_parser", "main"]
 
@@ -48,9 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
-            module = importlib.import_module(f"adaptedge_cli.{name}")
+            module = importlib.import_module(f"adaptedge.cli.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"adaptedge_cli.{name}":
+            if exc.name == f"adaptedge.cli.{name}":
                 continue  # that subcommand is not part of this build
             raise
         module.register(sub)

@@ -56,7 +56,7 @@ def register(sub: Any) -> None:
 
 
 def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
-    from adaptedge_cli.main import CommandError
+    from adaptedge.cli.main import CommandError
 
     if args.tls_ca is None and args.tls_cert is None:
         return None
@@ -69,9 +69,9 @@ def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
 
 
 def run_device(args: argparse.Namespace) -> int:
-    from adaptedge_cli.main import CommandError
-    from edge import EdgeError
-    from protocol.errors import BundleError
+    from adaptedge.cli.main import CommandError
+    from adaptedge.edge import EdgeError
+    from adaptedge.protocol.errors import BundleError
 
     stop = {"flag": False}
 
@@ -91,9 +91,9 @@ def run_device(args: argparse.Namespace) -> int:
 
 
 def _run_device(args: argparse.Namespace, stop: dict[str, bool]) -> int:
-    from adaptedge_cli.main import CommandError
-    from edge import EdgeRuntime, MqttUplink, Outbox
-    from trainer.datasets import load_dataset
+    from adaptedge.cli.main import CommandError
+    from adaptedge.edge import EdgeRuntime, MqttUplink, Outbox
+    from adaptedge.trainer.datasets import load_dataset
 
     if args.limit is not None and args.limit < 1:
         raise CommandError(f"--limit must be >= 1, got {args.limit}")

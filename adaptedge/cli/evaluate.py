@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from adaptedge_cli.main import CommandError
+from adaptedge.cli.main import CommandError
 
 TOLERANCE = 0.01
 
@@ -34,9 +34,9 @@ def register(sub: Any) -> None:
 
 def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
     """The evaluation report (the ``--json`` object) of a verified bundle directory."""
-    from protocol.bundle import verify
-    from protocol.costs import hpc_cost
-    from trainer.policy_eval import BundleRunner, PolicyResult
+    from adaptedge.protocol.bundle import verify
+    from adaptedge.protocol.costs import hpc_cost
+    from adaptedge.trainer.policy_eval import BundleRunner, PolicyResult
 
     manifest = verify(root)
     if tuple(manifest.feature_names) != tuple(dataset.feature_names):
@@ -88,9 +88,9 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from protocol.bundle import open_bundle
-    from trainer.costs import CostsError
-    from trainer.datasets import DatasetError, load_dataset
+    from adaptedge.protocol.bundle import open_bundle
+    from adaptedge.trainer.costs import CostsError
+    from adaptedge.trainer.datasets import DatasetError, load_dataset
 
     try:
         dataset = load_dataset(args.data, target=args.target, costs=args.costs,

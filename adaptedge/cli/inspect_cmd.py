@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from protocol.bundle import open_bundle, verify
-from protocol.manifest import Manifest
+from adaptedge.protocol.bundle import open_bundle, verify
+from adaptedge.protocol.manifest import Manifest
 
 
 def register(sub: Any) -> None:

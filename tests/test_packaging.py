@@ -1,0 +1,67 @@
+"""The distribution installs one import name, ``adaptedge``, and nothing else at the top level."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OLD_NAMES = ("protocol", "trainer", "edge", "cloud", "simulator", "adaptedge_cli")
+SOURCE_FOLDERS = ("protocol", "trainer", "edge", "cloud", "simulator", "adaptedge", "tests", "benchmarks")
+
+
+def _python_files() -> list[Path]:
+    files: list[Path] = []
+    for folder in SOURCE_FOLDERS:
+        for path in (REPO / folder).rglob("*.py"):
+            if not any(part.is_symlink() for part in [path, *path.parents] if part != REPO):
+                files.append(path)
+    return files
+
+
+def test_no_module_imports_a_bare_top_level_name() -> None:
+    """``import protocol`` would load a second copy of ``adaptedge.protocol`` beside it."""
+    offenders = []
+    for path in _python_files():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            offenders += [f"{path.relative_to(REPO)}:{node.lineno} {name}" for name in names
+                          if name.split(".")[0] in OLD_NAMES]
+    assert offenders == [], "import through adaptedge.*: " + ", ".join(offenders)
+
+
+def test_wheel_holds_only_adaptedge(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "*.egg-info", "build", "__pycache__", ".*_cache", "data", "benchmarks"))
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-cache-dir",
+         "--quiet", "-w", str(tmp_path / "dist"), str(source)],
+        capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("adaptedge-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        archive.extractall(tmp_path / "site")
+    top = {name.split("/")[0] for name in names}
+    assert {t for t in top if not t.endswith(".dist-info")} == {"adaptedge"}
+    assert "adaptedge/simulator/scenarios/ideal.toml" in names
+    code = ("import adaptedge, adaptedge.edge, adaptedge.cloud; "
+            "print(adaptedge.__file__)")
+    env = {"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().startswith(str(tmp_path / "site"))
+    for old in OLD_NAMES:
+        gone = subprocess.run([sys.executable, "-c", f"import {old}"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert gone.returncode != 0 and "ModuleNotFoundError" in gone.stderr, old
