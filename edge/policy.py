@@ -19,7 +19,8 @@ import numpy.typing as npt
 
 from adaptedge.edge.errors import BundleRefused
 from adaptedge.edge.session import NodeSession
-from adaptedge.protocol.manifest import Manifest, PolicyGraph
+from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.policy_graph import PolicyGraph
 
 STOP = 0
 ACQUIRE = 1

@@ -15,7 +15,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from adaptedge.protocol.bundle import verify
-from adaptedge.protocol.manifest import Action
+from adaptedge.protocol.policy_graph import Action
 from adaptedge.trainer.bundle_export import evaluate_exports, export_bundle, metrics_of
 from adaptedge.trainer.datasets import Dataset, load_dataset
 from adaptedge.trainer.frontier import (

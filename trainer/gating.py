@@ -14,7 +14,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adaptedge.protocol.costs import link_cost, sensor_cost
-from adaptedge.protocol.manifest import Action, CostWeights, LinkSpec, SensorSpec
+from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
+from adaptedge.protocol.policy_graph import Action
 from adaptedge.trainer.policy import Metrics, NodeExport, PolicyExport
 
 FloatArray = NDArray[np.float64]

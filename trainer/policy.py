@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from adaptedge.protocol.manifest import Action
+from adaptedge.protocol.policy_graph import Action
 
 
 @dataclass(frozen=True)

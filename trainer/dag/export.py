@@ -12,7 +12,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Action
+from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
+from adaptedge.protocol.policy_graph import Action
 from adaptedge.trainer.dag.bank import ClassifierBank, PriorModel
 from adaptedge.trainer.dag.graph import TIE_BAND, LinearScores, TrainedGraph, WalkNode
 from adaptedge.trainer.dag.problem import SensorSet
