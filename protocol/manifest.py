@@ -364,10 +364,8 @@ def _parse_graph(r: _Reader, name: str, sensor_names: list[str], owner: dict[int
     for node_id in nodes_raw.raw:
         nr = nodes_raw.child(node_id)
         sensors = nr.strings("sensors")
-        _check_sensors(sensors, sensor_names, nr.at("sensors"))
         mr = nr.child("model")
         model = ModelRef(file=mr.text("file"), inputs=mr.ints("inputs"))
-        _check_file(files, model.file, mr.at("file"))
         actions = []
         for i, ar in enumerate(nr.get("actions", list)):
             a = _Reader(ar, f"{nr.at('actions')}[{i}]")
@@ -376,7 +374,8 @@ def _parse_graph(r: _Reader, name: str, sensor_names: list[str], owner: dict[int
                                   next=a.get("next", (str, type(None)), None)))
         nodes[node_id] = PolicyNode(sensors=sensors, model=model, actions=tuple(actions))
     graph = PolicyGraph(root=r.text("root"), nodes=nodes)
-    check_graph(graph, name=name, sensor_names=sensor_names, owner=owner, path=r.path)
+    check_graph(graph, name=name, sensor_names=sensor_names, owner=owner, files=files,
+                path=r.path)
     return graph
 
 

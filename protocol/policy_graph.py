@@ -13,7 +13,7 @@ it after reading the JSON, and anyone building a graph may call it before export
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -59,16 +59,26 @@ class PolicyGraph:
     nodes: Mapping[str, PolicyNode]
 
 
-def check_graph(graph: PolicyGraph, *, name: str, sensor_names: tuple[str, ...] | list[str],
-                owner: Mapping[int, str], path: str) -> None:
+def check_graph(graph: PolicyGraph, *, name: str, sensor_names: Collection[str],
+                owner: Mapping[int, str], files: Collection[str], path: str) -> None:
     """Refuse (``BundleError`` naming the field under ``path``) a graph that breaks the rules:
-    unknown root or sensors, model inputs not yielded by the node's sensors, a move to a
-    missing node or to a sensor set that is not allowed, a cycle."""
+    unknown root, sensors or model files, model inputs (feature columns; ``owner`` maps each
+    to its sensor) not yielded by the node's sensors, a move to a missing node or to a sensor
+    set that is not allowed, a cycle."""
     nodes = graph.nodes
     if graph.root not in nodes:
         raise BundleError(f"root {graph.root!r} is not a node", path=f"{path}.root")
     for node_id, node in nodes.items():
         at = f"{path}.nodes.{node_id}"
+        for sensor in node.sensors:
+            if sensor not in sensor_names:
+                raise BundleError(f"unknown sensor {sensor!r} (the bundle has "
+                                  f"{list(sensor_names)})", path=f"{at}.sensors")
+        if len(set(node.sensors)) != len(node.sensors):
+            raise BundleError("lists a sensor twice", path=f"{at}.sensors")
+        if node.model.file not in files:
+            raise BundleError(f"names file {node.model.file!r}, which is not listed in files",
+                              path=f"{at}.model.file")
         for col in node.model.inputs:
             if owner.get(col) not in node.sensors:
                 raise BundleError(f"model input feature {col} is not yielded by this node's "
@@ -84,7 +94,7 @@ def check_graph(graph: PolicyGraph, *, name: str, sensor_names: tuple[str, ...] 
 
 
 def _check_action(action: Action, node: PolicyNode, nodes: Mapping[str, PolicyNode],
-                  sensor_names: tuple[str, ...] | list[str], at: str) -> None:
+                  sensor_names: Collection[str], at: str) -> None:
     kind = action.kind
     if kind not in ACTION_KINDS:
         raise BundleError(f"unknown action kind {kind!r} (one of {ACTION_KINDS})",

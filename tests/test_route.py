@@ -31,7 +31,7 @@ from adaptedge.protocol import (
     write_bundle,
 )
 from adaptedge.protocol.costs import decision_cost
-from adaptedge.protocol.policy_graph import find_cycle, topological_order
+from adaptedge.protocol.policy_graph import check_graph, find_cycle, topological_order
 
 F32 = npt.NDArray[np.float32]
 POLICY = "routes"
@@ -263,6 +263,34 @@ def test_manifest_refuses_bad_routes_naming_the_field(route_graph: RouteGraph,
     with pytest.raises(BundleError, match=message) as info:
         Manifest.from_dict(raw)
     assert info.value.path == f"policies.{POLICY}.nodes.abc.actions[0].{field}"
+
+
+def test_check_graph_refuses_typed_graphs_before_export(route_graph: RouteGraph) -> None:
+    m = route_graph.manifest
+    owner = {col: s.name for s in m.sensors for col in s.features}
+    names = [s.name for s in m.sensors]
+
+    def check(node: PolicyNode) -> None:
+        check_graph(PolicyGraph("n", {"n": node}), name="p", sensor_names=names, owner=owner,
+                    files=m.files, path="p")
+
+    check(PolicyNode(("a",), ModelRef("root.onnx", (0,)), (Action("stop"),)))
+    for node, field, message in [
+        (PolicyNode(("zz",), ModelRef("root.onnx", ()), (Action("stop"),)), "sensors",
+         "unknown sensor 'zz'"),
+        (PolicyNode(("a", "a"), ModelRef("root.onnx", ()), (Action("stop"),)), "sensors",
+         "twice"),
+        (PolicyNode(("a",), ModelRef("x.onnx", ()), (Action("stop"),)), "model.file",
+         "not listed"),
+        (PolicyNode(("a",), ModelRef("root.onnx", (1,)), (Action("stop"),)), "model.inputs",
+         "not yielded"),
+        (PolicyNode(("a",), ModelRef("root.onnx", ()), ()), "actions", "at least one"),
+        (PolicyNode(("a",), ModelRef("root.onnx", ()), (Action("jump"),)),  # type: ignore[arg-type]
+         "actions[0].kind", "unknown action kind"),
+    ]:
+        with pytest.raises(BundleError, match=message) as info:
+            check(node)
+        assert info.value.path == f"p.nodes.n.{field}"
 
 
 def test_the_step_skips_moves_into_a_failed_sensor_without_any_io() -> None:
