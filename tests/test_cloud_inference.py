@@ -9,7 +9,7 @@ import msgpack
 import numpy as np
 import onnxruntime as ort
 import pytest
-from toy_bundle import build_toy_bundle
+from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud import CloudError, HpcInference
 from adaptedge.cloud.batcher import MicroBatch

@@ -1,68 +1,16 @@
-"""Test helpers for the edge runtime: an independent reference walk and in-process uplinks."""
+"""Stand-ins for the cloud in edge tests: an in-process uplink and a tiny MQTT responder, both
+answering with the bundle's HPC through the reference walk."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
-import onnxruntime as ort
 
-from adaptedge.protocol.costs import CostBreakdown, decision_cost
-from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
-
-
-class ReferenceWalk:
-    """The policy rules written plainly with ``InferenceSession.run`` (no edge code)."""
-
-    def __init__(self, bundle: Path, manifest: Manifest) -> None:
-        self.manifest = manifest
-        self.sessions = {name: ort.InferenceSession(str(bundle / name),
-                                                    providers=["CPUExecutionProvider"])
-                         for name in manifest.files}
-
-    def run(self, name: str, cols: tuple[int, ...],
-            row: npt.NDArray[np.float32]) -> list[npt.NDArray[np.float32]]:
-        """[probabilities, action_scores (when the model has them)] for one row."""
-        x = row[list(cols)].reshape(1, -1).astype(np.float32)
-        session = self.sessions[name]
-        present = {o.name for o in session.get_outputs()}
-        wanted = [n for n in ("probabilities", "action_scores") if n in present]
-        return [np.asarray(o)[0] for o in session.run(wanted, {"x": x})]
-
-    def walk(self, policy: str, row: npt.NDArray[np.float32]) -> dict[str, object]:
-        graph = self.manifest.policies[policy]
-        node_id = graph.root
-        read: list[str] = []
-        nodes: list[str] = []
-        while True:
-            node = graph.nodes[node_id]
-            read += [s for s in node.sensors if s not in read]
-            nodes.append(node_id)
-            outputs = self.run(node.model.file, node.model.inputs, row)
-            action = node.actions[0] if len(node.actions) == 1 else \
-                node.actions[int(np.argmax(outputs[1]))]
-            if action.kind == "acquire":
-                assert action.next is not None
-                node_id = action.next
-                continue
-            escalated = action.kind == "escalate"
-            if escalated:
-                read += [s for s in self.manifest.hpc.sensors if s not in read]
-            return {"label_index": int(np.argmax(outputs[0])), "nodes": tuple(nodes),
-                    "sensors_read": tuple(read), "escalated": escalated,
-                    "probabilities": outputs[0]}
-
-    def hpc(self, row: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        cols = tuple(range(len(self.manifest.feature_names)))
-        return self.run(self.manifest.hpc.file, cols, row)[0]
-
-    def cost(self, sensors: tuple[str, ...], escalated: bool) -> CostBreakdown:
-        return decision_cost(self.manifest, sensors, escalated)
+from support.reference_walk import ReferenceWalk
 
 
 class HpcUplink:
@@ -166,44 +114,3 @@ class MqttResponder:
             timer.cancel()
         self.client.disconnect()
         self.client.loop_stop()
-
-
-def build_dataset_bundle(out: Path, dataset: str, *, seed: int = 0) -> Manifest:
-    """A one-node gate bundle (stop/escalate) over every sensor of a built-in dataset, with
-    least-squares linear models, so replay tests have a bundle whose features match the data."""
-    from toy_bundle import linear_model_bytes
-
-    from adaptedge.protocol import (
-        Action,
-        HpcRef,
-        ModelRef,
-        OperatingPoint,
-        PolicyGraph,
-        PolicyNode,
-        write_bundle,
-    )
-    from adaptedge.trainer.datasets import load_dataset
-
-    data = load_dataset(dataset)
-    n, k = data.n_features, data.n_classes
-    X = np.c_[data.X_train, np.ones(len(data.X_train))]
-    onehot = np.eye(k)[data.y_train]
-    coef = np.linalg.lstsq(X, onehot * 4 - 2, rcond=None)[0].astype(np.float32)
-    rng = np.random.default_rng(seed)
-    gate_w = rng.normal(size=(n, 2)).astype(np.float32) * 0.1
-    files = {"hpc.onnx": linear_model_bytes(coef[:-1], coef[-1]),
-             "gate.onnx": linear_model_bytes(coef[:-1] * 0.5, coef[-1] * 0.5, gate_w,
-                                             np.zeros(2, np.float32))}
-    sensors = tuple(s.name for s in data.sensors)
-    graph = PolicyGraph(root="all", nodes={"all": PolicyNode(
-        sensors=sensors, model=ModelRef("gate.onnx", tuple(range(n))),
-        actions=(Action("stop"), Action("escalate")))})
-    manifest = Manifest(
-        schema_version=1, bundle_id="pending", classes=data.classes,
-        feature_names=data.feature_names, sensors=data.sensors, link=data.link,
-        cost_weights=data.cost_weights,
-        hpc=HpcRef("hpc.onnx", sensors, accuracy=0.7, description="least-squares linear"),
-        policies={"gate": graph},
-        operating_points=(OperatingPoint("gate", "gate", accuracy=0.6, cost=float(n)),),
-        default_operating_point="gate", files={}, metadata={"method": "test", "dataset": dataset})
-    return write_bundle(out, manifest, files)
