@@ -67,7 +67,7 @@ def test_demo_short_run_with_a_given_bundle(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.broker
 def test_demo_fresh_then_cached(tmp_path: Path) -> None:
-    """As on a fresh clone: trains (or builds) the bundle, then a second run reuses it."""
+    """As on a fresh clone: trains the bundle, then a second run reuses it."""
     workdir = tmp_path / "work"
     first = _run_demo(["--quick", "--workdir", str(workdir)], 400)
     _check_output(first, workdir, devices=3)
