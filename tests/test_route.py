@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
-from edge_helpers import HpcUplink, ReferenceWalk
+from support.edge_doubles import HpcUplink
+from support.reference_walk import ReferenceWalk
 
 from adaptedge.edge import EdgeRuntime
 from adaptedge.edge.policy import MOVE, STOP, CompiledAction, CompiledNode
@@ -161,12 +162,24 @@ def edge_outcomes(graph: RouteGraph, X: F32) -> Outcomes:
               for d in decisions])
 
 
+def reference_outcomes(graph: RouteGraph, X: F32) -> Outcomes:
+    """The tests' own row-by-row walk (``support.reference_walk``), costs by protocol.costs."""
+    ref = ReferenceWalk(graph.path, graph.manifest)
+    steps = [ref.walk(POLICY, row) for row in X]
+    costs = [ref.cost(s["sensors_read"], s["escalated"]) for s in steps]
+    return Outcomes(
+        labels=[s["answer"] for s in steps], escalated=[s["escalated"] for s in steps],
+        sensors_read=[frozenset(s["sensors_read"]) for s in steps],
+        cost=[(c.scalar, c.energy_mj, c.latency_ms, c.money, c.bytes) for c in costs])
+
+
 # ---- MERGE POINT (issue 12): the trainer's float64 walk joins here. -------------------------
 # Add an entry taking (RouteGraph, rows) -> Outcomes, built from ``RouteGraph.weights`` (float64
 # W, b, A, c per node) and the manifest's graph; every walk in WALKS must agree on every row.
 WALKS: dict[str, Callable[[RouteGraph, F32], Outcomes]] = {
     "onnx-oracle": oracle_outcomes,
     "edge": edge_outcomes,
+    "reference": reference_outcomes,
 }
 
 
