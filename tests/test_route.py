@@ -61,9 +61,9 @@ NODES: dict[str, tuple[tuple[str, ...], tuple[int, ...], tuple[Action, ...]]] = 
 
 def linear_model(W: F32, b: F32, A: F32 | None, c: F32 | None) -> bytes:
     """The one use of an ONNX builder here: softmax(x W + b) [, action_scores = x A + c]."""
-    from adaptedge.simulator.linear_bundle import linear_onnx
+    from support.toy_bundle import linear_model_bytes
 
-    return linear_onnx(W, b, A, c)
+    return linear_model_bytes(W, b, A, c)
 
 
 @dataclass(frozen=True)
