@@ -73,7 +73,9 @@ def obtain_bundle(workdir: Path, data: str, method: str, *, seed: int, retrain: 
     started = time.monotonic()
     if train_bundle is not None:
         _say(f"training {method} on {data} (quick sweep) -> {out}")
-        train_bundle(data, method, out, quick=True, seed=seed, n_jobs=1, progress=progress)
+        # the demo's own cache slot: replacing the (stale) bundle there is --retrain's job
+        train_bundle(data, method, out, quick=True, seed=seed, n_jobs=1, progress=progress,
+                     force=True)
     else:
         from adaptedge.simulator.linear_bundle import build_linear_bundle
 
