@@ -45,6 +45,9 @@ def csv_dataset(path: Path, target: str | None, grouping: str | None, seed: int)
     if len(set(names)) != len(names):
         raise DatasetError(f"{path}: duplicate column names in the header")
     X = parse_floats([[r[i] for i in feat_cols] for r in body], names, str(path))
+    if np.all(X.min(axis=0) == X.max(axis=0)):
+        raise DatasetError(f"{path}: every feature column is constant ({names[0]!r} is always "
+                           f"{X[0, 0]:g}, ...): there is nothing to learn from")
     labels = [r[t].strip() for r in body]
     classes = sorted_labels(set(labels))
     if len(classes) < 2:
