@@ -131,8 +131,7 @@ def _cache_key(d: Dataset, kind: str, seed: int) -> str:
     """SHA-256 of everything that shapes the fit or the manifest entry made from it: every
     split's data and labels, class and feature names, the sensor grouping, the kind, seed
     and fold count, the fitting code itself and the library versions that run it."""
-    import skl2onnx  # type: ignore[import-untyped]
-    import sklearn
+    from importlib.metadata import version
 
     digest = hashlib.sha256()
     for arr in (d.X_train, d.y_train, d.X_val, d.y_val, d.X_test, d.y_test):
@@ -142,7 +141,7 @@ def _cache_key(d: Dataset, kind: str, seed: int) -> str:
         "classes": list(d.classes), "features": list(d.feature_names),
         "sensors": [[s.name, list(s.features)] for s in d.sensors],
         "kind": kind, "seed": seed, "folds": N_FOLDS, "cache": _CACHE_VERSION,
-        "versions": [sklearn.__version__, skl2onnx.__version__, np.__version__],
+        "versions": [version(d) for d in ("scikit-learn", "skl2onnx", "onnx", "numpy")],
         "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
     }
     digest.update(json.dumps(fields, sort_keys=True).encode())
