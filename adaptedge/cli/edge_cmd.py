@@ -70,6 +70,19 @@ def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
     return context
 
 
+def _password(path: Path | None) -> str | None:
+    """The first line of ``--password-file``; an empty file is one clear error."""
+    from adaptedge.cli.main import CommandError
+
+    if path is None:
+        return None
+    lines = path.read_text().splitlines()
+    if not lines or not lines[0].strip():
+        raise CommandError(f"the password file {path} is empty: put the password on its "
+                           "first line")
+    return lines[0].strip()
+
+
 def run_device(args: argparse.Namespace) -> int:
     from adaptedge.cli.main import CommandError
     from adaptedge.edge import EdgeError
@@ -109,13 +122,7 @@ def _run_device(args: argparse.Namespace, stop: dict[str, bool]) -> int:
     if args.limit is not None:
         X, y = X[: args.limit], y[: args.limit]
 
-    password = None
-    if args.password_file is not None:
-        lines = args.password_file.read_text().splitlines()
-        password = lines[0].strip() if lines else ""
-        if not password:
-            raise CommandError(f"the password file {args.password_file} is empty: put the "
-                               "password on its first line")
+    password = _password(args.password_file)
     uplink = None
     if args.broker:
         uplink = MqttUplink(args.broker, args.device, username=args.username,
