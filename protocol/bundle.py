@@ -90,8 +90,8 @@ def check_target(out_dir: str | os.PathLike[str], *, force: bool = False) -> Pat
 
 def _move_into_place(staging: Path, out: Path, force: bool) -> None:
     check_target(out, force=force)  # again: the folder may have changed while we wrote
-    if not out.exists():
-        staging.rename(out)
+    if not out.exists() or not any(out.iterdir()):
+        staging.rename(out)  # rename(2) replaces an empty directory in one step
         return
     old = out.parent / f".{out.name}.replaced-{secrets.token_hex(4)}"
     out.rename(old)

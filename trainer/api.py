@@ -51,7 +51,7 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
     dataset, seed and library versions go into the manifest metadata. ``out`` must be new, an
     empty directory or, with ``force``, a bundle to replace (checked before training).
     """
-    check_target(out, force=force)
+    out = check_target(out, force=force)  # absolute: "--out ." stays valid once replaced
     started = time.perf_counter()
     show = progress and sys.stderr.isatty()
     method_fn = get_method(method)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,17 @@ def test_train_out_dot_keeps_the_working_folder(tmp_path: Path) -> None:
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "use an empty or new directory, or --force" in lines[0]
     assert sorted(p.name for p in folder.iterdir()) == ["data.csv", "notes.txt"]
+
+
+def test_train_out_dot_in_an_empty_folder_writes_the_bundle_there(tmp_path: Path) -> None:
+    folder = tmp_path / "work"
+    _working_folder(folder)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "adaptedge.cli.main", "train", "--data", str(folder / "data.csv"),
+         "--target", "label", "--method", "adapt-lin", "--quick", "--no-progress", "--hpc",
+         "extra-trees", "--out", "."], cwd=empty, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "ADAPTEDGE_CACHE_DIR": str(tmp_path / "cache")})
+    assert out.returncode == 0, out.stderr
+    assert verify(empty).bundle_id in out.stdout
