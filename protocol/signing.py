@@ -112,7 +112,11 @@ def write_keypair(out_dir: str | os.PathLike[str]) -> tuple[Path, Path]:
             raise BundleError("already exists: keys are never overwritten; choose another "
                               "directory", path=str(path))
     for path, data, mode in ((paths[0], private, 0o600), (paths[1], public, 0o644)):
-        fd = os.open(path, _NEW_FILE, mode)
+        try:
+            fd = os.open(path, _NEW_FILE, mode)
+        except FileExistsError:
+            raise BundleError("appeared while the keys were written: keys are never "
+                              "overwritten; choose another directory", path=str(path)) from None
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
     return paths
