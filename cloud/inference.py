@@ -79,10 +79,11 @@ class HpcInference:
         self.batches = 0
 
     @classmethod
-    def load(cls, bundle_dir: str | os.PathLike[str], *,
-             prefix: str = DEFAULT_PREFIX) -> HpcInference:
-        """Verify the bundle's hashes, then open one onnxruntime session for its HPC."""
-        manifest = verify(bundle_dir)
+    def load(cls, bundle_dir: str | os.PathLike[str], *, prefix: str = DEFAULT_PREFIX,
+             trust: Sequence[str | os.PathLike[str]] | None = None) -> HpcInference:
+        """Verify the bundle's hashes (and, with ``trust`` public keys, that one of them signed
+        it), then open one onnxruntime session for its HPC."""
+        manifest = verify(bundle_dir, trust=trust)
         path = Path(bundle_dir) / manifest.hpc.file
         try:
             session = ort.InferenceSession(str(path), sess_options=session_options(),

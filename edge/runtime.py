@@ -91,7 +91,8 @@ class EdgeRuntime:
              sensor_timeouts_ms: Mapping[str, float] | None = None,
              outbox: Outbox | None = None, max_reader_threads: int = 4,
              request_id_start: int | None = None, preload_all: bool = False,
-             max_resident_policies: int = 2) -> EdgeRuntime:
+             max_resident_policies: int = 2,
+             trust: Sequence[str | os.PathLike[str]] | None = None) -> EdgeRuntime:
         """Verify every file hash of a bundle (directory or ``.tar``), then build the sessions
         of the operating point in use.
 
@@ -102,12 +103,13 @@ class EdgeRuntime:
         allows. ``sensor_timeouts_ms`` overrides the bundle's per-sensor ``timeout_ms``; the key
         ``"*"`` sets a timeout for every sensor the bundle gives none. ``request_id_start``
         fixes the first request id (default: derived from the wall clock, so a restarted device
-        does not reuse ids the cloud may still remember).
+        does not reuse ids the cloud may still remember). ``trust``: public keys (``signing.pub``
+        paths); when given, only a bundle signed by one of them loads.
         """
         cleanup = ExitStack()
         try:
             root = Path(cleanup.enter_context(open_bundle(bundle_dir)))  # a .tar stays extracted
-            manifest = verify(root)  # every hash, before any session exists
+            manifest = verify(root, trust=trust)  # hashes and signer, before any session
             runtime = cls(manifest, ModelStore(manifest, root), uplink=uplink, clock=clock,
                           device_id=device_id, sensor_timeouts_ms=sensor_timeouts_ms,
                           outbox=outbox, max_reader_threads=max_reader_threads,

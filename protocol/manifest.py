@@ -175,7 +175,10 @@ class _Reader:
             return default
         value = self.raw[key]
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:
+                raise BundleError("must be a finite number", path=self.at(key)) from None
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise BundleError(f"has the wrong type {type(value).__name__}", path=self.at(key))
         if isinstance(value, float) and not math.isfinite(value):

@@ -78,10 +78,11 @@ def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[PolicyExpor
 
 def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
                   policies: Sequence[PolicyExport], *, default: str | None = None,
-                  metadata: Mapping[str, Any] | None = None) -> Manifest:
-    """Write the bundle to ``out_dir`` (replacing it) and return the validated manifest."""
+                  metadata: Mapping[str, Any] | None = None, force: bool = False) -> Manifest:
+    """Write the bundle to ``out_dir`` (an existing bundle there only with ``force``) and
+    return the validated manifest."""
     manifest, files = build_bundle(dataset, hpc, policies, default=default, metadata=metadata)
-    return write_bundle(out_dir, manifest, files)
+    return write_bundle(out_dir, manifest, files, force=force)
 
 
 def evaluate_exports(dataset: Dataset, hpc: HpcModel, policies: Sequence[PolicyExport],

@@ -30,7 +30,7 @@ linear_model_bytes = linear_onnx
 """ONNX: probabilities = softmax(x W + b) [, action_scores = x A + c] (the simulator's builder)."""
 
 
-def build_toy_bundle(out: Path, *, seed: int = 0) -> Manifest:
+def build_toy_bundle(out: Path, *, seed: int = 0, force: bool = False) -> Manifest:
     """Three features from two sensors (a: 0,1; b: 2), two classes; returns the written manifest."""
     rng = np.random.default_rng(seed)
     def w(n_in: int, n_out: int) -> npt.NDArray[np.float32]:
@@ -68,4 +68,4 @@ def build_toy_bundle(out: Path, *, seed: int = 0) -> Manifest:
                            avg_sensors_read=1.5, params={"lambda": 0.1}),
         ),
         default_operating_point="walk", files={}, metadata={"method": "toy"})
-    return write_bundle(out, manifest, files)
+    return write_bundle(out, manifest, files, force=force)
