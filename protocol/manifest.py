@@ -22,7 +22,7 @@ from typing import Any
 
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.policy_graph import ACTION_KINDS as ACTION_KINDS  # the contract's name
-from adaptedge.protocol.policy_graph import Action, ModelRef, PolicyGraph, PolicyNode, check_graph
+from adaptedge.protocol.policy_graph import PolicyGraph, read_graph
 
 BUNDLE_SCHEMA_VERSION = 1
 MODEL_INPUT = "x"
@@ -214,6 +214,10 @@ class _Reader:
                 raise BundleError("must be a non-negative integer", path=f"{self.at(key)}[{i}]")
         return tuple(items)
 
+    def objects(self, key: str) -> list[_Reader]:
+        """A reader for each object in list field ``key`` (at ``key[i]``)."""
+        return [_Reader(item, f"{self.at(key)}[{i}]") for i, item in enumerate(self.get(key, list))]
+
 
 def _parse_manifest(raw: Any) -> Manifest:
     r = _Reader(raw, "")
@@ -258,7 +262,8 @@ def _parse_manifest(raw: Any) -> Manifest:
     if not policies_raw.raw:
         raise BundleError("must hold at least one policy graph", path="policies")
     policies = {
-        name: _parse_graph(policies_raw.child(name), name, names, owner, files)
+        name: read_graph(policies_raw.child(name), name=name, sensor_names=names, owner=owner,
+                         files=files)
         for name in policies_raw.raw
     }
     points = tuple(_parse_point(_Reader(item, f"operating_points[{i}]"), policies)
@@ -357,29 +362,6 @@ def _check_sensors(used: tuple[str, ...], known: list[str], path: str) -> None:
             raise BundleError(f"unknown sensor {name!r} (the bundle has {known})", path=path)
     if len(set(used)) != len(used):
         raise BundleError("lists a sensor twice", path=path)
-
-
-def _parse_graph(r: _Reader, name: str, sensor_names: list[str], owner: dict[int, str],
-                 files: Mapping[str, str]) -> PolicyGraph:
-    """Read one policy graph's JSON; ``policy_graph.check_graph`` then checks its rules."""
-    nodes_raw = r.child("nodes")
-    nodes: dict[str, PolicyNode] = {}
-    for node_id in nodes_raw.raw:
-        nr = nodes_raw.child(node_id)
-        sensors = nr.strings("sensors")
-        mr = nr.child("model")
-        model = ModelRef(file=mr.text("file"), inputs=mr.ints("inputs"))
-        actions = []
-        for i, ar in enumerate(nr.get("actions", list)):
-            a = _Reader(ar, f"{nr.at('actions')}[{i}]")
-            actions.append(Action(kind=a.text("kind"),  # type: ignore[arg-type]  # checked below
-                                  sensor=a.get("sensor", (str, type(None)), None),
-                                  next=a.get("next", (str, type(None)), None)))
-        nodes[node_id] = PolicyNode(sensors=sensors, model=model, actions=tuple(actions))
-    graph = PolicyGraph(root=r.text("root"), nodes=nodes)
-    check_graph(graph, name=name, sensor_names=sensor_names, owner=owner, files=files,
-                path=r.path)
-    return graph
 
 
 def _parse_point(r: _Reader, policies: Mapping[str, PolicyGraph]) -> OperatingPoint:

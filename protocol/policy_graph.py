@@ -7,15 +7,16 @@ this node's, reading the difference: none, one or several). Entering a node read
 not read yet, in listed order. Since a route may keep the sensor set, sensor sets alone do not
 order the nodes: ``check_graph`` refuses a cycle explicitly.
 
-``check_graph`` validates a typed graph against the bundle's sensors; the manifest parser calls
-it after reading the JSON, and anyone building a graph may call it before exporting one.
+``read_graph`` reads one graph from the manifest's JSON and ``check_graph`` validates a typed
+graph against the bundle's sensors and files (anyone building a graph may call it before
+exporting one).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 from adaptedge.protocol.errors import BundleError
 
@@ -57,6 +58,43 @@ class PolicyGraph:
 
     root: str
     nodes: Mapping[str, PolicyNode]
+
+
+class FieldReader(Protocol):
+    """What ``read_graph`` needs of the manifest's JSON reader: typed fields that raise a
+    ``BundleError`` naming the dotted path of whatever is wrong."""
+
+    raw: Any
+    path: str
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any: ...
+    def text(self, key: str) -> str: ...
+    def strings(self, key: str) -> tuple[str, ...]: ...
+    def ints(self, key: str) -> tuple[int, ...]: ...
+    def child(self, key: str) -> FieldReader: ...
+    def objects(self, key: str) -> Sequence[FieldReader]: ...
+
+
+def read_graph(r: FieldReader, *, name: str, sensor_names: Collection[str],
+               owner: Mapping[int, str], files: Collection[str]) -> PolicyGraph:
+    """Read policy graph ``name`` from its JSON object, then ``check_graph`` it."""
+    nodes_raw = r.child("nodes")
+    nodes: dict[str, PolicyNode] = {}
+    for node_id in nodes_raw.raw:
+        nr = nodes_raw.child(node_id)
+        mr = nr.child("model")
+        actions = tuple(
+            Action(kind=a.text("kind"),  # type: ignore[arg-type]  # check_graph checks it
+                   sensor=a.get("sensor", (str, type(None)), None),
+                   next=a.get("next", (str, type(None)), None))
+            for a in nr.objects("actions"))
+        nodes[node_id] = PolicyNode(sensors=nr.strings("sensors"),
+                                    model=ModelRef(file=mr.text("file"), inputs=mr.ints("inputs")),
+                                    actions=actions)
+    graph = PolicyGraph(root=r.text("root"), nodes=nodes)
+    check_graph(graph, name=name, sensor_names=sensor_names, owner=owner, files=files,
+                path=r.path)
+    return graph
 
 
 def check_graph(graph: PolicyGraph, *, name: str, sensor_names: Collection[str],
