@@ -110,7 +110,6 @@ def compare_classifiers(name: str, quick: bool, seed: int, overrides: dict[str, 
     from adaptedge.trainer.dag.subsets import greedy_order, lattice_scorer
     from adaptedge.trainer.dag.sweep import build_lattice, choose_bank
     from adaptedge.trainer.datasets import load_dataset
-    from adaptedge.trainer.frontier import pareto_frontier as frontier
     from adaptedge.trainer.hpc import fit_hpc
 
     dataset = load_dataset(name, seed=seed)
