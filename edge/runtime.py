@@ -44,6 +44,7 @@ from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.costs import CostBreakdown, decision_cost
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import Manifest, OperatingPoint
+from adaptedge.protocol.operating_points import within_budget
 
 F32 = npt.NDArray[np.float32]
 _MAX_CACHED_SETS = 4096
@@ -377,9 +378,9 @@ class EdgeRuntime:
 
 def point_within_budget(points: Sequence[OperatingPoint], budget: float) -> OperatingPoint:
     """The most accurate point whose cost is <= ``budget`` (the cheaper one on ties)."""
-    fitting = [p for p in points if p.cost <= budget]
-    if not fitting or math.isnan(budget):
+    best = within_budget(points, budget)
+    if best is None:
         cheapest = min(points, key=lambda p: p.cost)
         raise OperatingPointError(f"no operating point costs <= {budget:g}; the cheapest is "
                                   f"{cheapest.name!r} at {cheapest.cost:g}")
-    return max(fitting, key=lambda p: (p.accuracy, -p.cost))
+    return points[best]

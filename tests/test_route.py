@@ -1,6 +1,8 @@
 """The ``route`` action (issue 12, ROUTE_CONTRACT.md): a hand-built graph with a zero-read route,
-multi-read routes, an acquire and escalations walks identically in every walk (answers, sensors
-read, costs); the manifest refuses a cycle by name and a route to a node lacking a sensor."""
+multi-read routes, an acquire and escalations walks identically in every walk (the trainer's
+float64 walk, the float32 ONNX oracle, the edge runtime and the tests' reference walk: answers,
+sensors read, costs); the manifest refuses a cycle by name and a route to a node lacking a
+sensor."""
 
 from __future__ import annotations
 
@@ -71,7 +73,7 @@ class RouteGraph:
     path: Path
     manifest: Manifest
     weights: dict[str, tuple[F32, F32, F32 | None, F32 | None]]
-    """Per node: W, b, A, c of its model, for walks that do not read ONNX (e.g. float64)."""
+    """Per node (and ``hpc``): W, b, A, c of its model, for walks that do not read ONNX."""
 
 
 def sector_scores(n_inputs: int, angles: list[float]) -> F32:
@@ -97,7 +99,8 @@ def route_graph(tmp_path: Path) -> RouteGraph:
     nodes: dict[str, PolicyNode] = {}
     hpc = rng.normal(size=(5, 2)).astype(np.float32)
     hpc[[1, 2, 3]] = 0.0  # an HPC over sensors a and e looks at their columns only
-    files = {"hpc.onnx": linear_model(hpc, np.zeros(2, np.float32), None, None)}
+    weights["hpc"] = (hpc, np.zeros(2, np.float32), None, None)
+    files = {"hpc.onnx": linear_model(*weights["hpc"])}
     for node_id, (sensors, inputs, actions) in NODES.items():
         W = rng.normal(size=(len(inputs), 2)).astype(np.float32)
         b = (rng.normal(size=2) * 0.1).astype(np.float32)
@@ -173,13 +176,60 @@ def reference_outcomes(graph: RouteGraph, X: F32) -> Outcomes:
         cost=[(c.scalar, c.energy_mj, c.latency_ms, c.money, c.bytes) for c in costs])
 
 
-# ---- MERGE POINT (issue 12): the trainer's float64 walk joins here. -------------------------
-# Add an entry taking (RouteGraph, rows) -> Outcomes, built from ``RouteGraph.weights`` (float64
-# W, b, A, c per node) and the manifest's graph; every walk in WALKS must agree on every row.
+class Linear64:
+    """A trainer node model (``trainer.policy.graph.NodeModel``) in float64, from the weights
+    of the node's ONNX file."""
+
+    def __init__(self, W: F32, b: F32, A: F32 | None, c: F32 | None) -> None:
+        self.weights = (W, b, A, c)
+
+    def proba(self, X: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
+        W, b, _, _ = self.weights
+        z = np.asarray(X, np.float64) @ W.astype(np.float64) + b.astype(np.float64)
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)  # type: ignore[no-any-return]
+
+    def action_scores(self, X: npt.NDArray[np.floating]) -> npt.NDArray[np.float64] | None:
+        _, _, A, c = self.weights
+        if A is None or c is None:
+            return None
+        return np.asarray(X, np.float64) @ A.astype(np.float64) + c.astype(np.float64)  # type: ignore[no-any-return]
+
+    def to_onnx(self) -> bytes:
+        return linear_model(*self.weights)
+
+
+def float64_outcomes(graph: RouteGraph, X: F32) -> Outcomes:
+    """The trainer's one float64 walk (``trainer.policy.walk``) on the same weights."""
+    from adaptedge.protocol.costs import cost_columns, decision_costs
+    from adaptedge.trainer.policy.graph import Graph, GraphAction, GraphNode
+    from adaptedge.trainer.policy.walk import CostTable, walk
+
+    m = graph.manifest
+    policy = m.policies[POLICY]
+    nodes = {nid: GraphNode(node.sensors, node.model.inputs,
+                            tuple(GraphAction(a.kind, a.next, a.sensor) for a in node.actions),
+                            Linear64(*graph.weights[nid]))
+             for nid, node in policy.nodes.items()}
+    per_sensor, link = cost_columns(m.sensors, m.link, m.cost_weights)
+    names = tuple(s.name for s in m.sensors)
+    table = CostTable(names, per_sensor[:, 0], float(link[0]),
+                      np.array([n in m.hpc.sensors for n in names]))
+    r = walk(Graph(POLICY, policy.root, nodes), X, Linear64(*graph.weights["hpc"]).proba(X), table)
+    costs = decision_costs(r.read, r.escalated, per_sensor, link)
+    return Outcomes(
+        labels=r.answer.tolist(), escalated=r.escalated.tolist(),
+        sensors_read=[frozenset(np.array(names)[row].tolist()) for row in r.read],
+        cost=[(float(r.cost[i]), *map(float, costs[i, 1:4]), round(float(costs[i, 4])))
+              for i in range(len(X))])
+
+
+# Every walk in WALKS must agree on every row: (RouteGraph, rows) -> Outcomes.
 WALKS: dict[str, Callable[[RouteGraph, F32], Outcomes]] = {
     "onnx-oracle": oracle_outcomes,
     "edge": edge_outcomes,
     "reference": reference_outcomes,
+    "float64": float64_outcomes,
 }
 
 

@@ -1,4 +1,4 @@
-"""Export a ``TrainedGraph`` as a ``PolicyExport``: one fused ONNX graph per node.
+"""The ONNX model of a DAG node: one fused graph per node.
 
 Each node's graph is its classifier (``probabilities``) followed, when the node has several
 actions, by its linear policy on ``[x, probabilities, top-1, margin]`` (``action_scores``),
@@ -8,14 +8,16 @@ per sensor set and reused by every policy of a sweep.
 
 from __future__ import annotations
 
+import weakref
+from typing import ClassVar
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
-from adaptedge.protocol.policy_graph import Action
 from adaptedge.trainer.dag.bank import ClassifierBank, PriorModel
-from adaptedge.trainer.dag.graph import TIE_BAND, LinearScores, TrainedGraph, WalkNode
+from adaptedge.trainer.dag.graph import TIE_BAND, LinearScores
 from adaptedge.trainer.dag.problem import SensorSet
 from adaptedge.trainer.onnx_export import (
     IR_VERSION,
@@ -23,15 +25,24 @@ from adaptedge.trainer.onnx_export import (
     linear_to_onnx,
     sklearn_to_onnx,
 )
-from adaptedge.trainer.policy import Metrics, NodeExport, PolicyExport
 
 
 class OnnxCache:
     """Classifier ONNX graphs (``x`` -> ``probabilities``) by sensor set."""
 
+    _of_bank: ClassVar[weakref.WeakKeyDictionary[ClassifierBank, OnnxCache]] = (
+        weakref.WeakKeyDictionary())
+
     def __init__(self, bank: ClassifierBank) -> None:
         self.bank = bank
         self._models: dict[SensorSet, bytes] = {}
+
+    @classmethod
+    def of(cls, bank: ClassifierBank) -> OnnxCache:
+        """The one cache of ``bank`` (every graph of a sweep shares its classifiers)."""
+        if bank not in cls._of_bank:
+            cls._of_bank[bank] = cls(bank)
+        return cls._of_bank[bank]
 
     def classifier(self, sensors: SensorSet) -> onnx.ModelProto:
         if sensors not in self._models:
@@ -87,25 +98,10 @@ def _append_policy(model: onnx.ModelProto, policy: LinearScores, n_classes: int)
     return data
 
 
-def node_onnx(cache: OnnxCache, node: WalkNode) -> bytes:
-    model = cache.classifier(node.classifier)
-    if node.policy is None:
+def node_onnx(cache: OnnxCache, classifier: SensorSet, policy: LinearScores | None) -> bytes:
+    """The node's fused graph: ``classifier``'s model, then ``policy``'s action scores."""
+    model = cache.classifier(classifier)
+    if policy is None:
         data: bytes = model.SerializeToString()
         return data
-    return _append_policy(model, node.policy, cache.bank.problem.n_classes)
-
-
-def to_policy_export(graph: TrainedGraph, cache: OnnxCache, *, name: str, method: str,
-                     validation: Metrics) -> PolicyExport:
-    problem = cache.bank.problem
-    nodes: dict[str, NodeExport] = {}
-    for nid, node in graph.nodes.items():
-        actions = tuple(
-            Action("acquire", problem.sensors[a.sensor].name, a.next)
-            if a.kind == "acquire" and a.sensor is not None else Action(a.kind)
-            for a in node.actions)
-        nodes[nid] = NodeExport(sensors=problem.sensor_names(node.sensors),
-                                inputs=problem.columns(node.classifier),
-                                onnx_model=node_onnx(cache, node), actions=actions)
-    return PolicyExport(name=name, root=graph.root, nodes=nodes, validation=validation,
-                        params=dict(graph.params), method=method)
+    return _append_policy(model, policy, cache.bank.problem.n_classes)
