@@ -13,15 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from adaptedge.protocol.bundle import write_bundle
-from adaptedge.protocol.manifest import (
-    BUNDLE_SCHEMA_VERSION,
-    HpcRef,
-    Manifest,
-    ModelRef,
-    OperatingPoint,
-    PolicyGraph,
-    PolicyNode,
-)
+from adaptedge.protocol.manifest import BUNDLE_SCHEMA_VERSION, HpcRef, Manifest, OperatingPoint
+from adaptedge.protocol.policy_graph import ModelRef, PolicyGraph, PolicyNode
 from adaptedge.trainer.datasets import Dataset, SplitName
 from adaptedge.trainer.hpc import HpcModel
 from adaptedge.trainer.policy.graph import Graph, Metrics

@@ -18,7 +18,7 @@ from typing import Literal, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from adaptedge.protocol.manifest import Action
+from adaptedge.protocol.policy_graph import Action
 
 FloatArray = NDArray[np.float64]
 Kind = Literal["stop", "acquire", "route", "escalate"]
@@ -60,7 +60,7 @@ class GraphAction:
     """For ``acquire``: the one sensor read."""
 
     def to_manifest(self) -> Action:
-        return Action(self.kind, self.sensor, self.next)  # type: ignore[arg-type]  # route: g-route
+        return Action(self.kind, self.sensor, self.next)
 
 
 @dataclass(frozen=True)
