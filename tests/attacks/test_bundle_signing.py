@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from toy_bundle import build_toy_bundle
+from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud.inference import HpcInference
 from adaptedge.edge import EdgeRuntime

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from toy_bundle import build_toy_bundle
+from support.toy_bundle import build_toy_bundle
 
 from adaptedge.protocol import BundleError, Manifest, verify
 from adaptedge.protocol.bundle import write_bundle
