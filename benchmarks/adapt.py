@@ -56,7 +56,7 @@ def _hpc(name: str, d: Any, n_jobs: int) -> Any:
 
 
 def _evaluate(policy: Any, d: Any, hpc: Any, cm: Any, split: str) -> Any:
-    from adaptedge.trainer.node_onnx import run_node
+    from adaptedge.trainer.export.run import run_node
 
     X, y = d.split(split)
     hpc_proba = hpc.proba_val if split == "validation" else hpc.proba_test

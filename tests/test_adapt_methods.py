@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from adaptedge.trainer.export.run import run_node
 from adaptedge.trainer.gating import CostModel
 from adaptedge.trainer.methods import MethodOptions, get_method
-from adaptedge.trainer.node_onnx import run_node
 from adaptedge.trainer.synthetic import synthetic_2
 
 

@@ -20,7 +20,6 @@ from sklearn.preprocessing import StandardScaler
 
 from adaptedge.protocol.bundle import open_bundle
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
-from adaptedge.trainer.bundle_export import evaluate_exports, export_bundle
 from adaptedge.trainer.dag.bank import (
     SMALL_FIT_ROUNDS,
     ClassifierBank,
@@ -56,6 +55,7 @@ from adaptedge.trainer.dag.sweep import (
 )
 from adaptedge.trainer.dag.walk import walk
 from adaptedge.trainer.datasets import load_dataset
+from adaptedge.trainer.export.bundle import evaluate_exports, export_bundle
 from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.methods import MethodOptions, get_method
 

@@ -46,6 +46,8 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from adaptedge.trainer.cart import BinMapper, Tree, TreeParams, fit_tree, predict_trees, quantize
+from adaptedge.trainer.export.models import node_model
+from adaptedge.trainer.export.trees import tree_core
 from adaptedge.trainer.gating import (
     CostModel,
     cross_entropy,
@@ -61,7 +63,6 @@ from adaptedge.trainer.gating import (
     softplus,
 )
 from adaptedge.trainer.methods import MethodOptions, register
-from adaptedge.trainer.node_onnx import node_model, tree_core
 from adaptedge.trainer.policy import Metrics, PolicyExport
 
 FloatArray = NDArray[np.float64]

@@ -1,7 +1,7 @@
 """What a training method hands to the exporter: policy graphs whose node models are ONNX bytes.
 
 Every method (ADAPT-GBRT, ADAPT-LIN, baselines, Graph-Reduce) returns ``PolicyExport``s;
-``trainer.bundle_export`` turns them plus the HPC into a bundle. Node models follow the model
+``trainer.export.bundle`` turns them plus the HPC into a bundle. Node models follow the model
 contract in ``protocol.manifest`` (input ``x`` = the node's ``inputs`` columns; outputs
 ``probabilities`` and, with more than one action, ``action_scores``).
 """
