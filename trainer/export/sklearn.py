@@ -77,45 +77,52 @@ def sklearn_trees_to_onnx(estimator: Any, n_inputs: int) -> onnx.ModelProto | No
 
     if isinstance(estimator, RandomForestClassifier | ExtraTreesClassifier
                   | DecisionTreeClassifier):
-        if getattr(estimator, "n_outputs_", 1) != 1:
-            return None
-        members = getattr(estimator, "estimators_", [estimator])
-        cols, width = _class_columns(estimator.classes_)
-        trees = []
-        for member in members:
-            raw = np.asarray(member.tree_.value[:, 0, :], np.float64)
-            frac = raw / np.maximum(raw.sum(axis=1, keepdims=True), 1e-300)
-            value = np.zeros((len(frac), width))
-            value[:, cols] = frac / len(members)
-            trees.append(_sk_tree(member.tree_, value))
-        return tree_ensemble_to_onnx(trees, n_inputs, width, output=PROBA_OUTPUT)
+        return _forest(estimator, n_inputs)
     if isinstance(estimator, HistGradientBoostingClassifier):
-        if getattr(estimator, "is_categorical_", None) is not None and \
-                np.any(estimator.is_categorical_):
-            return None
-        cols, width = _class_columns(estimator.classes_)
-        k_raw = estimator._baseline_prediction.shape[1]
-        trees = []
-        for iteration in estimator._predictors:
-            for k, predictor in enumerate(iteration):
-                nd = predictor.nodes
-                leaf = nd["is_leaf"].astype(bool)
-                value = np.zeros((len(nd), k_raw))
-                value[:, k] = np.where(leaf, nd["value"], 0.0)
-                trees.append(TreeArrays(
-                    feature=np.where(leaf, -1, nd["feature_idx"]).astype(np.int64),
-                    threshold=nd["num_threshold"].astype(np.float64),
-                    left=nd["left"].astype(np.int64), right=nd["right"].astype(np.int64),
-                    value=value, missing_left=nd["missing_go_to_left"].astype(bool)))
-        base = np.asarray(estimator._baseline_prediction, np.float64).ravel()
-        if k_raw == 1:
-            model = tree_ensemble_to_onnx(trees, n_inputs, 1, base_values=base,
-                                          output="binary_proba", transform="binary")
-        else:
-            model = tree_ensemble_to_onnx(trees, n_inputs, k_raw, base_values=base,
-                                          output="binary_proba", transform="softmax")
-        return _scatter_columns(model, "binary_proba", cols, width)
+        return _hist_boosting(estimator, n_inputs)
     return None
+
+
+def _forest(estimator: Any, n_inputs: int) -> onnx.ModelProto | None:
+    """The average of the members' leaf class fractions."""
+    if getattr(estimator, "n_outputs_", 1) != 1:
+        return None
+    members = getattr(estimator, "estimators_", [estimator])
+    cols, width = _class_columns(estimator.classes_)
+    trees = []
+    for member in members:
+        raw = np.asarray(member.tree_.value[:, 0, :], np.float64)
+        frac = raw / np.maximum(raw.sum(axis=1, keepdims=True), 1e-300)
+        value = np.zeros((len(frac), width))
+        value[:, cols] = frac / len(members)
+        trees.append(_sk_tree(member.tree_, value))
+    return tree_ensemble_to_onnx(trees, n_inputs, width, output=PROBA_OUTPUT)
+
+
+def _hist_boosting(estimator: Any, n_inputs: int) -> onnx.ModelProto | None:
+    """Baseline plus the trees' raw scores, then sigmoid (binary) or softmax."""
+    if getattr(estimator, "is_categorical_", None) is not None and \
+            np.any(estimator.is_categorical_):
+        return None
+    cols, width = _class_columns(estimator.classes_)
+    k_raw = estimator._baseline_prediction.shape[1]
+    trees = []
+    for iteration in estimator._predictors:
+        for k, predictor in enumerate(iteration):
+            nd = predictor.nodes
+            leaf = nd["is_leaf"].astype(bool)
+            value = np.zeros((len(nd), k_raw))
+            value[:, k] = np.where(leaf, nd["value"], 0.0)
+            trees.append(TreeArrays(
+                feature=np.where(leaf, -1, nd["feature_idx"]).astype(np.int64),
+                threshold=nd["num_threshold"].astype(np.float64),
+                left=nd["left"].astype(np.int64), right=nd["right"].astype(np.int64),
+                value=value, missing_left=nd["missing_go_to_left"].astype(bool)))
+    base = np.asarray(estimator._baseline_prediction, np.float64).ravel()
+    model = tree_ensemble_to_onnx(trees, n_inputs, k_raw, base_values=base,
+                                  output="binary_proba",
+                                  transform="binary" if k_raw == 1 else "softmax")
+    return _scatter_columns(model, "binary_proba", cols, width)
 
 
 def _scatter_columns(model: onnx.ModelProto, name: str, cols: npt.NDArray[np.int64],
