@@ -62,7 +62,7 @@ def _cost(entry: dict[str, Any] | None) -> float | None:
 def adapt_points(dataset: Any, hpc: Any, quick: bool, seed: int
                  ) -> tuple[list[dict[str, Any]], float]:
     """ADAPT-GBRT's own sweep (``trainer.adapt_gbrt``), tested through its exported ONNX."""
-    from adaptedge.trainer.bundle_export import evaluate_exports, metrics_of
+    from adaptedge.trainer.export.bundle import evaluate_exports, metrics_of
     from adaptedge.trainer.methods import MethodOptions, get_method
 
     start = time.perf_counter()

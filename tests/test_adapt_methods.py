@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from adaptedge.protocol.costs import decision_cost
-from adaptedge.trainer.bundle_export import build_bundle
+from adaptedge.trainer.export.bundle import build_bundle
 from adaptedge.trainer.hpc import HpcModel, fit_hpc
 from adaptedge.trainer.methods import MethodOptions, get_method
 from adaptedge.trainer.policy_eval import BundleRunner

@@ -1,7 +1,7 @@
 """Bundle export: deterministic, verified by protocol.bundle.verify; frontier and budget picks.
 
 ``heart_policies`` builds small real policies (logistic models on heart's sensors exported with
-``trainer.onnx_export``); other tests import it.
+``trainer.export``); other tests import it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from adaptedge.protocol.bundle import verify
-from adaptedge.trainer.bundle_export import evaluate_exports, export_bundle, metrics_of
 from adaptedge.trainer.datasets import Dataset, load_dataset
+from adaptedge.trainer.export.bundle import evaluate_exports, export_bundle, metrics_of
+from adaptedge.trainer.export.fuse import fuse_node_model
+from adaptedge.trainer.export.models import linear_to_onnx
 from adaptedge.trainer.frontier import (
     BudgetError,
     pareto_frontier,
@@ -24,7 +26,6 @@ from adaptedge.trainer.frontier import (
     pick_within_budget,
 )
 from adaptedge.trainer.hpc import HpcModel, fit_hpc
-from adaptedge.trainer.onnx_export import fuse_node_model, linear_to_onnx
 from adaptedge.trainer.policy.graph import Graph, GraphAction, GraphNode, Metrics
 from adaptedge.trainer.policy.onnx_node import OnnxNodeModel
 

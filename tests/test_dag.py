@@ -20,7 +20,6 @@ from support.dag_parity import FLOAT32_NOISE, assert_same_walk
 
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
-from adaptedge.trainer.bundle_export import evaluate_exports, export_bundle
 from adaptedge.trainer.dag.bank import (
     SMALL_FIT_ROUNDS,
     ClassifierBank,
@@ -50,6 +49,7 @@ from adaptedge.trainer.dag.reduce import ReduceConfig, fit_policy, train_graph
 from adaptedge.trainer.dag.subsets import ProxyScorer, greedy_order, greedy_subsets
 from adaptedge.trainer.dag.sweep import DagSettings, DagSweep, fit_tracks, sweep_dag
 from adaptedge.trainer.datasets import load_dataset
+from adaptedge.trainer.export.bundle import evaluate_exports, export_bundle
 from adaptedge.trainer.frontier import pareto_frontier as frontier
 from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.methods import MethodOptions, get_method

@@ -43,6 +43,8 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from adaptedge.trainer.cart import BinMapper, Tree, TreeParams, fit_tree, predict_trees, quantize
+from adaptedge.trainer.export.models import node_model
+from adaptedge.trainer.export.trees import tree_core
 from adaptedge.trainer.gating import (
     cross_entropy,
     hpc_loss,
@@ -53,7 +55,6 @@ from adaptedge.trainer.gating import (
     sigmoid,
     softplus,
 )
-from adaptedge.trainer.node_onnx import node_model, tree_core
 
 FloatArray = NDArray[np.float64]
 

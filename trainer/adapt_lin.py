@@ -36,6 +36,8 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from adaptedge.trainer.adapt_gbrt import _check_inputs, _sensor_layout
+from adaptedge.trainer.export.linear import linear_core
+from adaptedge.trainer.export.models import node_model
 from adaptedge.trainer.frontier import pareto_frontier
 from adaptedge.trainer.gating import (
     CostModel,
@@ -49,7 +51,6 @@ from adaptedge.trainer.gating import (
     softplus,
 )
 from adaptedge.trainer.methods import MethodOptions, register
-from adaptedge.trainer.node_onnx import linear_core, node_model
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.one_node import one_node_graph, validated
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
-from adaptedge.trainer.bundle_export import export_bundle
 from adaptedge.trainer.datasets import load_dataset
+from adaptedge.trainer.export.bundle import export_bundle
 from adaptedge.trainer.frontier import pareto_frontier, pick_near_accuracy, pick_within_budget
 from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.methods import MethodOptions, get_method

@@ -25,10 +25,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from adaptedge.trainer.adapt_gbrt import AdaptGbrtClassifier, _check_inputs, _sensor_layout
 from adaptedge.trainer.cart import feature_gains, quantize
+from adaptedge.trainer.export.linear import linear_core
+from adaptedge.trainer.export.models import node_model
+from adaptedge.trainer.export.trees import tree_core
 from adaptedge.trainer.frontier import pareto_frontier
 from adaptedge.trainer.gating import CostModel, n_logits, parallel_map, proba
 from adaptedge.trainer.methods import MethodOptions, register
-from adaptedge.trainer.node_onnx import linear_core, node_model, tree_core
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.one_node import named, one_node_graph, threshold_sweep, validated
 

@@ -56,7 +56,7 @@ class HpcModel:
 
             with threadpool_limits(limits=1, user_api="openmp"):
                 return np.asarray(self.estimator.predict_proba(x), dtype=np.float64)
-        from adaptedge.trainer.onnx_export import run_onnx
+        from adaptedge.trainer.export.run import run_onnx
 
         assert self.onnx_model is not None
         return run_onnx(self.onnx_model, x, PROBA_OUTPUT).astype(np.float64)
@@ -64,7 +64,7 @@ class HpcModel:
     def onnx_bytes(self) -> bytes:
         """ONNX: input ``x`` float32 [N, n_features], output ``probabilities`` float32 [N, C]."""
         if self.onnx_model is None:
-            from adaptedge.trainer.onnx_export import sklearn_to_onnx
+            from adaptedge.trainer.export.sklearn import sklearn_to_onnx
 
             self.onnx_model = sklearn_to_onnx(self.estimator, self.n_features).SerializeToString()
         return self.onnx_model
@@ -238,7 +238,7 @@ def _fit(d: Dataset, kind: Any, seed: int, n_jobs: int, progress: bool,
 def _from_onnx(d: Dataset, path: Path, sensors: tuple[str, ...]) -> HpcModel:
     import onnxruntime as ort
 
-    from adaptedge.trainer.onnx_export import run_onnx
+    from adaptedge.trainer.export.run import run_onnx
 
     if not path.is_file():
         raise HpcError(f"HPC ONNX file {path} not found")

@@ -1,4 +1,4 @@
-"""Small hand-made bundles for tests: linear-softmax ONNX models built with ``onnx.helper``.
+"""Small hand-made bundles for tests: linear-softmax ONNX models built with ``trainer.export``.
 
 Two policies: ``gate`` (one node holding sensors a+b, actions stop/escalate — ADAPT's shape)
 and ``walk`` (root reads nothing; acquire a, then b, stop or escalate anywhere).
@@ -24,10 +24,10 @@ from adaptedge.protocol import (
     SensorSpec,
     write_bundle,
 )
-from adaptedge.simulator.linear_bundle import linear_onnx
+from adaptedge.trainer.export.models import linear_node_model
 
-linear_model_bytes = linear_onnx
-"""ONNX: probabilities = softmax(x W + b) [, action_scores = x A + c] (the simulator's builder)."""
+linear_model_bytes = linear_node_model
+"""ONNX: probabilities = softmax(x W + b) [, action_scores = x A + c] (the toolkit's builder)."""
 
 
 def build_toy_bundle(out: Path, *, seed: int = 0, force: bool = False) -> Manifest:

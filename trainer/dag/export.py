@@ -13,18 +13,14 @@ from typing import ClassVar
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
 
-from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
+from adaptedge.protocol.manifest import PROBA_OUTPUT
 from adaptedge.trainer.dag.bank import ClassifierBank, PriorModel
 from adaptedge.trainer.dag.graph import TIE_BAND, LinearScores
 from adaptedge.trainer.dag.problem import SensorSet
-from adaptedge.trainer.onnx_export import (
-    IR_VERSION,
-    fuse_node_model,
-    linear_to_onnx,
-    sklearn_to_onnx,
-)
+from adaptedge.trainer.export.fuse import fuse_node_model
+from adaptedge.trainer.export.models import linear_to_onnx, ranked_policy_model
+from adaptedge.trainer.export.sklearn import sklearn_to_onnx
 
 
 class OnnxCache:
@@ -61,47 +57,10 @@ class OnnxCache:
         return onnx.load_from_string(self._models[sensors])
 
 
-def _append_policy(model: onnx.ModelProto, policy: LinearScores, n_classes: int) -> bytes:
-    """Add the policy to a classifier graph: raw = [x, p, top1, margin] @ W + b, and
-    ``action_scores[j] = (n - j) if raw[j] >= max(raw) - TIE_BAND else 0`` (first in band wins)."""
-    graph = model.graph
-    n_actions = policy.W.shape[1]
-    k = min(2, n_classes)
-    mix = np.zeros((k, 2), np.float32)
-    mix[0, 0], mix[0, 1] = 1.0, 1.0
-    if k == 2:
-        mix[1, 1] = -1.0
-    graph.initializer.extend([
-        numpy_helper.from_array(np.array([k], np.int64), "a_k"),
-        numpy_helper.from_array(mix, "a_mix"),
-        numpy_helper.from_array(policy.W.astype(np.float32), "a_W"),
-        numpy_helper.from_array(policy.b.astype(np.float32), "a_b"),
-        numpy_helper.from_array(np.array(TIE_BAND, np.float32), "a_band"),
-        numpy_helper.from_array(np.arange(n_actions, 0, -1).astype(np.float32), "a_rank")])
-    graph.node.extend([
-        helper.make_node("TopK", [PROBA_OUTPUT, "a_k"], ["a_top", "a_top_idx"], axis=1,
-                         largest=1, sorted=1),
-        helper.make_node("MatMul", ["a_top", "a_mix"], ["a_conf"]),
-        helper.make_node("Concat", [MODEL_INPUT, PROBA_OUTPUT, "a_conf"], ["a_feats"], axis=1),
-        helper.make_node("MatMul", ["a_feats", "a_W"], ["a_raw"]),
-        helper.make_node("Add", ["a_raw", "a_b"], ["a_scores"]),
-        helper.make_node("ReduceMax", ["a_scores"], ["a_max"], axes=[1], keepdims=1),
-        helper.make_node("Sub", ["a_max", "a_band"], ["a_floor"]),
-        helper.make_node("GreaterOrEqual", ["a_scores", "a_floor"], ["a_tied"]),
-        helper.make_node("Cast", ["a_tied"], ["a_tied_f"], to=TensorProto.FLOAT),
-        helper.make_node("Mul", ["a_tied_f", "a_rank"], [ACTION_OUTPUT])])
-    graph.output.append(helper.make_tensor_value_info(
-        ACTION_OUTPUT, TensorProto.FLOAT, ["N", policy.W.shape[1]]))
-    model.ir_version = IR_VERSION
-    onnx.checker.check_model(model)
-    data: bytes = model.SerializeToString()
-    return data
-
-
 def node_onnx(cache: OnnxCache, classifier: SensorSet, policy: LinearScores | None) -> bytes:
     """The node's fused graph: ``classifier``'s model, then ``policy``'s action scores."""
     model = cache.classifier(classifier)
     if policy is None:
         data: bytes = model.SerializeToString()
         return data
-    return _append_policy(model, policy, cache.bank.problem.n_classes)
+    return ranked_policy_model(model, policy.W, policy.b, cache.bank.problem.n_classes, TIE_BAND)

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adaptedge.protocol.manifest import ACTION_OUTPUT, PROBA_OUTPUT
-from adaptedge.trainer.node_onnx import run_node
+from adaptedge.trainer.export.run import run_node
 from adaptedge.trainer.policy.graph import FloatArray
 
 
