@@ -22,10 +22,10 @@ from types import TracebackType
 import numpy as np
 import numpy.typing as npt
 
-from adaptedge.edge.counters import new_counters, with_rates
+from adaptedge.edge.counters import count_cloud_error, new_counters, with_rates
 from adaptedge.edge.decision import Decision, Source
 from adaptedge.edge.errors import BundleRefused, EdgeError, OperatingPointError
-from adaptedge.edge.outbox import Outbox
+from adaptedge.edge.outbox import Outbox, keep_escalation
 from adaptedge.edge.policy import (
     ACQUIRE,
     ESCALATE,
@@ -36,7 +36,7 @@ from adaptedge.edge.policy import (
     compile_policy,
 )
 from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor, resolve_timeouts
-from adaptedge.edge.uplink import Uplink
+from adaptedge.edge.uplink import RequestIds, Uplink
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.costs import CostBreakdown, decision_cost
 from adaptedge.protocol.errors import BundleError
@@ -91,8 +91,7 @@ class EdgeRuntime:
         self._counters = new_counters()
         self._tally: dict[tuple[str, int], int] = {}
         """(source, cost key) -> decisions: the per-decision counters, summed when read."""
-        self._next_id = (time.time_ns() & ((1 << 62) - 1)) if request_id_start is None \
-            else request_id_start
+        self._ids = RequestIds(request_id_start)
         self._point = manifest.default_operating_point
         self._policy = self._activate(manifest.operating_point(self._point).policy)
 
@@ -115,8 +114,8 @@ class EdgeRuntime:
         allows. ``sensor_timeouts_ms`` overrides the bundle's per-sensor ``timeout_ms``; the key
         ``"*"`` sets the timeout of every sensor the bundle gives none (default
         ``edge.sensors.DEFAULT_TIMEOUT_MS``, 1 s; ``math.inf``: no timeout). ``request_id_start``
-        fixes the first request id (default: derived from the wall clock, so a restarted device
-        does not reuse ids the cloud may still remember).
+        fixes the first request id (default: a random 63-bit base, so a restarted device does
+        not reuse ids the cloud may still remember, whatever its clock says).
         """
         cleanup = ExitStack()
         try:
@@ -389,11 +388,7 @@ class EdgeRuntime:
                         failed_bits |= bit
                 request = self._request(values, read_bits, local_idx, float(proba[local_idx]))
                 request_id = request.request_id
-                if self.outbox is not None:
-                    try:
-                        self.outbox.record(request)
-                    except (OSError, ValueError):
-                        counters["outbox_errors"] += 1
+                keep_escalation(self.outbox, request, counters)
                 sent = True
                 t_send = clock()
                 try:
@@ -411,7 +406,7 @@ class EdgeRuntime:
                     counters["deadline_missed"] += 1
                 elif isinstance(reply, ErrorReply):
                     error = reply.code
-                    counters["cloud_errors"] += 1
+                    count_cloud_error(counters, reply.code)
                 else:
                     cloud = self._accept(reply, request_id)
                     if cloud is None:
@@ -420,6 +415,9 @@ class EdgeRuntime:
                     else:
                         probabilities, label_index = cloud
                         source = "cloud"
+            if not sent and self.outbox is not None:  # offline: kept with what was measured
+                keep_escalation(self.outbox, self._request(
+                    values, read_bits, local_idx, float(proba[local_idx])), counters)
         else:
             probabilities = proba.copy()
             label_index = local_idx
@@ -470,8 +468,7 @@ class EdgeRuntime:
     def _request(self, values: F32, read_bits: int, label: int,
                  confidence: float) -> InferenceRequest:
         features, mask = pack_features(values, self._mask(read_bits))
-        request_id = self._next_id
-        self._next_id += 1
+        request_id = self._ids.next()
         return InferenceRequest(
             request_id=request_id, device=self.device_id, bundle_id=self.manifest.bundle_id,
             sent_at=self._clock(), deadline_ms=self.manifest.link.deadline_ms,
