@@ -9,8 +9,8 @@ One JSON object per line, told apart by ``kind``:
 - ``summary``: written last, at a clean exit (end of data, SIGINT, SIGTERM).
 
 Each line is flushed to the operating system as it is written, so killing the process loses
-no finished line; ``os.fsync`` runs at most ``fsync_every_s`` after a line, so a power cut
-loses at most that interval. ``summarize(read_journal(path))`` rebuilds the summary from any
+no finished line; a background thread fsyncs every ``fsync_every_s`` (default 1 s), so a power
+cut loses at most that interval and a slow disk never delays a decision. ``summarize(read_journal(path))`` rebuilds the summary from any
 journal, a killed run's included (``adaptedge edge summary FILE``).
 """
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -32,37 +32,56 @@ COST_UNITS = ("scalar", "energy_mj", "latency_ms", "money", "bytes")
 
 
 class DecisionJournal:
-    """Append JSON lines to ``path`` (created or truncated); use as a context manager."""
+    """Append JSON lines to ``path`` (created or truncated); use as a context manager.
 
-    def __init__(self, path: str | os.PathLike[str], *, fsync_every_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        if not fsync_every_s >= 0:
-            raise ValueError(f"fsync_every_s must be >= 0, got {fsync_every_s}")
+    A daemon thread fsyncs every ``fsync_every_s`` seconds when lines were written since the
+    last one, so a slow disk never stalls the caller; ``fsync_every_s=0`` fsyncs each line in
+    the caller's thread instead. ``close`` fsyncs what is left.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync_every_s: float = 1.0) -> None:
+        if not 0 <= fsync_every_s < math.inf:
+            raise ValueError(f"fsync_every_s must be >= 0 and finite, got {fsync_every_s}")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: IO[str] = self.path.open("w", encoding="utf-8")
+        self._fd = self._file.fileno()
         self._fsync_every_s = fsync_every_s
-        self._clock = clock
-        self._synced_at = clock()
         self._dirty = False
+        self._stop = threading.Event()
+        self._syncer: threading.Thread | None = None
+        if fsync_every_s > 0:
+            self._syncer = threading.Thread(target=self._sync_loop, daemon=True,
+                                            name="edge.journal_fsync")
+            self._syncer.start()
 
     def write(self, kind: str, record: Mapping[str, Any]) -> None:
-        """Write ``{"kind": kind, **record}`` as one line, flush it, fsync if one is due."""
+        """Write ``{"kind": kind, **record}`` as one line and flush it to the OS."""
         self._file.write(json.dumps({"kind": kind, **record}) + "\n")
         self._file.flush()
         self._dirty = True
-        if self._clock() - self._synced_at >= self._fsync_every_s:
-            self.sync()
+        if self._syncer is None:
+            self._sync()
 
-    def sync(self) -> None:
+    def _sync(self) -> None:
         if self._dirty:
-            os.fsync(self._file.fileno())
-            self._dirty = False
-        self._synced_at = self._clock()
+            self._dirty = False  # a line written during the fsync makes it dirty again
+            os.fsync(self._fd)
+
+    def _sync_loop(self) -> None:
+        while not self._stop.wait(self._fsync_every_s):
+            try:
+                self._sync()
+            except OSError:  # the disk failed: the writes themselves will report it
+                return
 
     def close(self) -> None:
+        self._stop.set()
+        if self._syncer is not None:
+            self._syncer.join()
         if not self._file.closed:
-            self.sync()
+            self._file.flush()
+            self._sync()
             self._file.close()
 
     def __enter__(self) -> DecisionJournal:

@@ -126,8 +126,9 @@ def _check_options(args: argparse.Namespace) -> None:
         raise CommandError(f"--limit must be >= 1, got {args.limit}")
     if args.rate is not None and not (args.rate > 0 and math.isfinite(args.rate)):
         raise CommandError(f"--rate must be a positive number, got {args.rate}")
-    if not args.fsync_every >= 0:
-        raise CommandError(f"--fsync-every must be >= 0 seconds, got {args.fsync_every}")
+    if not 0 <= args.fsync_every < math.inf:
+        raise CommandError(f"--fsync-every must be >= 0 seconds (finite), got "
+                           f"{args.fsync_every}")
 
 
 def _replay_data(args: argparse.Namespace) -> tuple[Any, np.ndarray, np.ndarray]:

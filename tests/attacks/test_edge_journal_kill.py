@@ -80,20 +80,32 @@ def test_kill_9_keeps_every_decision_made_before_it(tmp_path: Path) -> None:
 def test_journal_fsyncs_at_a_bounded_interval(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     import os
+    import threading
 
-    synced: list[float] = []
+    synced: list[str] = []
     real_fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(now[0]), real_fsync(fd))[1])
-    now = [0.0]
-    with DecisionJournal(tmp_path / "j.jsonl", fsync_every_s=1.0, clock=lambda: now[0]) as j:
-        for step in range(50):
-            now[0] = step * 0.1
-            j.write("decision", {"index": step})
-        assert len(synced) == 4  # at 1.0, 2.0, 3.0 and 4.0 s; every line already flushed
-        assert len(read_journal(tmp_path / "j.jsonl")) == 50
-    assert len(synced) == 5  # and once at close
+
+    def fsync(fd: int) -> None:
+        synced.append(threading.current_thread().name)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with DecisionJournal(tmp_path / "j.jsonl", fsync_every_s=0.05) as j:
+        j.write("decision", {"index": 0})
+        assert len(read_journal(tmp_path / "j.jsonl")) == 1  # flushed at once
+        deadline = time.monotonic() + 5
+        while not synced and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert synced == ["edge.journal_fsync"]  # off the caller's thread, within the interval
+        time.sleep(0.2)
+        assert len(synced) == 1  # nothing new written: no fsync
+        j.write("decision", {"index": 1})
+    assert len(synced) == 2  # close fsyncs what is left
+    with DecisionJournal(tmp_path / "k.jsonl", fsync_every_s=0) as k:
+        k.write("decision", {"index": 0})
+        assert synced[-1] == threading.current_thread().name  # 0: every line, in place
     with pytest.raises(ValueError, match="fsync_every_s"):
-        DecisionJournal(tmp_path / "k.jsonl", fsync_every_s=float("nan"))
+        DecisionJournal(tmp_path / "l.jsonl", fsync_every_s=float("nan"))
 
 
 def test_a_torn_last_line_is_skipped(tmp_path: Path) -> None:
