@@ -110,11 +110,15 @@ def summarize_journal(args: argparse.Namespace) -> int:
     from adaptedge.cli.main import CommandError
     from adaptedge.edge.journal import read_journal, summarize
 
+    what = f"cannot read {args.journal} as an edge run journal (JSON Lines of edge run " \
+        "--json-out)"
     try:
-        summary = summarize(read_journal(args.journal))
+        lines = read_journal(args.journal)
+        if not any("kind" in line for line in lines):
+            raise CommandError(f"{what}: no line has a 'kind'")
+        summary = summarize(lines)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CommandError(f"cannot read {args.journal} as an edge run journal (JSON Lines of "
-                           f"edge run --json-out): {exc}") from exc
+        raise CommandError(f"{what}: {exc}") from exc
     print(json.dumps(summary, indent=2) if args.json else _render(summary))
     return 0
 

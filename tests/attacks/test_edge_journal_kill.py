@@ -114,9 +114,11 @@ def test_a_torn_last_line_is_skipped(tmp_path: Path) -> None:
     assert read_journal(path) == [{"kind": "start", "device": "d"}]
 
 
-def test_summary_of_a_file_that_is_no_journal_is_a_user_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("text", ["hello\n", '{"summary": {}, "decisions": []}\n', ""])
+def test_summary_of_a_file_that_is_no_journal_is_a_user_error(tmp_path: Path,
+                                                              text: str) -> None:
     path = tmp_path / "notes.txt"
-    path.write_text("hello\n")
+    path.write_text(text)
     proc = subprocess.run(adaptedge("edge", "summary", str(path)), capture_output=True,
                           text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 2 and "cannot read" in proc.stderr
