@@ -115,6 +115,7 @@ def test_mismatched_dataset_is_a_user_error(tmp_path: Path) -> None:
     (["--broker", "http://x"], "is not mqtt://HOST"),
     (["--fsync-every", "-1"], "--fsync-every must be >= 0"),
     (["--sensor-timeout", "0"], "sensor timeout for"),
+    (["--json-out", "/proc/no-such-dir/decisions.jsonl"], "cannot write --json-out"),
 ])
 def test_bad_options_are_user_errors(tmp_path: Path, extra: list[str], message: str) -> None:
     bundle = tmp_path / "bundle"

@@ -185,12 +185,16 @@ class _Log:
     """The run's lines (kept for the summary) and, with --json-out, their journal."""
 
     def __init__(self, args: argparse.Namespace) -> None:
+        from adaptedge.cli.main import CommandError
         from adaptedge.edge.journal import DecisionJournal
 
         self.lines: list[dict[str, Any]] = []
         self.latencies: list[float] = []
-        self.journal = None if args.json_out is None else DecisionJournal(
-            args.json_out, fsync_every_s=args.fsync_every)
+        try:
+            self.journal = None if args.json_out is None else DecisionJournal(
+                args.json_out, fsync_every_s=args.fsync_every)
+        except OSError as exc:
+            raise CommandError(f"cannot write --json-out {args.json_out}: {exc}") from exc
 
     def write(self, kind: str, record: dict[str, Any]) -> None:
         self.lines.append({"kind": kind, **record})
@@ -207,9 +211,9 @@ def _run_device(args: argparse.Namespace, stop: dict[str, bool]) -> int:
 
     _check_options(args)
     dataset, X, y = _replay_data(args)
-    rt, uplink = _start_runtime(args, dataset)
     log = _Log(args)
     try:
+        rt, uplink = _start_runtime(args, dataset)
         log.write("start", {"device": args.device, "bundle_id": rt.manifest.bundle_id,
                             "operating_point": rt.operating_point, "replay": str(args.replay),
                             "split": args.split, "rows": len(X), "started_at": time.time()})
