@@ -11,6 +11,9 @@ COUNTER_NAMES: tuple[str, ...] = (
     "uplink_down",
     "deadline_missed",
     "cloud_errors",
+    "cloud_id_reused",
+    "cloud_overloaded",
+    "cloud_expired",
     "mismatched_replies",
     "uplink_errors",
     "outbox_errors",
@@ -23,6 +26,24 @@ COUNTER_NAMES: tuple[str, ...] = (
     "bytes",
     "cost",
 )
+
+
+CLOUD_ERROR_COUNTERS: dict[str, str] = {
+    "id_reused": "cloud_id_reused",
+    "overloaded": "cloud_overloaded",
+    "expired": "cloud_expired",
+}
+"""Cloud error codes counted on their own: the cloud refused a reused request id, shed the
+request under load, or dropped it past its deadline. Like every error reply they leave the
+decision to the local classifier (``source="degraded"``, ``error`` = the code)."""
+
+
+def count_cloud_error(counters: dict[str, float], code: str) -> None:
+    """Count an error reply: ``cloud_errors``, and its own counter for the codes above."""
+    counters["cloud_errors"] += 1
+    name = CLOUD_ERROR_COUNTERS.get(code)
+    if name is not None:
+        counters[name] += 1
 
 
 def new_counters() -> dict[str, float]:

@@ -9,16 +9,16 @@ request. Each of these answers ``degraded`` with the local classifier's answer.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from adaptedge.edge.counters import count_cloud_error
 from adaptedge.edge.decision import Source
-from adaptedge.edge.outbox import Outbox
-from adaptedge.edge.uplink import Uplink
+from adaptedge.edge.outbox import Outbox, keep_escalation
+from adaptedge.edge.uplink import RequestIds, Uplink
 from adaptedge.edge.walk import ReadSensor, Trail
 from adaptedge.protocol.features import pack_features
 from adaptedge.protocol.manifest import Manifest
@@ -68,8 +68,7 @@ class Escalation:
         self._n_classes = len(manifest.classes)
         self._deadline_s = manifest.link.deadline_ms / 1000.0
         self._masks: dict[int, npt.NDArray[np.bool_]] = {}
-        self._next_id = (time.time_ns() & ((1 << 62) - 1)) if request_id_start is None \
-            else request_id_start
+        self._ids = RequestIds(request_id_start)
 
     def ask(self, values: F32, trail: Trail, read: ReadSensor | None,
             local: F32) -> CloudAnswer:
@@ -79,12 +78,12 @@ class Escalation:
         label = int(local.argmax())
         answer = CloudAnswer(local.copy(), label, "degraded", None, None, False, 0.0)
         uplink = self.uplink
-        if uplink is None:
-            answer.error = NO_UPLINK
-            return answer
-        if not uplink.is_connected():
-            answer.error = UPLINK_DOWN
-            counters["uplink_down"] += 1
+        if uplink is None or not uplink.is_connected():
+            answer.error = NO_UPLINK if uplink is None else UPLINK_DOWN
+            if uplink is not None:
+                counters["uplink_down"] += 1
+            # offline: kept with what was measured, for store-and-forward
+            self._record(self._request(values, trail.read_bits, label, float(local[label])))
             return answer
         trail.read(self.hpc_sensors, read, stop_at_failure=False)
         request = self._request(values, trail.read_bits, label, float(local[label]))
@@ -106,7 +105,7 @@ class Escalation:
             counters["deadline_missed"] += 1
         elif isinstance(reply, ErrorReply):
             answer.error = reply.code
-            counters["cloud_errors"] += 1
+            count_cloud_error(counters, reply.code)
         else:
             probabilities = self._accept(reply, request.request_id)
             if probabilities is None:
@@ -118,18 +117,12 @@ class Escalation:
         return answer
 
     def _record(self, request: InferenceRequest) -> None:
-        if self.outbox is None:
-            return
-        try:
-            self.outbox.record(request)
-        except (OSError, ValueError):
-            self._counters["outbox_errors"] += 1
+        keep_escalation(self.outbox, request, self._counters)
 
     def _request(self, values: F32, read_bits: int, label: int,
                  confidence: float) -> InferenceRequest:
         features, mask = pack_features(values, self._mask(read_bits))
-        request_id = self._next_id
-        self._next_id += 1
+        request_id = self._ids.next()
         return InferenceRequest(
             request_id=request_id, device=self._device_id, bundle_id=self.manifest.bundle_id,
             sent_at=self._clock(), deadline_ms=self.manifest.link.deadline_ms,

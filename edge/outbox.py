@@ -1,7 +1,8 @@
 """A bounded on-disk outbox of escalated inputs, kept for later labelling.
 
-Each escalated request is written as one msgpack file (the wire encoding of the
-``InferenceRequest``). The oldest files go first when the outbox exceeds ``max_files`` or
+Every escalation is recorded, answered or not: those sent are written before the exchange,
+and those never sent (no uplink, uplink down) with what was measured. Each is one msgpack
+file (the wire encoding of the ``InferenceRequest``). The oldest files go first when the outbox exceeds ``max_files`` or
 ``max_bytes``, and files older than ``max_age_s`` are dropped. Writing never fails a decision:
 an ``OSError`` is counted in ``errors`` and the record is skipped.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import MutableMapping
 from pathlib import Path
 
 from adaptedge.protocol.codec import decode, encode
@@ -87,3 +89,16 @@ class Outbox:
             if isinstance(message, InferenceRequest):
                 out.append(message)
         return out
+
+
+def keep_escalation(outbox: Outbox | None, request: InferenceRequest,
+                    counters: MutableMapping[str, float]) -> None:
+    """Record an escalated request; a write that fails counts in ``outbox_errors``."""
+    if outbox is None:
+        return
+    try:
+        kept = outbox.record(request) is not None
+    except (OSError, ValueError):  # ValueError: the request does not encode
+        kept = False
+    if not kept:
+        counters["outbox_errors"] += 1

@@ -37,7 +37,7 @@ from adaptedge.edge.policy import (
     ModelStore,
     compile_policy,
 )
-from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor
+from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor, resolve_timeouts
 from adaptedge.edge.uplink import Uplink
 from adaptedge.edge.walk import ReadSensor, Trail, best, step
 from adaptedge.protocol.bundle import open_bundle, verify
@@ -71,7 +71,7 @@ class EdgeRuntime:
         self._n_features = len(manifest.feature_names)
         self._sensor_names = tuple(s.name for s in manifest.sensors)
         self._sensor_cols = [np.asarray(s.features, dtype=np.intp) for s in manifest.sensors]
-        self._sensor_timeouts = self._timeouts(sensor_timeouts_ms or {})
+        self._sensor_timeouts = resolve_timeouts(manifest.sensors, sensor_timeouts_ms or {})
         self._buf: F32 = np.zeros(self._n_features, dtype=np.float32)
         self._pool = ReaderPool(max_reader_threads)
         self._costs: dict[int, CostBreakdown] = {}
@@ -102,9 +102,10 @@ class EdgeRuntime:
         point loads its models then, re-checking each file's hash. ``preload_all`` builds (and
         so checks) every policy's sessions now; they stay resident if ``max_resident_policies``
         allows. ``sensor_timeouts_ms`` overrides the bundle's per-sensor ``timeout_ms``; the key
-        ``"*"`` sets a timeout for every sensor the bundle gives none. ``request_id_start``
-        fixes the first request id (default: derived from the wall clock, so a restarted device
-        does not reuse ids the cloud may still remember). ``trust``: public keys (``signing.pub``
+        ``"*"`` sets the timeout of every sensor the bundle gives none (default
+        ``edge.sensors.DEFAULT_TIMEOUT_MS``, 1 s; ``math.inf``: no timeout). ``request_id_start``
+        fixes the first request id (default: a random 63-bit base, so a restarted device does
+        not reuse ids the cloud may still remember, whatever its clock says). ``trust``: public keys (``signing.pub``
         paths); when given, only a bundle signed by one of them loads.
         """
         cleanup = ExitStack()
@@ -162,22 +163,6 @@ class EdgeRuntime:
     def resident_policies(self) -> tuple[str, ...]:
         """Policies whose sessions are loaded, least recently used first."""
         return tuple(self._resident)
-
-    def _timeouts(self, overrides: Mapping[str, float]) -> list[float | None]:
-        unknown = set(overrides) - set(self._sensor_names) - {"*"}
-        if unknown:
-            raise EdgeError(f"sensor_timeouts_ms names unknown sensor(s) {sorted(unknown)}; "
-                            f"the bundle has {list(self._sensor_names)}")
-        out: list[float | None] = []
-        for spec in self.manifest.sensors:
-            ms = overrides.get(spec.name, spec.timeout_ms)
-            if ms is None:
-                ms = overrides.get("*")
-            if ms is not None and not (math.isfinite(ms) and ms > 0):
-                raise EdgeError(f"sensor timeout for {spec.name!r} must be a positive number of "
-                                f"milliseconds, got {ms}")
-            out.append(None if ms is None else ms / 1000.0)
-        return out
 
     # -- operating points --------------------------------------------------------------------
     @property

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import Protocol, runtime_checkable
 
+from adaptedge.edge.errors import EdgeError
 from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
+
+MAX_REQUEST_ID = (1 << 64) - 1
+"""Request ids are unsigned 64-bit integers on the wire (``protocol.codec``)."""
 
 
 @runtime_checkable
@@ -22,3 +27,28 @@ class Uplink(Protocol):
     def exchange(
         self, request: InferenceRequest, deadline: float
     ) -> InferenceReply | ErrorReply | None: ...
+
+
+class RequestIds:
+    """Request ids of one runtime: consecutive from a random 63-bit base drawn at start.
+
+    The cloud remembers replies by (device, request id). A clock-derived or fixed base repeats
+    after a reboot with the clock set back, or across two runtimes given the same start; a
+    random base does not (two runs of n requests overlap with probability ~2n / 2**63). The
+    63-bit base leaves 2**63 ids before the 64-bit wire range could wrap (it wraps to 0).
+    """
+
+    __slots__ = ("_next",)
+
+    def __init__(self, start: int | None = None) -> None:
+        if start is None:
+            start = secrets.randbits(63)
+        elif not 0 <= start <= MAX_REQUEST_ID:
+            raise EdgeError(f"request_id_start must be in 0..2**64-1, got {start}")
+        self._next = start
+
+    def next(self) -> int:
+        """A fresh request id."""
+        rid = self._next
+        self._next = (rid + 1) & MAX_REQUEST_ID
+        return rid

@@ -28,6 +28,8 @@ BUNDLE_SCHEMA_VERSION = 1
 MODEL_INPUT = "x"
 PROBA_OUTPUT = "probabilities"
 ACTION_OUTPUT = "action_scores"
+MAX_SENSOR_TIMEOUT_MS = 3_600_000.0
+"""Longest sensor read timeout a bundle (or a device) may set: one hour."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +306,9 @@ def _parse_sensor(raw: Any, path: str, n_features: int) -> SensorSpec:
             raise BundleError(f"feature index {col} is out of range (bundle has {n_features})",
                               path=r.at("features"))
     timeout = r.get("timeout_ms", (float, int, type(None)), None)
+    if timeout is not None and not 0 < timeout <= MAX_SENSOR_TIMEOUT_MS:  # NaN fails too
+        raise BundleError(f"must be > 0 and <= {MAX_SENSOR_TIMEOUT_MS:g} ms (one hour), got "
+                          f"{str(timeout)[:24]}", path=r.at("timeout_ms"))
     return SensorSpec(
         name=r.text("name"),
         features=features,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import select
 import signal
 import subprocess
@@ -17,6 +16,7 @@ from support.edge_doubles import MqttResponder
 from support.reference_walk import ReferenceWalk
 
 from adaptedge.edge import EdgeRuntime
+from adaptedge.edge.journal import read_journal, summarize
 from adaptedge.simulator.brokers import MosquittoBroker
 from adaptedge.trainer.datasets import load_dataset
 
@@ -34,7 +34,7 @@ def test_replay_with_cloud_writes_decisions(tmp_path: Path, mosquitto: Mosquitto
     manifest = build_dataset_bundle(bundle, "letter-binary")
     responder = MqttResponder(mosquitto.url, ReferenceWalk(bundle, manifest))
     responder.wait_subscribed()
-    out = tmp_path / "decisions.json"
+    out = tmp_path / "decisions.jsonl"
     try:
         proc = subprocess.run(
             edge_run("--bundle", str(bundle), "--broker", mosquitto.url, "--device", "dev7",
@@ -45,14 +45,20 @@ def test_replay_with_cloud_writes_decisions(tmp_path: Path, mosquitto: Mosquitto
         responder.close()
     assert proc.returncode == 0, proc.stderr
     assert "decisions 60" in proc.stdout and "accuracy" in proc.stdout
-    body = json.loads(out.read_text())
-    decisions = body["decisions"]
+    lines = read_journal(out)
+    assert [line["kind"] for line in (lines[0], lines[-2], lines[-1])] == \
+        ["start", "counters", "summary"]
+    decisions = [line for line in lines if line["kind"] == "decision"]
+    summary = lines[-1]
     assert [d["index"] for d in decisions] == list(range(60))
     data = load_dataset("letter-binary")
     truth = [data.classes[int(t)] for t in data.y_test[:60]]
     assert [d["truth"] for d in decisions] == truth
-    assert body["summary"]["accuracy"] == pytest.approx(
+    assert summary["accuracy"] == pytest.approx(
         np.mean([d["label"] == t for d, t in zip(decisions, truth, strict=True)]))
+    # The summary written at exit is the one the stream gives.
+    assert {"kind": "summary", **summarize(lines)} == summary
+    assert summary["device"] == "dev7" and summary["interrupted"] is False
     sources = {d["source"] for d in decisions}
     assert "cloud" in sources and "degraded" not in sources
     # Local answers equal the in-process runtime's on the same rows.
@@ -68,7 +74,7 @@ def test_replay_with_cloud_writes_decisions(tmp_path: Path, mosquitto: Mosquitto
 def test_sigterm_stops_cleanly_with_a_summary(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     build_dataset_bundle(bundle, "letter-binary")
-    out = tmp_path / "decisions.json"
+    out = tmp_path / "decisions.jsonl"
     proc = subprocess.Popen(
         edge_run("--bundle", str(bundle), "--replay", "letter-binary", "--rate", "50",
                  "--json-out", str(out)),
@@ -88,10 +94,12 @@ def test_sigterm_stops_cleanly_with_a_summary(tmp_path: Path) -> None:
             proc.wait()
     assert proc.returncode == 0, stderr
     assert "(interrupted)" in stdout
-    body = json.loads(out.read_text())
-    assert 0 < len(body["decisions"]) < 4000 and body["summary"]["interrupted"]
+    lines = read_journal(out)
+    decisions = [line for line in lines if line["kind"] == "decision"]
+    assert 0 < len(decisions) < 4000 and lines[-1]["kind"] == "summary"
+    assert lines[-1]["interrupted"] and lines[-1]["decisions"] == len(decisions)
     # Offline: every escalation answered degraded.
-    assert all(d["source"] != "cloud" for d in body["decisions"])
+    assert all(d["source"] != "cloud" for d in decisions)
 
 
 def test_mismatched_dataset_is_a_user_error(tmp_path: Path) -> None:
@@ -107,6 +115,9 @@ def test_mismatched_dataset_is_a_user_error(tmp_path: Path) -> None:
     (["--budget", "1"], "no operating point costs <= 1"),
     (["--operating-point", "nope"], "no operating point 'nope'"),
     (["--broker", "http://x"], "is not mqtt://HOST"),
+    (["--fsync-every", "-1"], "--fsync-every must be >= 0"),
+    (["--sensor-timeout", "0"], "sensor timeout for"),
+    (["--json-out", "/proc/no-such-dir/decisions.jsonl"], "cannot write --json-out"),
 ])
 def test_bad_options_are_user_errors(tmp_path: Path, extra: list[str], message: str) -> None:
     bundle = tmp_path / "bundle"

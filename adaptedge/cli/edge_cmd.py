@@ -3,13 +3,18 @@
 Each row of the split is offered to the runtime as live sensors (each returns the row's values
 for that sensor); the runtime reads only what its policy asks for, escalates over MQTT when the
 policy says so, and the device publishes telemetry periodically. On exit (end of data, SIGINT or
-SIGTERM) it prints a summary and, with ``--json-out``, writes every decision.
+SIGTERM) it prints a summary. ``--json-out FILE`` streams a journal as it goes (JSON Lines, see
+``edge.journal``): a ``start`` line, one ``decision`` line per decision, ``counters`` lines, and
+at a clean exit the ``summary``; a killed run loses at most the last ``--fsync-every`` seconds
+to a power cut and nothing to ``kill -9``. ``adaptedge edge summary FILE`` rebuilds the summary
+from any journal.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import ssl
 import sys
@@ -51,9 +56,20 @@ def register(sub: Any) -> None:
                      help="publish telemetry every S seconds (0: only at exit)")
     run.add_argument("--connect-timeout", type=float, default=10.0, metavar="S",
                      help="wait up to S seconds for the broker before starting")
+    run.add_argument("--sensor-timeout", type=float, metavar="MS",
+                     help="timeout of a sensor read when the bundle sets none (default: "
+                     "edge.sensors.DEFAULT_TIMEOUT_MS, 1000 ms; inf: no timeout)")
     run.add_argument("--outbox", type=Path, help="record escalated inputs in this directory")
-    run.add_argument("--json-out", type=Path, help="write the summary and every decision here")
+    run.add_argument("--json-out", type=Path, metavar="FILE",
+                     help="stream every decision here as JSON Lines, the summary last")
+    run.add_argument("--fsync-every", type=float, default=1.0, metavar="S",
+                     help="fsync --json-out at most every S seconds (default 1; 0: every line)")
     run.set_defaults(handler=run_device)
+    summary = edge_sub.add_parser("summary", help="rebuild the summary of an edge run's "
+                                  "--json-out journal (a killed run's too)")
+    summary.add_argument("journal", type=Path, help="the JSON Lines file of edge run --json-out")
+    summary.add_argument("--json", action="store_true", help="print the summary as JSON")
+    summary.set_defaults(handler=summarize_journal)
     p.set_defaults(handler=lambda args: (p.print_help(), 0)[1])
 
 
@@ -105,15 +121,39 @@ def run_device(args: argparse.Namespace) -> int:
             signal.signal(s, handler)
 
 
-def _run_device(args: argparse.Namespace, stop: dict[str, bool]) -> int:
+def summarize_journal(args: argparse.Namespace) -> int:
     from adaptedge.cli.main import CommandError
-    from adaptedge.edge import EdgeRuntime, MqttUplink, Outbox
-    from adaptedge.trainer.datasets import load_dataset
+    from adaptedge.edge.journal import read_journal, summarize
+
+    what = f"cannot read {args.journal} as an edge run journal (JSON Lines of edge run " \
+        "--json-out)"
+    try:
+        lines = read_journal(args.journal)
+        if not any("kind" in line for line in lines):
+            raise CommandError(f"{what}: no line has a 'kind'")
+        summary = summarize(lines)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CommandError(f"{what}: {exc}") from exc
+    print(json.dumps(summary, indent=2) if args.json else _render(summary))
+    return 0
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    from adaptedge.cli.main import CommandError
 
     if args.limit is not None and args.limit < 1:
         raise CommandError(f"--limit must be >= 1, got {args.limit}")
-    if args.rate is not None and args.rate <= 0:
-        raise CommandError(f"--rate must be positive, got {args.rate}")
+    if args.rate is not None and not (args.rate > 0 and math.isfinite(args.rate)):
+        raise CommandError(f"--rate must be a positive number, got {args.rate}")
+    if not 0 <= args.fsync_every < math.inf:
+        raise CommandError(f"--fsync-every must be >= 0 seconds (finite), got "
+                           f"{args.fsync_every}")
+
+
+def _replay_data(args: argparse.Namespace) -> tuple[Any, np.ndarray, np.ndarray]:
+    from adaptedge.cli.main import CommandError
+    from adaptedge.trainer.datasets import load_dataset
+
     try:
         dataset = load_dataset(args.replay)
         X, y = dataset.split(args.split)
@@ -121,85 +161,134 @@ def _run_device(args: argparse.Namespace, stop: dict[str, bool]) -> int:
         raise CommandError(str(exc)) from exc
     if args.limit is not None:
         X, y = X[: args.limit], y[: args.limit]
+    return dataset, X, y
+
+
+def _start_runtime(args: argparse.Namespace, dataset: Any) -> tuple[Any, Any]:
+    """The runtime and its uplink (started, or None offline), checked against the data."""
+    from adaptedge.cli.main import CommandError
+    from adaptedge.edge import EdgeRuntime, MqttUplink, Outbox
 
     password = _password(args.password_file)
     uplink = None
     if args.broker:
         uplink = MqttUplink(args.broker, args.device, username=args.username,
                             password=password, tls=_tls(args))
+    timeouts = None if args.sensor_timeout is None else {"*": args.sensor_timeout}
     rt = EdgeRuntime.load(args.bundle, uplink=uplink, device_id=args.device, trust=args.trust,
                           operating_point=args.operating_point if args.budget is None
-                          else args.budget,
+                          else args.budget, sensor_timeouts_ms=timeouts,
                           outbox=Outbox(args.outbox) if args.outbox else None)
     if tuple(rt.manifest.feature_names) != tuple(dataset.feature_names):
+        rt.close()
         raise CommandError(
             f"bundle features {list(rt.manifest.feature_names)[:4]}... do not match dataset "
             f"{args.replay!r} features {list(dataset.feature_names)[:4]}...: replay the data the "
             "bundle was trained on")
-    classes = list(rt.manifest.classes)
-    truth_names = [dataset.classes[int(t)] for t in y]
-
     if uplink is not None:
         uplink.start()
         if not uplink.wait_connected(args.connect_timeout):
             print(f"adaptedge: warning: not connected to {args.broker} after "
                   f"{args.connect_timeout:g} s ({uplink.last_error}); escalations answer "
                   "degraded until it is reachable", file=sys.stderr)
+    return rt, uplink
 
+
+class _Log:
+    """The run's lines (kept for the summary) and, with --json-out, their journal."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from adaptedge.cli.main import CommandError
+        from adaptedge.edge.journal import DecisionJournal
+
+        self.lines: list[dict[str, Any]] = []
+        self.latencies: list[float] = []
+        try:
+            self.journal = None if args.json_out is None else DecisionJournal(
+                args.json_out, fsync_every_s=args.fsync_every)
+        except OSError as exc:
+            raise CommandError(f"cannot write --json-out {args.json_out}: {exc}") from exc
+
+    def write(self, kind: str, record: dict[str, Any]) -> None:
+        self.lines.append({"kind": kind, **record})
+        if self.journal is not None:
+            self.journal.write(kind, record)
+
+    def close(self) -> None:
+        if self.journal is not None:
+            self.journal.close()
+
+
+def _run_device(args: argparse.Namespace, stop: dict[str, bool]) -> int:
+    from adaptedge.edge.journal import summarize
+
+    _check_options(args)
+    dataset, X, y = _replay_data(args)
+    log = _Log(args)
+    try:
+        rt, uplink = _start_runtime(args, dataset)
+        log.write("start", {"device": args.device, "bundle_id": rt.manifest.bundle_id,
+                            "operating_point": rt.operating_point, "replay": str(args.replay),
+                            "split": args.split, "rows": len(X), "started_at": time.time()})
+        try:
+            _replay(args, rt, uplink, log, [dataset.classes[int(t)] for t in y], X, stop)
+        finally:
+            if uplink is not None:
+                uplink.publish_telemetry(_telemetry(rt.counters, log.latencies))
+                time.sleep(0.05)  # let the last telemetry leave
+                uplink.close()
+            rt.close()
+        log.write("counters", {"counters": rt.counters})
+        summary = summarize(log.lines)
+        summary["interrupted"] = stop["flag"]
+        log.write("summary", summary)
+    finally:
+        log.close()
+    print(_render(summary))
+    return 0
+
+
+def _replay(args: argparse.Namespace, rt: Any, uplink: Any, log: _Log, truth: list[str],
+            X: np.ndarray, stop: dict[str, bool]) -> None:
     current: dict[str, np.ndarray] = {}
     sensors = {s.name: _reader(current, s.name) for s in rt.manifest.sensors}
     columns = {s.name: np.asarray(s.features, dtype=np.intp) for s in rt.manifest.sensors}
-    records: list[dict[str, Any]] = []
-    latencies: list[float] = []
     rate = f" at {args.rate:g} Hz" if args.rate else ""
     print(f"adaptedge edge: device {args.device} replaying {len(X)} rows of {args.replay} "
           f"({args.split}){rate}, operating point {rt.operating_point}", file=sys.stderr,
           flush=True)
     started = time.monotonic()
-    next_telemetry = started + args.telemetry_every if args.telemetry_every > 0 else float("inf")
-    try:
-        for i in range(len(X)):
-            if stop["flag"]:
-                break
-            if args.rate:
-                wait = started + i / args.rate - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
-            row = X[i]
-            for name, cols in columns.items():
-                current[name] = row[cols]
-            d = rt.predict(sensors)
-            latencies.append(d.timings["total"] * 1000.0)
-            records.append(_record(i, d, truth_names[i], classes))
-            if uplink is not None and time.monotonic() >= next_telemetry:
-                uplink.publish_telemetry(_telemetry(rt.counters, latencies))
-                next_telemetry = time.monotonic() + args.telemetry_every
-    finally:
-        if uplink is not None:
-            uplink.publish_telemetry(_telemetry(rt.counters, latencies))
-            time.sleep(0.05)  # let the last telemetry leave
-            uplink.close()
-        rt.close()
-    summary = _summary(records, latencies, rt.counters, time.monotonic() - started)
-    summary.update(device=args.device, bundle_id=rt.manifest.bundle_id,
-                   operating_point=rt.operating_point, interrupted=stop["flag"])
-    print(_render(summary))
-    if args.json_out is not None:
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.json_out.with_suffix(args.json_out.suffix + ".tmp")
-        tmp.write_text(json.dumps({"summary": summary, "decisions": records}) + "\n")
-        tmp.replace(args.json_out)
-    return 0
+    every = args.telemetry_every
+    next_telemetry = started + every if every > 0 else math.inf
+    for i in range(len(X)):
+        if stop["flag"]:
+            break
+        if args.rate:
+            wait = started + i / args.rate - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+        row = X[i]
+        for name, cols in columns.items():
+            current[name] = row[cols]
+        d = rt.predict(sensors)
+        log.latencies.append(d.timings["total"] * 1000.0)
+        log.write("decision", _record(i, d, truth[i], time.monotonic() - started))
+        if time.monotonic() >= next_telemetry:
+            log.write("counters", {"counters": rt.counters})
+            if uplink is not None:
+                uplink.publish_telemetry(_telemetry(rt.counters, log.latencies))
+            next_telemetry = time.monotonic() + every
 
 
 def _reader(current: dict[str, np.ndarray], name: str) -> Any:
     return lambda: current[name]
 
 
-def _record(index: int, d: Any, truth: str, classes: list[str]) -> dict[str, Any]:
+def _record(index: int, d: Any, truth: str, t_s: float) -> dict[str, Any]:
     cost = d.cost
     return {
         "index": index,
+        "t_s": t_s,
         "label": d.label,
         "label_index": d.label_index,
         "truth": truth,
@@ -228,30 +317,6 @@ def _telemetry(counters: dict[str, float], latencies: list[float]) -> dict[str, 
     out["latency_p50_ms"] = _percentile(recent, 50)
     out["latency_p99_ms"] = _percentile(recent, 99)
     return out
-
-
-def _summary(records: list[dict[str, Any]], latencies: list[float],
-             counters: dict[str, float], wall_s: float) -> dict[str, Any]:
-    n = len(records)
-    by_source = {s: sum(r["source"] == s for r in records) for s in ("local", "cloud", "degraded")}
-
-    def mean(key: str) -> float:
-        return sum(r["cost"][key] for r in records) / n if n else float("nan")
-
-    return {
-        "decisions": n,
-        "by_source": by_source,
-        "accuracy": sum(r["correct"] for r in records) / n if n else float("nan"),
-        "escalation_rate": sum(r["escalated"] for r in records) / n if n else float("nan"),
-        "sensor_failures": counters.get("sensor_failures", 0.0),
-        "late_replies": counters.get("late_replies", 0.0),
-        "duplicate_replies": counters.get("duplicate_replies", 0.0),
-        "mean_cost": {k: mean(k) for k in ("scalar", "energy_mj", "latency_ms", "money",
-                                           "bytes")},
-        "latency_p50_ms": _percentile(latencies, 50),
-        "latency_p99_ms": _percentile(latencies, 99),
-        "wall_s": wall_s,
-    }
 
 
 def _render(s: dict[str, Any]) -> str:
