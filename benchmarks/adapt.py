@@ -33,8 +33,8 @@ METHODS = ("adapt-gbrt", "adapt-lin", "l1", "greedy-miser", "confidence")
 
 
 def _dataset(name: str) -> Any:
-    from adaptedge.trainer.datasets import load_dataset
-    from adaptedge.trainer.synthetic import synthetic_1, synthetic_2
+    from adaptedge.trainer.data.datasets import load_dataset
+    from adaptedge.trainer.data.synthetic import synthetic_1, synthetic_2
 
     if name == "synthetic-1":
         return synthetic_1()
@@ -136,8 +136,8 @@ def _lightgbm(d: Any, cm: Any, hpc: Any, quick: bool) -> list[dict[str, Any]]:
 
 def run_dataset(name: str, quick: bool, n_jobs: int,
                 methods: tuple[str, ...] = METHODS) -> dict[str, Any]:
-    from adaptedge.trainer.gating import CostModel
-    from adaptedge.trainer.methods import MethodOptions, get_method
+    from adaptedge.trainer.methods.gating import CostModel
+    from adaptedge.trainer.methods.registry import MethodOptions, get_method
 
     d = _dataset(name)
     started = time.perf_counter()

@@ -32,7 +32,7 @@ DATASETS = ("gas", "wall-robot", "satimage", "letter", "thyroid", "heart", "lett
 
 
 def _point(point: Any, bank: Any, family: str) -> dict[str, Any]:
-    from adaptedge.trainer.dag.nodes import evaluate
+    from adaptedge.trainer.methods.dag.nodes import evaluate
 
     test = evaluate(point, bank, "test")
     return {"family": family, "params": dict(point.params),
@@ -61,9 +61,9 @@ def _cost(entry: dict[str, Any] | None) -> float | None:
 
 def adapt_points(dataset: Any, hpc: Any, quick: bool, seed: int
                  ) -> tuple[list[dict[str, Any]], float]:
-    """ADAPT-GBRT's own sweep (``trainer.adapt_gbrt``), tested through its exported ONNX."""
+    """ADAPT-GBRT's own sweep (``trainer.methods.adapt_gbrt``), tested through its exported ONNX."""
     from adaptedge.trainer.export.bundle import evaluate_exports, metrics_of
-    from adaptedge.trainer.methods import MethodOptions, get_method
+    from adaptedge.trainer.methods.registry import MethodOptions, get_method
 
     start = time.perf_counter()
     exports = get_method("adapt-gbrt")(dataset, hpc, MethodOptions(seed=seed, quick=quick,
@@ -81,7 +81,7 @@ def adapt_points(dataset: Any, hpc: Any, quick: bool, seed: int
 
 def _settings(quick: bool, seed: int, overrides: dict[str, Any] | None) -> Any:
     """The sweep settings of a run: quick or default, with the command line's overrides."""
-    from adaptedge.trainer.dag.sweep import DagSettings
+    from adaptedge.trainer.methods.dag.sweep import DagSettings
 
     extra = overrides or {}
     return DagSettings.quick(seed=seed, **extra) if quick else DagSettings(seed=seed, **extra)
@@ -105,12 +105,12 @@ def compare_classifiers(name: str, quick: bool, seed: int, overrides: dict[str, 
     with the per-node choice's counts over the lattice nodes and the CPU seconds of each."""
     from dataclasses import replace
 
-    from adaptedge.trainer.dag.masked import ChoiceBank
-    from adaptedge.trainer.dag.problem import problem_from
-    from adaptedge.trainer.dag.subsets import greedy_order, lattice_scorer
-    from adaptedge.trainer.dag.sweep import build_lattice, choose_bank
-    from adaptedge.trainer.datasets import load_dataset
+    from adaptedge.trainer.data.datasets import load_dataset
     from adaptedge.trainer.hpc import fit_hpc
+    from adaptedge.trainer.methods.dag.masked import ChoiceBank
+    from adaptedge.trainer.methods.dag.problem import problem_from
+    from adaptedge.trainer.methods.dag.subsets import greedy_order, lattice_scorer
+    from adaptedge.trainer.methods.dag.sweep import build_lattice, choose_bank
 
     dataset = load_dataset(name, seed=seed)
     problem = problem_from(dataset, fit_hpc(dataset, seed=seed))
@@ -134,18 +134,18 @@ def compare_classifiers(name: str, quick: bool, seed: int, overrides: dict[str, 
 def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
                 overrides: dict[str, Any] | None = None
                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    from adaptedge.trainer.dag.baselines import (
+    from adaptedge.trainer.data.datasets import load_dataset
+    from adaptedge.trainer.hpc import fit_hpc
+    from adaptedge.trainer.methods.dag.baselines import (
         cascade_points,
         one_node_points,
         static_points,
         static_sets,
     )
-    from adaptedge.trainer.dag.problem import problem_from
-    from adaptedge.trainer.dag.subsets import greedy_order
-    from adaptedge.trainer.dag.sweep import sweep_dag
-    from adaptedge.trainer.datasets import load_dataset
-    from adaptedge.trainer.frontier import pareto_frontier as frontier
-    from adaptedge.trainer.hpc import fit_hpc
+    from adaptedge.trainer.methods.dag.problem import problem_from
+    from adaptedge.trainer.methods.dag.subsets import greedy_order
+    from adaptedge.trainer.methods.dag.sweep import sweep_dag
+    from adaptedge.trainer.policy.frontier import pareto_frontier as frontier
 
     dataset = load_dataset(name, seed=seed)
     start = time.perf_counter()
@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     overrides: dict[str, Any] = {}
     if args.classifier is not None:
-        from adaptedge.trainer.dag.sweep import CLASSIFIER_CHOICES
+        from adaptedge.trainer.methods.dag.sweep import CLASSIFIER_CHOICES
 
         if args.classifier not in CLASSIFIER_CHOICES:
             parser.error(f"--classifier must be one of {list(CLASSIFIER_CHOICES)}")

@@ -69,7 +69,7 @@ F32 = npt.NDArray[np.float32]
 def letter_binary() -> tuple[F32, npt.NDArray[np.int64], F32, tuple[str, ...]]:
     """Train and test rows of letter-binary (synthetic rows of its shape if the data is absent)."""
     try:
-        from adaptedge.trainer.datasets import load_dataset  # numpy-only data loader
+        from adaptedge.trainer.data.datasets import load_dataset  # numpy-only data loader
 
         data = load_dataset("letter-binary")
         return data.X_train, data.y_train, data.X_test, data.feature_names

@@ -39,7 +39,7 @@ def main() -> None:
         bundle = Path(args.bundle)
         if not args.data:
             parser.error("--bundle needs --data")
-        from adaptedge.trainer.datasets import load_dataset
+        from adaptedge.trainer.data.datasets import load_dataset
 
         X, y = load_dataset(args.data).split("test")
         reps = int(np.ceil(args.rows / len(X)))

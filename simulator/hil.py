@@ -94,7 +94,7 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
     """Run the HIL experiment and return its decisions (scored against ``truth``).
 
     ``rows`` (the split's features) is only needed with ``remote_sensors``; both default to
-    ``trainer.datasets.load_dataset(data)``'s split.
+    ``trainer.data.datasets.load_dataset(data)``'s split.
     """
     run = _plan(bundle_dir, data, scenario or Scenario(), options or HilOptions(), truth, rows)
     opts, outages = run.opts, run.scenario.network.outages
@@ -173,7 +173,7 @@ def _plan(bundle_dir: str | Path, data: str, scenario: Scenario, opts: HilOption
           truth: npt.NDArray[Any] | None, rows: npt.NDArray[Any] | None) -> _Run:
     manifest = verify(bundle_dir)
     if truth is None or (opts.remote_sensors and rows is None):
-        from adaptedge.trainer.datasets import load_dataset
+        from adaptedge.trainer.data.datasets import load_dataset
 
         rows, truth = load_dataset(data).split(opts.split)  # type: ignore[arg-type]
     limit = opts.limit if opts.limit is not None else (scenario.devices.limit or len(truth))

@@ -43,7 +43,7 @@ def _fit(X: npt.NDArray[Any], y: npt.NDArray[Any], n_classes: int) -> tuple[F32,
 def build_linear_bundle(out: Path, data: str, *, n_sensors: int = 4, escalate: float = 0.3,
                         seed: int = 0) -> Manifest:
     """Write the bundle for built-in dataset ``data`` to ``out``; returns its manifest."""
-    from adaptedge.trainer.datasets import load_dataset
+    from adaptedge.trainer.data.datasets import load_dataset
     from adaptedge.trainer.export.models import linear_node_model
 
     ds = load_dataset(data)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adaptedge.trainer.adapt_gbrt import AdaptGbrtClassifier
-from adaptedge.trainer.cart import BinMapper, TreeParams, fit_tree
-from adaptedge.trainer.gating import q_step
+from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier
+from adaptedge.trainer.methods.cart import BinMapper, TreeParams, fit_tree
+from adaptedge.trainer.methods.gating import q_step
 
 
 @pytest.mark.parametrize("p_full", [0.05, 0.2, 0.5])

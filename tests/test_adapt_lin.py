@@ -6,8 +6,8 @@ import time
 
 import numpy as np
 
-from adaptedge.trainer.adapt_lin import AdaptLinClassifier
-from adaptedge.trainer.synthetic import synthetic_2
+from adaptedge.trainer.data.synthetic import synthetic_2
+from adaptedge.trainer.methods.adapt_lin import AdaptLinClassifier
 
 
 def _hpc(y: np.ndarray) -> np.ndarray:

@@ -1,5 +1,5 @@
 """The registered one-node sweeps: every exported graph, run by the float32 ONNX oracle
-(``trainer.policy_eval``) and costed by ``protocol.costs``, reproduces its validation metrics
+(``trainer.policy.oracle``) and costed by ``protocol.costs``, reproduces its validation metrics
 (which the float64 walk computed)."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from adaptedge.protocol.costs import decision_cost
+from adaptedge.trainer.data.synthetic import synthetic_2
 from adaptedge.trainer.export.bundle import build_bundle
 from adaptedge.trainer.hpc import HpcModel, fit_hpc
-from adaptedge.trainer.methods import MethodOptions, get_method
-from adaptedge.trainer.policy_eval import BundleRunner
-from adaptedge.trainer.synthetic import synthetic_2
+from adaptedge.trainer.methods.registry import MethodOptions, get_method
+from adaptedge.trainer.policy.oracle import BundleRunner
 
 DATA = synthetic_2(n=1000)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from adaptedge.trainer.baselines import ConfidenceCascade, GreedyMiser, L1Baseline
+from adaptedge.trainer.data.synthetic import synthetic_2
 from adaptedge.trainer.export.run import run_node
-from adaptedge.trainer.synthetic import synthetic_2
+from adaptedge.trainer.methods.baselines import ConfidenceCascade, GreedyMiser, L1Baseline
 
 
 def _data() -> tuple[np.ndarray, np.ndarray]:

@@ -15,17 +15,17 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from adaptedge.protocol.bundle import verify
-from adaptedge.trainer.datasets import Dataset, load_dataset
+from adaptedge.trainer.data.datasets import Dataset, load_dataset
 from adaptedge.trainer.export.bundle import evaluate_exports, export_bundle, metrics_of
 from adaptedge.trainer.export.fuse import fuse_node_model
 from adaptedge.trainer.export.models import linear_to_onnx
-from adaptedge.trainer.frontier import (
+from adaptedge.trainer.hpc import HpcModel, fit_hpc
+from adaptedge.trainer.policy.frontier import (
     BudgetError,
     pareto_frontier,
     pick_near_accuracy,
     pick_within_budget,
 )
-from adaptedge.trainer.hpc import HpcModel, fit_hpc
 from adaptedge.trainer.policy.graph import Graph, GraphAction, GraphNode, Metrics
 from adaptedge.trainer.policy.onnx_node import OnnxNodeModel
 

@@ -15,10 +15,10 @@ import pytest
 import support.estimator_checks as checks
 from support.estimator_checks import Data
 
-from adaptedge.trainer.adapt_gbrt import AdaptGbrtClassifier
-from adaptedge.trainer.adapt_lin import AdaptLinClassifier
-from adaptedge.trainer.baselines import ConfidenceCascade, GreedyMiser, L1Baseline
-from adaptedge.trainer.synthetic import synthetic_2
+from adaptedge.trainer.data.synthetic import synthetic_2
+from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier
+from adaptedge.trainer.methods.adapt_lin import AdaptLinClassifier
+from adaptedge.trainer.methods.baselines import ConfidenceCascade, GreedyMiser, L1Baseline
 
 
 def _soft_oracle(y: np.ndarray, n_classes: int, seed: int) -> np.ndarray:
@@ -33,7 +33,7 @@ def _soft_oracle(y: np.ndarray, n_classes: int, seed: int) -> np.ndarray:
 @cache
 def letter_small() -> Data:
     """1500 training rows of letter-binary (16 unit-cost sensors) and 1000 test rows."""
-    from adaptedge.trainer.datasets import load_dataset
+    from adaptedge.trainer.data.datasets import load_dataset
 
     d = load_dataset("letter-binary")
     return Data(d.X_train[:1500], d.y_train[:1500], _soft_oracle(d.y_train[:1500], 2, 0),

@@ -1,6 +1,6 @@
-"""The policy graph (trainer.dag): lattices, greedy subsets, Graph-Reduce, and ONNX parity.
+"""The policy graph (trainer.methods.dag): lattices, greedy subsets, Graph-Reduce, and ONNX parity.
 
-Parity: the exported bundle, walked by ``trainer.policy_eval`` on onnxruntime (float32), takes
+Parity: the exported bundle, walked by ``trainer.policy.oracle`` on onnxruntime (float32), takes
 the same decisions as the float64 walk (``trainer.policy.walk``) on every test row.
 """
 
@@ -20,19 +20,22 @@ from support.dag_parity import FLOAT32_NOISE, assert_same_walk
 
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
-from adaptedge.trainer.dag.bank import (
+from adaptedge.trainer.data.datasets import load_dataset
+from adaptedge.trainer.export.bundle import evaluate_exports, export_bundle
+from adaptedge.trainer.hpc import fit_hpc
+from adaptedge.trainer.methods.dag.bank import (
     SMALL_FIT_ROUNDS,
     ClassifierBank,
     boosting_rounds,
     can_early_stop,
 )
-from adaptedge.trainer.dag.baselines import (
+from adaptedge.trainer.methods.dag.baselines import (
     cascade_points,
     one_node_points,
     static_points,
     static_sets,
 )
-from adaptedge.trainer.dag.graph import (
+from adaptedge.trainer.methods.dag.graph import (
     TIE_BAND,
     LinearScores,
     chain_lattice,
@@ -41,18 +44,15 @@ from adaptedge.trainer.dag.graph import (
     track_lattice,
     track_lattice_size,
 )
-from adaptedge.trainer.dag.method import export_sweep, settings_from
-from adaptedge.trainer.dag.nodes import dag_walk as walk
-from adaptedge.trainer.dag.nodes import evaluate
-from adaptedge.trainer.dag.problem import DagProblem, make_problem, problem_from
-from adaptedge.trainer.dag.reduce import ReduceConfig, fit_policy, train_graph
-from adaptedge.trainer.dag.subsets import ProxyScorer, greedy_order, greedy_subsets
-from adaptedge.trainer.dag.sweep import DagSettings, DagSweep, fit_tracks, sweep_dag
-from adaptedge.trainer.datasets import load_dataset
-from adaptedge.trainer.export.bundle import evaluate_exports, export_bundle
-from adaptedge.trainer.frontier import pareto_frontier as frontier
-from adaptedge.trainer.hpc import fit_hpc
-from adaptedge.trainer.methods import MethodOptions, get_method
+from adaptedge.trainer.methods.dag.method import export_sweep, settings_from
+from adaptedge.trainer.methods.dag.nodes import dag_walk as walk
+from adaptedge.trainer.methods.dag.nodes import evaluate
+from adaptedge.trainer.methods.dag.problem import DagProblem, make_problem, problem_from
+from adaptedge.trainer.methods.dag.reduce import ReduceConfig, fit_policy, train_graph
+from adaptedge.trainer.methods.dag.subsets import ProxyScorer, greedy_order, greedy_subsets
+from adaptedge.trainer.methods.dag.sweep import DagSettings, DagSweep, fit_tracks, sweep_dag
+from adaptedge.trainer.methods.registry import MethodOptions, get_method
+from adaptedge.trainer.policy.frontier import pareto_frontier as frontier
 
 
 def synthetic(seed: int, n: int = 600) -> DagProblem:

@@ -18,18 +18,24 @@ from support.dag_parity import assert_same_walk
 from test_dag import synthetic
 
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
-from adaptedge.trainer.dag.bank import ClassifierBank
-from adaptedge.trainer.dag.export import OnnxCache
-from adaptedge.trainer.dag.masked import ChoiceBank, MaskedBank, hide, log_loss, masked_training_set
-from adaptedge.trainer.dag.method import export_sweep, settings_from
-from adaptedge.trainer.dag.nodes import dag_walk as walk
-from adaptedge.trainer.dag.problem import DagProblem, make_problem, problem_from
-from adaptedge.trainer.dag.sweep import DagSettings, choose_bank, sweep_dag
-from adaptedge.trainer.datasets import Dataset
+from adaptedge.trainer.data.datasets import Dataset
 from adaptedge.trainer.export.bundle import evaluate_exports
 from adaptedge.trainer.export.run import run_onnx
 from adaptedge.trainer.hpc import fit_hpc
-from adaptedge.trainer.methods import MethodOptions
+from adaptedge.trainer.methods.dag.bank import ClassifierBank
+from adaptedge.trainer.methods.dag.export import OnnxCache
+from adaptedge.trainer.methods.dag.masked import (
+    ChoiceBank,
+    MaskedBank,
+    hide,
+    log_loss,
+    masked_training_set,
+)
+from adaptedge.trainer.methods.dag.method import export_sweep, settings_from
+from adaptedge.trainer.methods.dag.nodes import dag_walk as walk
+from adaptedge.trainer.methods.dag.problem import DagProblem, make_problem, problem_from
+from adaptedge.trainer.methods.dag.sweep import DagSettings, choose_bank, sweep_dag
+from adaptedge.trainer.methods.registry import MethodOptions
 
 SETS = [(0,), (3,), (0, 3), (1, 2), (0, 1, 2, 3)]
 

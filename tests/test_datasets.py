@@ -9,14 +9,19 @@ import numpy as np
 import pytest
 
 from adaptedge.protocol.manifest import CostWeights
-from adaptedge.trainer.costs import (
+from adaptedge.trainer.data.costs import (
     CostsError,
     cost_weights_preset,
     feature_sensor_index,
     load_costs,
     sensor_cost_vector,
 )
-from adaptedge.trainer.datasets import DatasetError, list_datasets, load_dataset, stratified_split
+from adaptedge.trainer.data.datasets import (
+    DatasetError,
+    list_datasets,
+    load_dataset,
+    stratified_split,
+)
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 

@@ -18,7 +18,7 @@ from support.reference_walk import ReferenceWalk
 from adaptedge.edge import EdgeRuntime
 from adaptedge.edge.journal import read_journal, summarize
 from adaptedge.simulator.brokers import MosquittoBroker
-from adaptedge.trainer.datasets import load_dataset
+from adaptedge.trainer.data.datasets import load_dataset
 
 pytestmark = pytest.mark.broker
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,5 +1,5 @@
 """The edge runtime's per-row walk agrees with the trainer's batched reference walk
-(``trainer.policy_eval``) on the same bundle: labels, escalations, sensors, final node, costs."""
+(``trainer.policy.oracle``) on the same bundle: labels, escalations, sensors, final node, costs."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from support.reference_walk import ReferenceWalk
 from adaptedge.edge import EdgeRuntime
 from adaptedge.protocol import Manifest
 
-policy_eval = pytest.importorskip("adaptedge.trainer.policy_eval")
+policy_eval = pytest.importorskip("adaptedge.trainer.policy.oracle")
 
 
 def assert_parity(path: Path, manifest: Manifest, policy: str, X: np.ndarray) -> set[str]:
@@ -54,7 +54,7 @@ def test_toy_bundle_parity(toy_bundle: tuple[Path, Manifest], policy: str,
 
 
 def test_dataset_bundle_parity(tmp_path: Path) -> None:
-    from adaptedge.trainer.datasets import load_dataset
+    from adaptedge.trainer.data.datasets import load_dataset
 
     manifest = build_dataset_bundle(tmp_path / "lb", "letter-binary")
     X = load_dataset("letter-binary").X_test[:300]
@@ -64,7 +64,7 @@ def test_dataset_bundle_parity(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_trained_bundle_parity(tmp_path: Path) -> None:
     api = pytest.importorskip("adaptedge.trainer.api")
-    from adaptedge.trainer.datasets import load_dataset
+    from adaptedge.trainer.data.datasets import load_dataset
 
     manifest = api.train_bundle("letter-binary", "adapt-gbrt", tmp_path / "lb", quick=True,
                                 progress=False)

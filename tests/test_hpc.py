@@ -12,8 +12,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from adaptedge.trainer.cache import cache_root
-from adaptedge.trainer.datasets import Dataset, load_dataset
+from adaptedge.trainer.data.cache import cache_root
+from adaptedge.trainer.data.datasets import Dataset, load_dataset
 from adaptedge.trainer.export.run import run_onnx
 from adaptedge.trainer.hpc import HpcError, HpcModel, fit_hpc
 

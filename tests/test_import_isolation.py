@@ -34,8 +34,8 @@ PATHS = {
         "assert main(['inspect', BUNDLE]) == 0\n"),
     "evaluate": (
         "import numpy as np\n"
-        "from adaptedge.trainer.datasets import load_dataset\n"
-        "from adaptedge.trainer.policy_eval import evaluate_policy\n"
+        "from adaptedge.trainer.data.datasets import load_dataset\n"
+        "from adaptedge.trainer.policy.oracle import evaluate_policy\n"
         "load_dataset('heart')\n"
         "evaluate_policy(BUNDLE, 'walk', np.zeros((4, 3), np.float32))\n"),
 }

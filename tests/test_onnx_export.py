@@ -19,7 +19,7 @@ from sklearn.linear_model import LogisticRegression, Ridge
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from adaptedge.protocol.onnx_contract import IR_VERSION, OPSET
-from adaptedge.trainer.datasets import load_dataset
+from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.export.fuse import fuse_node_model
 from adaptedge.trainer.export.models import linear_to_onnx, tree_ensemble_to_onnx
 from adaptedge.trainer.export.run import run_onnx

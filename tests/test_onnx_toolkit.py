@@ -13,7 +13,6 @@ import onnx
 import pytest
 
 from adaptedge.protocol.onnx_contract import IR_VERSION, OPSETS
-from adaptedge.trainer.cart import Tree
 from adaptedge.trainer.export.models import (
     linear_node_model,
     linear_to_onnx,
@@ -24,6 +23,7 @@ from adaptedge.trainer.export.models import (
 )
 from adaptedge.trainer.export.run import run_node, run_onnx
 from adaptedge.trainer.export.trees import TreeArrays, tree_core
+from adaptedge.trainer.methods.cart import Tree
 
 REPO = Path(__file__).resolve().parents[1]
 PRODUCT = ("protocol", "trainer", "edge", "cloud", "simulator", "adaptedge/cli", "benchmarks")

@@ -11,7 +11,7 @@ from support.reference_walk import ReferenceWalk
 
 from adaptedge.protocol.costs import decision_cost, hpc_cost
 from adaptedge.protocol.manifest import Manifest
-from adaptedge.trainer.policy_eval import BundleRunner, evaluate_policy
+from adaptedge.trainer.policy.oracle import BundleRunner, evaluate_policy
 
 
 def _row_walk(root: Path, m: Manifest, policy: str, x: np.ndarray

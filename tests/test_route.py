@@ -140,8 +140,8 @@ class Outcomes:
 
 
 def oracle_outcomes(graph: RouteGraph, X: F32) -> Outcomes:
-    """The float32 ONNX oracle (``trainer.policy_eval``), batched."""
-    from adaptedge.trainer.policy_eval import evaluate_policy
+    """The float32 ONNX oracle (``trainer.policy.oracle``), batched."""
+    from adaptedge.trainer.policy.oracle import evaluate_policy
 
     r = evaluate_policy(graph.path, POLICY, X)
     names = np.array(r.sensor_names)

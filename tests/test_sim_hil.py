@@ -15,7 +15,7 @@ from adaptedge.simulator.records import RunResult
 from adaptedge.simulator.replay import replay
 from adaptedge.simulator.report import evaluate, write_report
 from adaptedge.simulator.scenario import DevicesConfig, Scenario
-from adaptedge.trainer.datasets import load_dataset
+from adaptedge.trainer.data.datasets import load_dataset
 
 DATA = "wall-robot"
 pytestmark = pytest.mark.broker

@@ -123,7 +123,7 @@ def test_replay_agrees_with_trainer_policy_eval(toy_bundle: tuple[Path, Manifest
                                                 point: str) -> None:
     """Every decision (label, source, sensors read, energy) against the trainer's batched
     reference walk of the exported ONNX, ideal network."""
-    from adaptedge.trainer.policy_eval import evaluate_policy
+    from adaptedge.trainer.policy.oracle import evaluate_policy
 
     bundle, manifest = toy_bundle
     X, y = _data(500, seed=13)

@@ -15,9 +15,9 @@ from adaptedge.cli.main import main
 from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.costs import hpc_cost
 from adaptedge.trainer import methods
-from adaptedge.trainer.datasets import load_dataset
+from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.policy.graph import Graph
-from adaptedge.trainer.policy_eval import BundleRunner, evaluate_policy
+from adaptedge.trainer.policy.oracle import BundleRunner, evaluate_policy
 
 TINY = "test-tiny"
 

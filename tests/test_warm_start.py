@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
-from adaptedge.trainer.datasets import Dataset
-from adaptedge.trainer.warm_start import warm_start_sets
+from adaptedge.trainer.data.datasets import Dataset
+from adaptedge.trainer.methods.warm_start import warm_start_sets
 
 
 def _dataset(n: int = 3000) -> tuple[Dataset, SimpleNamespace]:

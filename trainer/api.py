@@ -13,11 +13,15 @@ from typing import Any
 
 from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
-from adaptedge.trainer.datasets import load_dataset
+from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.export.bundle import export_bundle
-from adaptedge.trainer.frontier import pareto_frontier, pick_near_accuracy, pick_within_budget
 from adaptedge.trainer.hpc import fit_hpc
-from adaptedge.trainer.methods import MethodOptions, get_method
+from adaptedge.trainer.methods.registry import MethodOptions, get_method
+from adaptedge.trainer.policy.frontier import (
+    pareto_frontier,
+    pick_near_accuracy,
+    pick_within_budget,
+)
 
 DEFAULT_TOLERANCE = 0.01
 """The default operating point is the cheapest within this accuracy of the HPC (validation)."""

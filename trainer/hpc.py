@@ -21,8 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT
-from adaptedge.trainer.cache import cache_root
-from adaptedge.trainer.datasets import Dataset
+from adaptedge.trainer.data.cache import cache_root
+from adaptedge.trainer.data.datasets import Dataset
 
 N_FOLDS = 5
 KINDS = ("auto", "hgb", "random-forest", "extra-trees")

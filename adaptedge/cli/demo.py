@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adaptedge.trainer.cache import cache_root
+from adaptedge.trainer.data.cache import cache_root
 
 DEFAULT_WORKDIR = cache_root() / "demo"
 
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from adaptedge.simulator.hil import HilError, HilOptions, run_hil
     from adaptedge.simulator.report import evaluate, summary_table, write_report
     from adaptedge.simulator.scenario import DevicesConfig, Scenario
-    from adaptedge.trainer.datasets import DatasetError, load_dataset
+    from adaptedge.trainer.data.datasets import DatasetError, load_dataset
 
     if args.devices < 1 or args.limit < 1 or args.rate <= 0:
         raise CommandError("--devices and --limit must be >= 1 and --rate > 0")

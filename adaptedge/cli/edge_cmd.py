@@ -47,7 +47,7 @@ def register(sub: Any) -> None:
     point.add_argument("--budget", type=float,
                        help="pick the most accurate operating point costing at most this")
     run.add_argument("--replay", required=True, metavar="DATA",
-                     help="dataset name or CSV path (trainer.datasets.load_dataset)")
+                     help="dataset name or CSV path (trainer.data.datasets.load_dataset)")
     run.add_argument("--split", default="test", choices=("train", "validation", "test"))
     run.add_argument("--limit", type=int, help="replay at most N rows")
     run.add_argument("--rate", type=float, help="decisions per second (default: as fast as "
@@ -152,7 +152,7 @@ def _check_options(args: argparse.Namespace) -> None:
 
 def _replay_data(args: argparse.Namespace) -> tuple[Any, np.ndarray, np.ndarray]:
     from adaptedge.cli.main import CommandError
-    from adaptedge.trainer.datasets import load_dataset
+    from adaptedge.trainer.data.datasets import load_dataset
 
     try:
         dataset = load_dataset(args.replay)

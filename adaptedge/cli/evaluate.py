@@ -46,7 +46,7 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
     from adaptedge.protocol.bundle import verify
     from adaptedge.protocol.costs import hpc_cost
     from adaptedge.protocol.operating_points import cheapest_reaching
-    from adaptedge.trainer.policy_eval import BundleRunner, PolicyResult
+    from adaptedge.trainer.policy.oracle import BundleRunner, PolicyResult
 
     manifest = verify(root)
     if tuple(manifest.feature_names) != tuple(dataset.feature_names):
@@ -97,8 +97,8 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from adaptedge.protocol.bundle import open_bundle
-    from adaptedge.trainer.costs import CostsError
-    from adaptedge.trainer.datasets import DatasetError, load_dataset
+    from adaptedge.trainer.data.costs import CostsError
+    from adaptedge.trainer.data.datasets import DatasetError, load_dataset
 
     try:
         dataset = load_dataset(args.data, target=args.target, costs=args.costs,

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from adaptedge.protocol.bundle import open_bundle, verify
     from adaptedge.simulator.hil import HilError, HilOptions, run_hil
     from adaptedge.simulator.report import evaluate, summary_table, write_report
-    from adaptedge.trainer.datasets import DatasetError, load_dataset
+    from adaptedge.trainer.data.datasets import DatasetError, load_dataset
 
     scenario = load_scenario_args(args)
     try:

@@ -11,12 +11,12 @@ from adaptedge.cli.main import CommandError
 
 
 def register(sub: Any) -> None:
-    from adaptedge.trainer.methods import METHOD_MODULES
+    from adaptedge.trainer.methods.registry import METHOD_MODULES
 
     p = sub.add_parser("train", help="train a method and export a bundle",
                        description=__doc__)
     p.add_argument("--data", required=True,
-                   help="built-in dataset name (see trainer.datasets) or a CSV/TSV(.gz) path")
+                   help="built-in dataset name (see trainer.data.datasets) or a CSV/TSV(.gz) path")
     p.add_argument("--target", help="label column of a CSV/TSV file")
     p.add_argument("--costs", type=Path, help="TOML costs file: sensors, weights, link")
     p.add_argument("--grouping", help="sensor grouping of a built-in dataset (e.g. per-feature)")
@@ -60,7 +60,7 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from adaptedge.trainer.methods import METHOD_MODULES
+    from adaptedge.trainer.methods.registry import METHOD_MODULES
 
     if args.method not in METHOD_MODULES:
         raise CommandError(f"unknown method {args.method!r}; choose one of "
@@ -70,10 +70,10 @@ def run(args: argparse.Namespace) -> int:
     extra = parse_params(args.param)
 
     from adaptedge.trainer.api import TrainError, train_bundle
-    from adaptedge.trainer.costs import CostsError
-    from adaptedge.trainer.datasets import DatasetError
-    from adaptedge.trainer.frontier import BudgetError
+    from adaptedge.trainer.data.costs import CostsError
+    from adaptedge.trainer.data.datasets import DatasetError
     from adaptedge.trainer.hpc import HpcError
+    from adaptedge.trainer.policy.frontier import BudgetError
 
     try:
         manifest = train_bundle(

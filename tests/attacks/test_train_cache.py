@@ -14,7 +14,7 @@ import pytest
 
 from adaptedge.protocol.manifest import SensorSpec
 from adaptedge.trainer import hpc as hpc_module
-from adaptedge.trainer.datasets import load_dataset
+from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.hpc import fit_hpc
 
 COSTS = """weights = "energy"

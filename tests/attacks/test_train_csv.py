@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptedge.trainer.datasets import DatasetError, load_dataset
+from adaptedge.trainer.data.datasets import DatasetError, load_dataset
 
 
 def _rows(cell: str = "", *, at: int = 7, rows: int = 40) -> str:

@@ -46,7 +46,7 @@ def least_squares_softmax(X: npt.NDArray[Any], y: npt.NDArray[Any],
 def build_dataset_bundle(out: Path, dataset: str, *, n_sensors: int | None = None,
                          escalate: float = 0.3, seed: int = 0) -> Manifest:
     """Write the bundle for built-in ``dataset`` to ``out``; returns its manifest."""
-    from adaptedge.trainer.datasets import load_dataset
+    from adaptedge.trainer.data.datasets import load_dataset
 
     ds = load_dataset(dataset)
     k = len(ds.classes)

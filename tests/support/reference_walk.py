@@ -1,6 +1,6 @@
 """The one independent reference walk over an exported bundle: the policy rules written plainly
 with ``onnxruntime.InferenceSession.run``, sharing no code with the edge runtime or
-``trainer.policy_eval``, so both can be checked against it row by row."""
+``trainer.policy.oracle``, so both can be checked against it row by row."""
 
 from __future__ import annotations
 

@@ -15,10 +15,10 @@ from typing import Any
 from adaptedge.protocol.bundle import write_bundle
 from adaptedge.protocol.manifest import BUNDLE_SCHEMA_VERSION, HpcRef, Manifest, OperatingPoint
 from adaptedge.protocol.policy_graph import ModelRef, PolicyGraph, PolicyNode
-from adaptedge.trainer.datasets import Dataset, SplitName
+from adaptedge.trainer.data.datasets import Dataset, SplitName
 from adaptedge.trainer.hpc import HpcModel
 from adaptedge.trainer.policy.graph import Graph, Metrics
-from adaptedge.trainer.policy_eval import BundleRunner, PolicyResult
+from adaptedge.trainer.policy.oracle import BundleRunner, PolicyResult
 
 HPC_FILE = "hpc.onnx"
 

@@ -6,7 +6,7 @@ otherwise) and, for gated nodes, the last column is the gate score g (escalate w
 threshold already folded into g's base value); ``heads`` turn them into ``probabilities`` and
 (``gate``/``confidence``) ``action_scores`` [N, 2] for (stop, escalate). A ``stop`` node has
 no ``action_scores``. Tree leaves and base values of the trainer's trees are multiples of
-``trainer.cart.LEAF_QUANTUM``, so onnxruntime's float32 sums equal Python's float64 sums
+``trainer.methods.cart.LEAF_QUANTUM``, so onnxruntime's float32 sums equal Python's float64 sums
 exactly: gate routing is bit-identical.
 """
 

@@ -28,7 +28,7 @@ _ATTRS = ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_values", 
 class TreeLike(Protocol):
     """One regression tree as flat arrays over its nodes (node 0 is the root): ``feature``
     (-1 at a leaf), ``threshold``, ``left``/``right`` children and leaf ``value``
-    ([n_nodes, k] or [n_nodes]). ``trainer.cart.Tree`` and ``TreeArrays`` are trees."""
+    ([n_nodes, k] or [n_nodes]). ``trainer.methods.cart.Tree`` and ``TreeArrays`` are trees."""
 
     @property
     def feature(self) -> npt.NDArray[Any]: ...

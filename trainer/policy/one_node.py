@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from adaptedge.trainer.frontier import pareto_frontier
-from adaptedge.trainer.gating import CostModel
+from adaptedge.trainer.methods.gating import CostModel
+from adaptedge.trainer.policy.frontier import pareto_frontier
 from adaptedge.trainer.policy.graph import FloatArray, Graph, GraphAction, GraphNode
 from adaptedge.trainer.policy.walk import IntArray, walk
 

@@ -1,5 +1,5 @@
 """The one float64 walk of a ``Graph`` over a split, batched by node: every method's
-validation metrics (the float32 walk over the exported ONNX is ``trainer.policy_eval``).
+validation metrics (the float32 walk over the exported ONNX is ``trainer.policy.oracle``).
 
 Rows start at the root. Nodes run in topological order, each ONCE on all the rows that reach
 it: entering a node reads its sensors not read yet; the node takes, per row, the first action

@@ -116,7 +116,7 @@ class CostModel:
     @classmethod
     def build(cls, sensors: Sequence[SensorSpec], weights: CostWeights, link: LinkSpec,
               n_features: int, hpc_sensor_names: Sequence[str] | None = None) -> CostModel:
-        from adaptedge.trainer.costs import feature_sensor_index
+        from adaptedge.trainer.data.costs import feature_sensor_index
 
         specs = tuple(sensors)
         costs = np.array([sensor_cost(s, weights).scalar for s in specs], dtype=np.float64)

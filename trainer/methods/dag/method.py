@@ -16,18 +16,18 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from adaptedge.trainer.dag.baselines import cascade_points, static_points, static_sets
-from adaptedge.trainer.dag.problem import problem_from
-from adaptedge.trainer.dag.subsets import greedy_order, lattice_scorer
-from adaptedge.trainer.dag.sweep import (
+from adaptedge.trainer.methods.dag.baselines import cascade_points, static_points, static_sets
+from adaptedge.trainer.methods.dag.problem import problem_from
+from adaptedge.trainer.methods.dag.subsets import greedy_order, lattice_scorer
+from adaptedge.trainer.methods.dag.sweep import (
     CLASSIFIER_CHOICES,
     DagSettings,
     DagSweep,
     choose_bank,
     sweep_dag,
 )
-from adaptedge.trainer.frontier import pareto_frontier
-from adaptedge.trainer.methods import MethodOptions, register
+from adaptedge.trainer.methods.registry import MethodOptions, register
+from adaptedge.trainer.policy.frontier import pareto_frontier
 from adaptedge.trainer.policy.graph import Graph
 
 _ESCALATION = {"both": (None, 1.0), "on": (1.0,), "off": (None,)}

@@ -1,7 +1,7 @@
 """The DAG sweep: build the graph, fill the classifier bank, pick the reduction, sweep lambda.
 
 ``sweep_dag`` returns every trained graph with its validation metrics
-(``trainer.frontier.pareto_frontier`` keeps the validation Pareto front). The reduction
+(``trainer.policy.frontier.pareto_frontier`` keeps the validation Pareto front). The reduction
 ("ridge" or "lr") is chosen once per dataset by the mean validation objective (error +
 lambda * cost / all-sensor cost) over a few probe lambdas, then used for the whole sweep.
 """
@@ -16,18 +16,23 @@ from typing import Any, Literal
 import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from adaptedge.trainer.dag.bank import ClassifierBank, ClassifierKind, boosting_rounds
-from adaptedge.trainer.dag.graph import (
+from adaptedge.trainer.methods.dag.bank import ClassifierBank, ClassifierKind, boosting_rounds
+from adaptedge.trainer.methods.dag.graph import (
     Lattice,
     exhaustive_lattice,
     track_lattice,
     track_lattice_size,
 )
-from adaptedge.trainer.dag.masked import ChoiceBank, MaskedBank
-from adaptedge.trainer.dag.nodes import evaluate
-from adaptedge.trainer.dag.problem import DagProblem, SensorSet
-from adaptedge.trainer.dag.reduce import REDUCTIONS, ReduceConfig, Reduction, train_graph
-from adaptedge.trainer.dag.subsets import ProxyScorer, greedy_order, greedy_subsets, lattice_scorer
+from adaptedge.trainer.methods.dag.masked import ChoiceBank, MaskedBank
+from adaptedge.trainer.methods.dag.nodes import evaluate
+from adaptedge.trainer.methods.dag.problem import DagProblem, SensorSet
+from adaptedge.trainer.methods.dag.reduce import REDUCTIONS, ReduceConfig, Reduction, train_graph
+from adaptedge.trainer.methods.dag.subsets import (
+    ProxyScorer,
+    greedy_order,
+    greedy_subsets,
+    lattice_scorer,
+)
 from adaptedge.trainer.policy.graph import Graph, Metrics
 
 ClassifierChoice = ClassifierKind | Literal["auto", "per-subset", "masked"]
@@ -46,7 +51,7 @@ class DagSettings:
     """"per-subset": one model per sensor set, of the kind best on validation with every
     sensor among "hgb", "hgb-wide" and "lr" ("hgb" unless another is more than 0.5 points
     more accurate: it is the fastest tree); "masked": one model trained with sensors hidden
-    (``trainer.dag.masked``); "auto": per sensor set, the "per-subset" or the "masked" model,
+    (``trainer.methods.dag.masked``); "auto": per sensor set, the "per-subset" or the "masked" model,
     whichever has the lower validation log-loss; "hgb", "hgb-wide", "lr": that kind per set."""
     max_iter: int = 40
     """Fewest boosting rounds a tree budget below buys (K-class models grow K trees a round)."""
@@ -54,7 +59,7 @@ class DagSettings:
     """Tree budget of a per-subset boosted model: at most that many rounds for two classes,
     ``subset_trees // K`` (at least ``max_iter``) for K > 2 classes. Each model stops early
     once the log-loss on a held-out tenth of its fit rows stops falling
-    (``trainer.dag.bank``), so small sensor sets grow few rounds and big ones many."""
+    (``trainer.methods.dag.bank``), so small sensor sets grow few rounds and big ones many."""
     masked_trees: int = 300
     """Tree budget of the masked model (one model serves every sensor set), as
     ``subset_trees`` but without early stopping: its rows are copies of each other."""

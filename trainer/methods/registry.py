@@ -18,14 +18,14 @@ from adaptedge.trainer.policy.graph import Graph
 
 # method name -> module that registers it
 METHOD_MODULES: dict[str, str] = {
-    "adapt-gbrt": "adaptedge.trainer.adapt_gbrt_method",
-    "adapt-lin": "adaptedge.trainer.adapt_lin",
-    "l1": "adaptedge.trainer.baselines",
-    "greedy-miser": "adaptedge.trainer.baselines",
-    "confidence": "adaptedge.trainer.baselines",
-    "dag": "adaptedge.trainer.dag.method",
-    "static": "adaptedge.trainer.dag.method",
-    "cascade": "adaptedge.trainer.dag.method",
+    "adapt-gbrt": "adaptedge.trainer.methods.adapt_gbrt_method",
+    "adapt-lin": "adaptedge.trainer.methods.adapt_lin",
+    "l1": "adaptedge.trainer.methods.baselines",
+    "greedy-miser": "adaptedge.trainer.methods.baselines",
+    "confidence": "adaptedge.trainer.methods.baselines",
+    "dag": "adaptedge.trainer.methods.dag.method",
+    "static": "adaptedge.trainer.methods.dag.method",
+    "cascade": "adaptedge.trainer.methods.dag.method",
 }
 
 
@@ -42,7 +42,7 @@ class MethodOptions:
 
 
 MethodFn = Callable[[Any, Any, MethodOptions], list[Graph]]
-"""(dataset: trainer.datasets.Dataset, hpc: trainer.hpc.HpcModel, options) -> policies."""
+"""(dataset: trainer.data.datasets.Dataset, hpc: trainer.hpc.HpcModel, options) -> policies."""
 
 _REGISTRY: dict[str, MethodFn] = {}
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from adaptedge.trainer.dag.problem import make_problem
-from adaptedge.trainer.dag.subsets import PROXY_DEPTH, ProxyScorer, greedy_order
+from adaptedge.trainer.methods.dag.problem import make_problem
+from adaptedge.trainer.methods.dag.subsets import PROXY_DEPTH, ProxyScorer, greedy_order
 
 DEFAULT_FRACTIONS = (0.85, 0.92, 0.96)
 

@@ -28,9 +28,15 @@ import numpy as np
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.model_selection import KFold
 
-from adaptedge.trainer.dag.bank import BankEntry, ClassifierBank
-from adaptedge.trainer.dag.problem import BoolArray, DagProblem, FloatArray, IntArray, SensorSet
-from adaptedge.trainer.gating import hpc_loss
+from adaptedge.trainer.methods.dag.bank import BankEntry, ClassifierBank
+from adaptedge.trainer.methods.dag.problem import (
+    BoolArray,
+    DagProblem,
+    FloatArray,
+    IntArray,
+    SensorSet,
+)
+from adaptedge.trainer.methods.gating import hpc_loss
 
 MASKED_KIND = "masked"
 

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
-from adaptedge.trainer.costs import PRESETS, feature_sensor_index
+from adaptedge.trainer.data.costs import PRESETS, feature_sensor_index
 
 SplitName = Literal["train", "validation", "test"]
 Floats = npt.NDArray[np.float32]
@@ -66,7 +66,7 @@ class Dataset:
 def data_dir() -> Path:
     """Where the vendored data lives: ``$ADAPTEDGE_DATA_DIR`` or the repository's ``data/``."""
     env = os.environ.get("ADAPTEDGE_DATA_DIR")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "data"
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "data"
 
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptedge.trainer.data_files import parse_floats, read_rows
-from adaptedge.trainer.dataset_core import (
+from adaptedge.trainer.data.data_files import parse_floats, read_rows
+from adaptedge.trainer.data.dataset_core import (
     NOMINAL_NOTE,
     UNIFORM,
     Dataset,
@@ -17,7 +17,7 @@ from adaptedge.trainer.dataset_core import (
     check_grouping,
     per_feature,
 )
-from adaptedge.trainer.splits import stratified_split
+from adaptedge.trainer.data.splits import stratified_split
 
 
 def csv_dataset(path: Path, target: str | None, grouping: str | None, seed: int) -> Dataset:

@@ -102,7 +102,7 @@ def make_problem(*, sensors: Sequence[SensorSpec], weights: CostWeights, link: L
 
 
 def problem_from(dataset: Any, hpc: Any) -> DagProblem:
-    """From ``trainer.datasets.Dataset`` and ``trainer.hpc.HpcModel``."""
+    """From ``trainer.data.datasets.Dataset`` and ``trainer.hpc.HpcModel``."""
     hpc_sensors = getattr(hpc, "sensors", None)
     if hpc_sensors is not None:
         hpc_sensors = [s if isinstance(s, str) else s.name for s in hpc_sensors]

@@ -6,8 +6,8 @@ Alternating minimisation of
     subject to mean_i q_i <= P_full,
 
 where q_i = q(escalate|x_i). The q-step is the closed form ``σ(A_i − B_i − β)`` with β found by
-bisection (``trainer.gating.q_step``); the (g, f1)-step adds ``n_trees`` limited-depth trees to
-each, fitted to the negative gradients with the cost-penalised impurity of ``trainer.cart``.
+bisection (``trainer.methods.gating.q_step``); the (g, f1)-step adds ``n_trees`` limited-depth trees to
+each, fitted to the negative gradients with the cost-penalised impurity of ``trainer.methods.cart``.
 Our own histogram CART is used (not LightGBM): one ``bought`` mask over sensors is shared by
 the trees of g and f1, so a sensor bought by either is free for both, and buying any feature
 of a sensor buys the whole sensor. f1 is a sigmoid (binary) or softmax (multi-class) model.
@@ -20,10 +20,10 @@ Three generalisations beyond the paper, all off by default in the estimator:
 sensor, so a confident LPC answer can lower the escalation score (w = 0 is the paper's gate);
 and ``initial_sensors`` are bought before the first tree (free for g and f1, γ still prices
 the rest): the sweep warm-starts from prefixes of a greedy sensor order
-(``trainer.warm_start``), because γ's split-by-split buying, done while q is still uniform,
+(``trainer.methods.warm_start``), because γ's split-by-split buying, done while q is still uniform,
 picks sensors that are strong alone rather than together (letter-binary: see the README).
 
-The registered sweep (``adapt-gbrt``) is ``trainer.adapt_gbrt_method``.
+The registered sweep (``adapt-gbrt``) is ``trainer.methods.adapt_gbrt_method``.
 """
 
 from __future__ import annotations
@@ -42,10 +42,17 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from adaptedge.trainer.cart import BinMapper, Tree, TreeParams, fit_tree, predict_trees, quantize
 from adaptedge.trainer.export.models import node_model
 from adaptedge.trainer.export.trees import tree_core
-from adaptedge.trainer.gating import (
+from adaptedge.trainer.methods.cart import (
+    BinMapper,
+    Tree,
+    TreeParams,
+    fit_tree,
+    predict_trees,
+    quantize,
+)
+from adaptedge.trainer.methods.gating import (
     cross_entropy,
     hpc_loss,
     lpc_gradients,

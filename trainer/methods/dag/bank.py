@@ -23,7 +23,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from adaptedge.trainer.dag.problem import DagProblem, FloatArray, SensorSet
+from adaptedge.trainer.methods.dag.problem import DagProblem, FloatArray, SensorSet
 
 ClassifierKind = Literal["hgb", "hgb-wide", "lr"]
 

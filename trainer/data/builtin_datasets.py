@@ -9,9 +9,9 @@ import numpy as np
 import numpy.typing as npt
 
 from adaptedge.protocol.manifest import SensorSpec
-from adaptedge.trainer.costs import PRESETS
-from adaptedge.trainer.data_files import parse_floats, read_rows, require_file
-from adaptedge.trainer.dataset_core import (
+from adaptedge.trainer.data.costs import PRESETS
+from adaptedge.trainer.data.data_files import parse_floats, read_rows, require_file
+from adaptedge.trainer.data.dataset_core import (
     NOMINAL_NOTE,
     UNIFORM,
     Dataset,
@@ -25,7 +25,7 @@ from adaptedge.trainer.dataset_core import (
     per_feature,
     sensor_groups,
 )
-from adaptedge.trainer.splits import stratified_split
+from adaptedge.trainer.data.splits import stratified_split
 
 
 def _seq(a: int, b: int) -> npt.NDArray[np.int64]:

@@ -15,10 +15,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from adaptedge.trainer.dag.bank import ClassifierBank
-from adaptedge.trainer.dag.export import OnnxCache, node_onnx
-from adaptedge.trainer.dag.graph import TIE_BAND, LinearScores, UnitNode, node_id, policy_features
-from adaptedge.trainer.dag.problem import FloatArray, SensorSet
+from adaptedge.trainer.methods.dag.bank import ClassifierBank
+from adaptedge.trainer.methods.dag.export import OnnxCache, node_onnx
+from adaptedge.trainer.methods.dag.graph import (
+    TIE_BAND,
+    LinearScores,
+    UnitNode,
+    node_id,
+    policy_features,
+)
+from adaptedge.trainer.methods.dag.problem import FloatArray, SensorSet
 from adaptedge.trainer.policy.graph import Graph, GraphAction, GraphNode, Metrics
 from adaptedge.trainer.policy.walk import IntArray, NodeOutputs, WalkResult, walk
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptedge.trainer.dataset_core import DatasetError, Floats
+from adaptedge.trainer.data.dataset_core import DatasetError, Floats
 
 
 def open_text(path: Path) -> io.TextIOBase:

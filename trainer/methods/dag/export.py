@@ -15,12 +15,12 @@ import numpy as np
 import onnx
 
 from adaptedge.protocol.manifest import PROBA_OUTPUT
-from adaptedge.trainer.dag.bank import ClassifierBank, PriorModel
-from adaptedge.trainer.dag.graph import TIE_BAND, LinearScores
-from adaptedge.trainer.dag.problem import SensorSet
 from adaptedge.trainer.export.fuse import fuse_node_model
 from adaptedge.trainer.export.models import linear_to_onnx, ranked_policy_model
 from adaptedge.trainer.export.sklearn import sklearn_to_onnx
+from adaptedge.trainer.methods.dag.bank import ClassifierBank, PriorModel
+from adaptedge.trainer.methods.dag.graph import TIE_BAND, LinearScores
+from adaptedge.trainer.methods.dag.problem import SensorSet
 
 
 class OnnxCache:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from adaptedge.trainer.dag.bank import ClassifierBank
-from adaptedge.trainer.dag.graph import chain_lattice, node_id, single_node
-from adaptedge.trainer.dag.nodes import dag_node, evaluate
-from adaptedge.trainer.dag.problem import SensorSet
-from adaptedge.trainer.dag.reduce import ReduceConfig, Reduction
-from adaptedge.trainer.dag.subsets import ProxyScorer, greedy_order
-from adaptedge.trainer.dag.sweep import train_point
+from adaptedge.trainer.methods.dag.bank import ClassifierBank
+from adaptedge.trainer.methods.dag.graph import chain_lattice, node_id, single_node
+from adaptedge.trainer.methods.dag.nodes import dag_node, evaluate
+from adaptedge.trainer.methods.dag.problem import SensorSet
+from adaptedge.trainer.methods.dag.reduce import ReduceConfig, Reduction
+from adaptedge.trainer.methods.dag.subsets import ProxyScorer, greedy_order
+from adaptedge.trainer.methods.dag.sweep import train_point
 from adaptedge.trainer.policy.graph import Graph, GraphAction
 
 

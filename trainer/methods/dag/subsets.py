@@ -17,7 +17,7 @@ import numpy.typing as npt
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.tree import DecisionTreeClassifier
 
-from adaptedge.trainer.dag.problem import DagProblem, IntArray, SensorSet
+from adaptedge.trainer.methods.dag.problem import DagProblem, IntArray, SensorSet
 
 BoolArray = npt.NDArray[np.bool_]
 PROXY_DEPTH = 12

@@ -23,14 +23,14 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from adaptedge.trainer.adapt_gbrt import AdaptGbrtClassifier, _check_inputs, _sensor_layout
-from adaptedge.trainer.cart import feature_gains, quantize
 from adaptedge.trainer.export.linear import linear_core
 from adaptedge.trainer.export.models import node_model
 from adaptedge.trainer.export.trees import tree_core
-from adaptedge.trainer.frontier import pareto_frontier
-from adaptedge.trainer.gating import CostModel, n_logits, parallel_map, proba
-from adaptedge.trainer.methods import MethodOptions, register
+from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier, _check_inputs, _sensor_layout
+from adaptedge.trainer.methods.cart import feature_gains, quantize
+from adaptedge.trainer.methods.gating import CostModel, n_logits, parallel_map, proba
+from adaptedge.trainer.methods.registry import MethodOptions, register
+from adaptedge.trainer.policy.frontier import pareto_frontier
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.one_node import named, one_node_graph, threshold_sweep, validated
 

@@ -1,6 +1,6 @@
 """ADAPT-LIN (Nan & Saligrama, NIPS 2017, Algorithm 1): linear gate g and LPC f1.
 
-Alternates the closed-form q-step (``trainer.gating.q_step``) with a proximal-gradient
+Alternates the closed-form q-step (``trainer.methods.gating.q_step``) with a proximal-gradient
 (FISTA) solve of
 
     mean_i [(1−q_i)(CE(W_f x_i + b_f, y_i) + softplus(g_i)) + q_i softplus(−g_i)]
@@ -35,11 +35,10 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from adaptedge.trainer.adapt_gbrt import _check_inputs, _sensor_layout
 from adaptedge.trainer.export.linear import linear_core
 from adaptedge.trainer.export.models import node_model
-from adaptedge.trainer.frontier import pareto_frontier
-from adaptedge.trainer.gating import (
+from adaptedge.trainer.methods.adapt_gbrt import _check_inputs, _sensor_layout
+from adaptedge.trainer.methods.gating import (
     CostModel,
     hpc_loss,
     log_proba,
@@ -50,7 +49,8 @@ from adaptedge.trainer.gating import (
     sigmoid,
     softplus,
 )
-from adaptedge.trainer.methods import MethodOptions, register
+from adaptedge.trainer.methods.registry import MethodOptions, register
+from adaptedge.trainer.policy.frontier import pareto_frontier
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.one_node import one_node_graph, validated
 

@@ -1,7 +1,7 @@
 """``adaptedge train --method adapt-gbrt``: the ADAPT-GBRT sweep as one-node graphs.
 
 Sweeps (P_full, γ) from an empty bought set (the paper) and from each warm-start set
-(``trainer.warm_start``), and, per fitted model, the gate threshold and the margin weight
+(``trainer.methods.warm_start``), and, per fitted model, the gate threshold and the margin weight
 (both post-hoc, on validation); returns the validation-Pareto graphs.
 ``extra={"warm_start": False}`` gives the paper's sweep alone.
 """
@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from adaptedge.trainer.adapt_gbrt import AdaptGbrtClassifier, gate_score_from
-from adaptedge.trainer.cart import quantize
-from adaptedge.trainer.frontier import pareto_frontier
-from adaptedge.trainer.gating import CostModel, parallel_map, proba
-from adaptedge.trainer.methods import MethodOptions, register
+from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier, gate_score_from
+from adaptedge.trainer.methods.cart import quantize
+from adaptedge.trainer.methods.gating import CostModel, parallel_map, proba
+from adaptedge.trainer.methods.registry import MethodOptions, register
+from adaptedge.trainer.policy.frontier import pareto_frontier
 from adaptedge.trainer.policy.graph import FloatArray, Graph
 from adaptedge.trainer.policy.one_node import one_node_graph, validated
 
@@ -29,7 +29,7 @@ DEFAULTS: dict[str, Any] = {"n_rounds": 8, "n_trees": 20, "max_depth": 5, "refin
                             "min_samples_leaf": 40}
 QUICK_GRID: dict[str, tuple[float, ...]] = {"p_full": (0.2, 0.3), "gamma": (1e-3, 3e-3)}
 WARM_GRID: dict[str, tuple[float, ...]] = {"p_full": (0.1, 0.2), "gamma": (2e-3,)}
-"""Fits per warm-start sensor set (``trainer.warm_start``), next to the paper's grid."""
+"""Fits per warm-start sensor set (``trainer.methods.warm_start``), next to the paper's grid."""
 QUICK_WARM_FRACTIONS = (0.92,)
 N_THRESHOLDS = 24
 MARGIN_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
@@ -60,7 +60,7 @@ def sweep_settings(dataset: Any, hpc: Any, options: MethodOptions, cost_model: C
     settings = [{**base, "p_full": p, "gamma": g}
                 for p in grid["p_full"] for g in grid["gamma"]]
     if options.extra.get("warm_start", True):
-        from adaptedge.trainer.warm_start import DEFAULT_FRACTIONS, warm_start_sets
+        from adaptedge.trainer.methods.warm_start import DEFAULT_FRACTIONS, warm_start_sets
 
         fractions = QUICK_WARM_FRACTIONS if options.quick else DEFAULT_FRACTIONS
         warm = {**WARM_GRID, **{k: tuple(v) for k, v in options.extra.get("warm_grid", {}).items()}}

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adaptedge.trainer.builtin_datasets import BUILTINS
-from adaptedge.trainer.costs import load_costs
-from adaptedge.trainer.csv_dataset import csv_dataset
-from adaptedge.trainer.dataset_core import (
+from adaptedge.trainer.data.builtin_datasets import BUILTINS
+from adaptedge.trainer.data.costs import load_costs
+from adaptedge.trainer.data.csv_dataset import csv_dataset
+from adaptedge.trainer.data.dataset_core import (
     Dataset,
     DatasetError,
     Floats,
@@ -21,7 +21,7 @@ from adaptedge.trainer.dataset_core import (
     SplitName,
     data_dir,
 )
-from adaptedge.trainer.splits import stratified_split
+from adaptedge.trainer.data.splits import stratified_split
 
 __all__ = [
     "Dataset",
@@ -45,7 +45,7 @@ def load_dataset(name_or_path: str, *, target: str | None = None, costs: str | P
                  grouping: str | None = None, seed: int = 0) -> Dataset:
     """A built-in dataset by name (see ``list_datasets``) or a CSV/TSV(.gz) file with ``target``.
 
-    ``costs`` (a TOML file, see ``trainer.costs``) replaces the sensors, training weights and
+    ``costs`` (a TOML file, see ``trainer.data.costs``) replaces the sensors, training weights and
     link; ``grouping`` picks a built-in sensor grouping (e.g. ``letter``: "4x4" or
     "per-feature"); ``seed`` fixes every random split.
     """

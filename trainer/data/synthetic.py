@@ -13,7 +13,7 @@
   full accuracy at cost 1 + 0.5 = 1.5. The paper's text gives clusters 1 and 2 "more data
   points"; the shares here are equal because its costs (1.75 and 1.5) are those of equal
   clusters, and x1 is already L1's first pick with them (``tests/test_baselines.py``).
-  ADAPT-LIN reaches the x2-only system from its per-sensor warm starts (``trainer.adapt_lin``).
+  ADAPT-LIN reaches the x2-only system from its per-sensor warm starts (``trainer.methods.adapt_lin``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
-from adaptedge.trainer.datasets import Dataset
+from adaptedge.trainer.data.datasets import Dataset
 
 UNIFORM = CostWeights(energy_mj=0.0, uniform=1.0)
 CLUSTERS_2 = (  # (x1, x2, label, share); cluster 2 is two halves with opposite labels

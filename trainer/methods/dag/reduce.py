@@ -26,10 +26,16 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
 
-from adaptedge.trainer.dag.bank import ClassifierBank
-from adaptedge.trainer.dag.graph import Kind, Lattice, LinearScores, UnitNode, policy_features
-from adaptedge.trainer.dag.nodes import dag_walk, expand, prune
-from adaptedge.trainer.dag.problem import FloatArray, SensorSet
+from adaptedge.trainer.methods.dag.bank import ClassifierBank
+from adaptedge.trainer.methods.dag.graph import (
+    Kind,
+    Lattice,
+    LinearScores,
+    UnitNode,
+    policy_features,
+)
+from adaptedge.trainer.methods.dag.nodes import dag_walk, expand, prune
+from adaptedge.trainer.methods.dag.problem import FloatArray, SensorSet
 from adaptedge.trainer.policy.graph import Graph
 
 Reduction = Literal["lr", "ridge"]

@@ -2,7 +2,7 @@
 
 A ``Lattice`` has one node per sensor set reachable from its root by unions of "units" (single
 sensors for the exhaustive lattice, greedy subsets for many sensors, prefixes for a cascade).
-Graph-Reduce trains one policy per lattice node (``UnitNode``); ``trainer.dag.nodes`` turns
+Graph-Reduce trains one policy per lattice node (``UnitNode``); ``trainer.methods.dag.nodes`` turns
 them into the trainer's one policy graph (``trainer.policy.graph.Graph``).
 """
 
@@ -16,7 +16,7 @@ from typing import Literal
 
 import numpy as np
 
-from adaptedge.trainer.dag.problem import FloatArray, IntArray, SensorSet
+from adaptedge.trainer.methods.dag.problem import FloatArray, IntArray, SensorSet
 
 Kind = Literal["stop", "acquire", "escalate"]
 """What Graph-Reduce trains: stop, acquire a bigger lattice node, escalate."""

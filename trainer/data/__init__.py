@@ -1,0 +1,1 @@
+"""Datasets, costs files, synthetic data and the on-disk cache."""

@@ -1,0 +1,1 @@
+"""Training methods, one module each, and the registry (``registry``) that names them."""
