@@ -33,10 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted
 
-from adaptedge.trainer.export.linear import linear_core
-from adaptedge.trainer.export.models import node_model
 from adaptedge.trainer.methods.adapt_gbrt import _check_inputs, _sensor_layout
 from adaptedge.trainer.methods.gating import (
     CostModel,
@@ -49,6 +46,7 @@ from adaptedge.trainer.methods.gating import (
     sigmoid,
     softplus,
 )
+from adaptedge.trainer.methods.linear_gate import LinearGateMixin
 from adaptedge.trainer.methods.registry import MethodOptions, register
 from adaptedge.trainer.policy.frontier import pareto_frontier
 from adaptedge.trainer.policy.graph import Graph
@@ -59,7 +57,7 @@ GATE_INIT_SCALE = 3.0
 """Gate weight of a sensor warm start: a logit slope of 3 per standard deviation."""
 
 
-class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+class AdaptLinClassifier(LinearGateMixin, ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     """Linear gate + LPC with sensor-group sparsity; ``fit(X, y, hpc_proba=P)``.
 
     ``n_init``: starts on all sensors (zeros, then random); ``sensor_starts``: the most
@@ -156,34 +154,6 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         b: FloatArray = self.intercept_.copy()
         b[-1] -= self.gate_threshold
         return b
-
-    def _core(self, X: NDArray[np.floating]) -> FloatArray:
-        check_is_fitted(self)
-        X32 = np.asarray(X, dtype=np.float32)[:, list(self.columns_)].astype(np.float64)
-        W = self.coef_.astype(np.float32).astype(np.float64)
-        out: FloatArray = X32 @ W + self._bias().astype(np.float32).astype(np.float64)
-        return out
-
-    def predict_proba(self, X: NDArray[np.floating]) -> FloatArray:
-        return proba(self._core(X)[:, :-1], self.n_classes_)
-
-    def predict(self, X: NDArray[np.floating]) -> NDArray[np.int64]:
-        out: NDArray[np.int64] = np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
-        return out
-
-    def gate_score(self, X: NDArray[np.floating]) -> FloatArray:
-        """g(x) − gate_threshold; positive means escalate to the HPC."""
-        out: FloatArray = self._core(X)[:, -1]
-        return out
-
-    def escalate(self, X: NDArray[np.floating]) -> NDArray[np.bool_]:
-        out: NDArray[np.bool_] = self.gate_score(X) > 0
-        return out
-
-    def to_onnx(self) -> bytes:
-        check_is_fitted(self)
-        nodes, inits = linear_core(self.coef_, self._bias())
-        return node_model(nodes, inits, len(self.columns_), self.n_classes_, "gate")
 
     def with_threshold(self, threshold: float) -> AdaptLinClassifier:
         other = copy.copy(self)

@@ -23,12 +23,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from adaptedge.trainer.export.linear import linear_core
 from adaptedge.trainer.export.models import node_model
 from adaptedge.trainer.export.trees import tree_core
 from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier, _check_inputs, _sensor_layout
 from adaptedge.trainer.methods.cart import feature_gains, quantize
 from adaptedge.trainer.methods.gating import CostModel, n_logits, parallel_map, proba
+from adaptedge.trainer.methods.linear_gate import LinearGateMixin
 from adaptedge.trainer.methods.registry import MethodOptions, register
 from adaptedge.trainer.policy.frontier import pareto_frontier
 from adaptedge.trainer.policy.graph import Graph
@@ -220,7 +220,7 @@ def rank_sensors(X: NDArray[np.float32], y: NDArray[np.int64], P: FloatArray,
     return np.argsort(-gains, kind="stable").astype(np.intp)
 
 
-class L1Baseline(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+class L1Baseline(LinearGateMixin, ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     """The paper's L1 baseline: L1-selected sensors, then f1, then g on f1's correctness."""
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
@@ -287,39 +287,10 @@ class L1Baseline(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.sensors_bought_ = bought
         return self
 
-    def _core(self, X: NDArray[np.floating]) -> FloatArray:
-        check_is_fitted(self)
-        X32 = np.asarray(X, dtype=np.float32)[:, list(self.columns_)]
-        W = self.coef_.astype(np.float32).astype(np.float64)
-        b = self._bias().astype(np.float32).astype(np.float64)
-        out: FloatArray = X32.astype(np.float64) @ W + b
-        return out
-
     def _bias(self) -> FloatArray:
         b: FloatArray = self.intercept_.copy()
         b[-1] -= math.log(self.threshold / (1 - self.threshold))
         return b
-
-    def predict_proba(self, X: NDArray[np.floating]) -> FloatArray:
-        return proba(self._core(X)[:, :-1], self.n_classes_)
-
-    def predict(self, X: NDArray[np.floating]) -> NDArray[np.int64]:
-        out: NDArray[np.int64] = np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
-        return out
-
-    def gate_score(self, X: NDArray[np.floating]) -> FloatArray:
-        """g(x) − logit(threshold); positive means escalate."""
-        out: FloatArray = self._core(X)[:, -1]
-        return out
-
-    def escalate(self, X: NDArray[np.floating]) -> NDArray[np.bool_]:
-        out: NDArray[np.bool_] = self.gate_score(X) > 0
-        return out
-
-    def to_onnx(self) -> bytes:
-        check_is_fitted(self)
-        nodes, inits = linear_core(self.coef_, self._bias())
-        return node_model(nodes, inits, len(self.columns_), self.n_classes_, "gate")
 
     def with_threshold(self, threshold: float) -> L1Baseline:
         import copy
