@@ -174,12 +174,11 @@ def successors(node: PolicyNode) -> Iterator[str]:
             yield action.next
 
 
-def find_cycle(graph: PolicyGraph) -> list[str] | None:
-    """A cycle as node ids from its first node back to it (``[a, b, a]``), or None.
-
-    An iterative depth-first search from every node (no recursion limit on deep graphs);
-    moves to missing nodes are ignored (``check_graph`` names those first).
-    """
+def _depth_first(graph: PolicyGraph) -> tuple[list[str], list[str] | None]:
+    """Post-order of an iterative depth-first search from every node (no recursion limit on
+    deep graphs), and the first cycle met (``[a, b, a]``) or None. Moves to missing nodes are
+    ignored (``check_graph`` names those first)."""
+    order: list[str] = []
     done: set[str] = set()
     for start in graph.nodes:
         if start in done:
@@ -193,32 +192,25 @@ def find_cycle(graph: PolicyGraph) -> list[str] | None:
                 stack.pop()
                 on_path.discard(node_id)
                 done.add(node_id)
+                order.append(node_id)
             elif child in on_path:
                 ids = [n for n, _ in stack]
-                return [*ids[ids.index(child):], child]
+                return order, [*ids[ids.index(child):], child]
             elif child not in done and child in graph.nodes:
                 stack.append((child, successors(graph.nodes[child])))
                 on_path.add(child)
-    return None
+    return order, None
+
+
+def find_cycle(graph: PolicyGraph) -> list[str] | None:
+    """A cycle as node ids from its first node back to it (``[a, b, a]``), or None."""
+    return _depth_first(graph)[1]
 
 
 def topological_order(graph: PolicyGraph) -> list[str]:
     """Node ids such that every move goes to a later node (the graph must be acyclic)."""
-    order: list[str] = []
-    seen: set[str] = set()
-    for start in graph.nodes:
-        if start in seen:
-            continue
-        seen.add(start)
-        stack: list[tuple[str, Iterator[str]]] = [(start, successors(graph.nodes[start]))]
-        while stack:
-            node_id, children = stack[-1]
-            child = next(children, None)
-            if child is None:
-                stack.pop()
-                order.append(node_id)
-            elif child not in seen and child in graph.nodes:
-                seen.add(child)
-                stack.append((child, successors(graph.nodes[child])))
+    order, cycle = _depth_first(graph)
+    if cycle is not None:
+        raise BundleError(f"the policy graph has a cycle: {' -> '.join(cycle)}")
     order.reverse()
     return order

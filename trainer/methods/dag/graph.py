@@ -9,7 +9,7 @@ them into the trainer's one policy graph (``trainer.policy.graph.Graph``).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
@@ -34,21 +34,29 @@ class Lattice:
         return sorted(self.edges, key=lambda s: (-len(s), s))
 
 
-def union_lattice(units: Iterable[SensorSet], root: SensorSet = ()) -> Lattice:
-    """All unions of ``units`` reachable from ``root`` (the paper's DAG over subsets)."""
-    unit_sets = [frozenset(u) for u in units if u]
+def _reachable(root: SensorSet, steps: Callable[[SensorSet], list[SensorSet]]) -> Lattice:
+    """Breadth-first from ``root``: every node ``steps`` reaches, with its targets in order."""
     edges: dict[SensorSet, tuple[SensorSet, ...]] = {}
     queue = deque([tuple(sorted(root))])
     while queue:
         node = queue.popleft()
         if node in edges:
             continue
-        have = frozenset(node)
-        targets = sorted({tuple(sorted(have | u)) for u in unit_sets if not u <= have},
-                         key=lambda s: (len(s), s))
-        edges[node] = tuple(targets)
-        queue.extend(targets)
+        edges[node] = tuple(steps(node))
+        queue.extend(edges[node])
     return Lattice(tuple(sorted(root)), edges)
+
+
+def union_lattice(units: Iterable[SensorSet], root: SensorSet = ()) -> Lattice:
+    """All unions of ``units`` reachable from ``root`` (the paper's DAG over subsets)."""
+    unit_sets = [frozenset(u) for u in units if u]
+
+    def steps(node: SensorSet) -> list[SensorSet]:
+        have = frozenset(node)
+        return sorted({tuple(sorted(have | u)) for u in unit_sets if not u <= have},
+                      key=lambda s: (len(s), s))
+
+    return _reachable(root, steps)
 
 
 def track_lattice(tracks: Sequence[Sequence[int]], root: SensorSet = ()) -> Lattice:
@@ -56,18 +64,12 @@ def track_lattice(tracks: Sequence[Sequence[int]], root: SensorSet = ()) -> Latt
     that S does not hold yet. Greedy subsets in insertion order become tracks, so every
     prefix union is a node (at most prod(len(track) + 1) nodes) and no step reads two sensors.
     """
-    edges: dict[SensorSet, tuple[SensorSet, ...]] = {}
-    queue = deque([tuple(sorted(root))])
-    while queue:
-        node = queue.popleft()
-        if node in edges:
-            continue
+    def steps(node: SensorSet) -> list[SensorSet]:
         have = set(node)
         nxt = {next((s for s in track if s not in have), None) for track in tracks}
-        targets = sorted(tuple(sorted((*node, s))) for s in nxt if s is not None)
-        edges[node] = tuple(targets)
-        queue.extend(targets)
-    return Lattice(tuple(sorted(root)), edges)
+        return sorted(tuple(sorted((*node, s))) for s in nxt if s is not None)
+
+    return _reachable(root, steps)
 
 
 def track_lattice_size(tracks: Sequence[Sequence[int]]) -> int:
