@@ -14,8 +14,8 @@ from test_bundle_export import heart_policies
 from adaptedge.cli.main import main
 from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.costs import hpc_cost
-from adaptedge.trainer import methods
 from adaptedge.trainer.data.datasets import load_dataset
+from adaptedge.trainer.methods import registry as methods
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.oracle import BundleRunner, evaluate_policy
 
