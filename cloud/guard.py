@@ -20,7 +20,7 @@ import onnxruntime as ort
 
 DEFAULT_RUN_LIMIT_S: Final = 2.0
 """A run older than this is terminated (a legitimate HPC batch takes milliseconds)."""
-HPC_MEMORY_LIMIT_BYTES: Final = 1 << 30
+HPC_MEMORY_LIMIT_BYTES: Final = 512 << 20
 """Cap of the arena every HPC session allocates from (model weights and intermediates)."""
 _WATCH_TICK_S: Final = 0.01
 _arena_lock = threading.Lock()

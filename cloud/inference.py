@@ -35,6 +35,8 @@ from adaptedge.protocol.topics import DEFAULT_PREFIX, parse, reply_topic
 
 Reply = InferenceReply | ErrorReply
 _TOPIC_CACHE_LIMIT: Final = 65_536
+_MAX_ROW_TIMEOUTS: Final = 2
+"""Row re-runs of a failed batch that may time out before the rest are failed unrun."""
 _LITTLE_ENDIAN: Final = sys.byteorder == "little"
 _ID_SALVAGE_LIMITS: Final = {
     "raw": False, "strict_map_key": True, "max_bin_len": MAX_MESSAGE_BYTES,
@@ -272,17 +274,17 @@ class HpcInference:
                  x: npt.NDArray[np.float32], replies: list[Reply | None], server_time: float,
                  started: float, batch_error: Exception) -> None:
         """The batch failed: run its rows one by one so only the offending rows get the error.
-        After a timeout the re-runs share one more time limit; rows left then get ``internal``."""
-        budget_end = time.monotonic() + self.guard.limit_s
-        timed_out = isinstance(batch_error, RunTimeout)
+        Bounded: after ``_MAX_ROW_TIMEOUTS`` rows also ran out of time, the model is hostile
+        for every input and the rows left get ``internal`` without another run."""
+        timeouts = 0
         for j, i in enumerate(rows):
-            if timed_out and time.monotonic() >= budget_end:
+            if timeouts >= _MAX_ROW_TIMEOUTS:
                 self._fail(requests[i], i, replies, batch_error, server_time)
                 continue
             try:
                 probs = self._run(x[j:j + 1])
             except Exception as exc:
-                timed_out = timed_out or isinstance(exc, RunTimeout)
+                timeouts += isinstance(exc, RunTimeout)
                 self._fail(requests[i], i, replies, exc, server_time)
                 continue
             self._answer(requests, [i], probs, replies, server_time, started)

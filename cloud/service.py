@@ -35,6 +35,7 @@ from adaptedge.cloud.connection import (
 )
 from adaptedge.cloud.dedup import PENDING, REUSED, RecentRequests, content_digest
 from adaptedge.cloud.errors import CloudError
+from adaptedge.cloud.guard import DEFAULT_RUN_LIMIT_S
 from adaptedge.cloud.inference import HpcInference
 from adaptedge.cloud.sharing import probe_shared
 from adaptedge.cloud.shedding import LoadShedder
@@ -72,6 +73,7 @@ class CloudService:
                  stats_every_s: float = 10.0, client_id: str | None = None,
                  share: ShareMode = "auto", dedup_capacity: int = 8192,
                  max_queue_ms: float | None = None, max_refusals: int = MAX_REFUSALS,
+                 run_limit_s: float = DEFAULT_RUN_LIMIT_S,
                  logger: logging.Logger | None = None) -> None:
         if share not in ("auto", "on", "off"):
             raise ValueError(f"share must be 'auto', 'on' or 'off', got {share!r}")
@@ -81,7 +83,7 @@ class CloudService:
             raise ValueError(f"stats_every_s must be > 0, got {stats_every_s}")
         self.log = logger or logging.getLogger("adaptedge.cloud")
         self.address = parse_broker_url(broker_url)
-        self.inference = HpcInference.load(bundle_dir, prefix=prefix)
+        self.inference = HpcInference.load(bundle_dir, prefix=prefix, run_limit_s=run_limit_s)
         self.worker_id = client_id or default_worker_id()
         self.prefix = prefix
         self.group = group
