@@ -44,10 +44,13 @@ def register(sub: Any) -> None:
     a.add_argument("--devices", required=True, help="comma-separated device ids (= user names)")
     a.add_argument("--out", required=True, help="output directory")
     a.add_argument("--service-user", default="adaptedge-cloud",
-                   help="user name of the cloud workers (default adaptedge-cloud)")
+                   help="user name of the cloud worker (default adaptedge-cloud)")
+    a.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="service accounts to create, one per worker: client ids are bound to "
+                   "user names, so workers cannot share one (default 1)")
     a.add_argument("--prefix", default="adaptedge", help="topic prefix (default adaptedge)")
     a.add_argument("--broker-user", metavar="USER",
-                   help="chown the password and ACL files to the account the broker runs as "
+                   help="chown the password, ACL and mosquitto.conf files to the account the broker runs as "
                    "(mosquitto: 'mosquitto'); they are 0600")
     a.add_argument("--force", action="store_true", help="replace existing credentials")
     a.set_defaults(handler=acl)
@@ -107,20 +110,23 @@ def acl(args: argparse.Namespace) -> int:
         if args.broker_user:
             system_account(args.broker_user)  # refuse before writing anything
         creds = write_credentials(args.out, devices, service_user=args.service_user,
-                                  prefix=args.prefix, overwrite=args.force)
+                                  prefix=args.prefix, overwrite=args.force, workers=args.workers)
         if args.broker_user:
-            give_to(args.broker_user, creds.password_file, creds.acl_file)
+            give_to(args.broker_user, creds.password_file, creds.acl_file, creds.conf_file)
     except CloudError as exc:
         raise CommandError(str(exc)) from exc
-    print(f"wrote {creds.password_file} ({len(creds.passwords)} accounts) and {creds.acl_file}")
+    print(f"wrote {creds.password_file} ({len(creds.passwords)} accounts), {creds.acl_file} "
+          f"and {creds.conf_file}")
     if not args.broker_user:
-        print("both are 0600: mosquitto reads them as its own user, so `chown mosquitto: "
-              "passwd acl` there (or pass --broker-user mosquitto)")
+        print("all three are 0600: mosquitto reads them as its own user, so `chown mosquitto: "
+              "passwd acl mosquitto.conf` there (or pass --broker-user mosquitto)")
     print(f"passwords: one 0600 file per account in {creds.secrets_dir}/ "
           "(give each device its own; they are not shown again)")
-    print("\nmosquitto.conf lines:\n")
+    print(f"\nmosquitto.conf settings (in {creds.conf_file}; put them after your listener "
+          "line, or `include_dir` its folder):\n")
     print(creds.mosquitto_conf())
-    print("cloud worker:\n")
-    print(f"  adaptedge cloud serve --bundle BUNDLE --broker mqtt://HOST:1883 "
-          f"--username {args.service_user} --password-file {creds.secret_file(args.service_user)}")
+    print("cloud workers (one account each):\n")
+    for worker in creds.workers:
+        print(f"  adaptedge cloud serve --bundle BUNDLE --broker mqtt://HOST:1883 "
+              f"--username {worker} --password-file {creds.secret_file(worker)}")
     return 0
