@@ -97,6 +97,8 @@ def serve(args: argparse.Namespace) -> int:
             stop.wait(0.5)
         crashed = not svc.running
         svc.stop()
+    if svc.failure is not None:
+        print(f"adaptedge: error: {svc.failure}", file=sys.stderr)
     return 1 if crashed else 0
 
 
