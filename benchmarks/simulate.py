@@ -4,7 +4,7 @@ Prints one JSON object with ``replay_decisions_per_s`` (best of REPEATS on a sha
 ``EdgeRuntime`` and ``HpcInference``, the default scenario's ideal network) plus the
 escalation rate of the measured run and, for context, the edge runtime's own local-only
 speed on the same rows. Run: ``python -m benchmarks.simulate [--bundle DIR --data NAME]``;
-without ``--bundle`` it uses the toy one-node bundle from ``tests/toy_bundle.py``.
+without ``--bundle`` it uses the toy one-node bundle from ``tests/support/toy_bundle.py``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def main() -> None:
         kind = f"{args.data} bundle"
     else:
         sys.path.insert(0, str(ROOT / "tests"))
-        from toy_bundle import build_toy_bundle
+        from support.toy_bundle import build_toy_bundle
 
         bundle = Path(tmp.name) / "toy"
         build_toy_bundle(bundle)
@@ -56,7 +56,7 @@ def main() -> None:
         X = rng.normal(size=(args.rows, 3)).astype(np.float32)
         y = (X[:, 0] > 0).astype(np.int64)
         point = args.operating_point or "gate"
-        kind = "toy one-node gate bundle (tests/toy_bundle.py)"
+        kind = "toy one-node gate bundle (tests/support/toy_bundle.py)"
     manifest = verify(bundle)
     point = point or manifest.default_operating_point
     nodes = len(manifest.policies[manifest.operating_point(point).policy].nodes)

@@ -11,27 +11,27 @@ every child is stopped on the way out, also on errors.
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 import numpy.typing as npt
 
 from adaptedge.protocol.bundle import verify
+from adaptedge.protocol.manifest import Manifest
 from adaptedge.simulator.brokers import AmqttBroker, MosquittoBroker, best_available_broker
+from adaptedge.simulator.hil_records import collect_decisions
 from adaptedge.simulator.monitor import RequestMonitor
 from adaptedge.simulator.network import Outage
 from adaptedge.simulator.processes import ProcessSet, adaptedge_command
 from adaptedge.simulator.proxy import ImpairedProxy
-from adaptedge.simulator.records import DecisionColumns, RunResult
+from adaptedge.simulator.records import RunResult
 from adaptedge.simulator.remote_sensors import RemoteSensorServer
 from adaptedge.simulator.scenario import Scenario
 
@@ -96,116 +96,164 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
     ``rows`` (the split's features) is only needed with ``remote_sensors``; both default to
     ``trainer.datasets.load_dataset(data)``'s split.
     """
-    scenario = scenario or Scenario()
-    opts = options or HilOptions()
-    manifest = verify(bundle_dir)
-    if truth is None or (opts.remote_sensors and rows is None):
-        from adaptedge.trainer.datasets import load_dataset
-
-        rows, truth = load_dataset(data).split(opts.split)  # type: ignore[arg-type]
-    limit = opts.limit if opts.limit is not None else (scenario.devices.limit or len(truth))
-    limit = min(limit, len(truth))
-    rate = opts.rate_hz or scenario.devices.rate_hz
-    net = scenario.network
-    outages = net.outages
-    workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="adaptedge-hil-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    point = scenario.operating_point or manifest.default_operating_point
-    notes: list[str] = []
-    if net.loss:
-        notes.append("HIL does not emulate packet loss (TCP would retransmit); replay does")
+    run = _plan(bundle_dir, data, scenario or Scenario(), options or HilOptions(), truth, rows)
+    opts, outages = run.opts, run.scenario.network.outages
+    if run.scenario.network.loss:
+        run.notes.append("HIL does not emulate packet loss (TCP would retransmit); replay does")
     started = time.monotonic()
     with ExitStack() as stack:
         url, shares, mosquitto = stack.enter_context(broker_for(opts.broker))
-        procs = stack.enter_context(ProcessSet(workdir / "logs"))
-        device_url = url
-        proxy = None
-        delay_ms = (net.rtt_ms or 0.0) / 2.0
-        jitter_ms = delay_ms * net.jitter
-        use_proxy = bool(delay_ms or (outages and opts.outage_mode == "proxy"))
-        if use_proxy:
-            host, port = _port_of(url)
-            proxy = ImpairedProxy(port, target_host=host, delay_ms=delay_ms, jitter_ms=jitter_ms,
-                                  outages=outages if opts.outage_mode == "proxy" else (),
-                                  seed=scenario.seed)
-            proxy.start()
-            stack.callback(proxy.stop)
-            device_url = proxy.url
+        procs = stack.enter_context(ProcessSet(run.workdir / "logs"))
+        proxy = _start_proxy(stack, run, url)
         if outages and opts.outage_mode == "pause" and mosquitto is None:
             raise HilError("outage_mode 'pause' needs a mosquitto broker started here "
                            "(--broker mosquitto)")
         monitor = RequestMonitor(url)
         monitor.start()
         stack.callback(monitor.stop)
-        cloud_args = ["cloud", "serve", "--bundle", str(bundle_dir), "--broker", url,
-                      "--stats-every", "3600", "--log-level", "WARNING"]
-        if not shares:
-            cloud_args.append("--no-share")
-        procs.start("cloud", adaptedge_command(*cloud_args))
-        if not procs.wait_for_log("cloud", "ready", opts.cloud_ready_s):
-            raise HilError(f"the cloud service did not become ready within "
-                           f"{opts.cloud_ready_s:g} s: {procs.log('cloud')[-800:]}")
-        names = [f"dev-{d}" for d in range(opts.devices)]
-        outputs = {name: workdir / f"{name}.json" for name in names}
-        if opts.remote_sensors:
-            assert rows is not None
-            sensor_server = RemoteSensorServer(url, manifest, rows[:limit], names)
-            sensor_server.start()
-            stack.callback(sensor_server.stop)
-        for name in names:
-            if opts.remote_sensors:
-                argv = [sys.executable, "-m", "adaptedge.simulator.remote_device", "--bundle",
-                        str(bundle_dir), "--broker", device_url, "--sensor-broker", url,
-                        "--device", name, "--count", str(limit), "--rate", f"{rate:g}",
-                        "--operating-point", point, "--json-out", str(outputs[name])]
-            else:
-                argv = adaptedge_command(
-                    "edge", "run", "--bundle", str(bundle_dir), "--broker", device_url,
-                    "--device", name, "--replay", data, "--split", opts.split,
-                    "--limit", str(limit), "--rate", f"{rate:g}", "--operating-point", point,
-                    "--json-out", str(outputs[name]))
-            procs.start(name, argv)
+        _start_cloud(procs, run, url, shares)
+        _start_devices(stack, procs, run, url, url if proxy is None else proxy.url)
         # Outages start when the devices are really deciding: at their first request.
         schedule_t0: list[float] = []
         scheduler = _start_outages_on_first_request(
             monitor, proxy, mosquitto if opts.outage_mode == "pause" else None, outages,
             schedule_t0, opts.timeout_s)
-        budget = opts.timeout_s
-        bar = _bar(progress, opts.devices * limit)
-        codes = _wait_devices(procs, names, budget, rate, bar)
+        codes = _wait_devices(procs, run.names, opts.timeout_s, run.rate,
+                              _bar(progress, opts.devices * run.limit))
         if scheduler is not None:
             scheduler.join(timeout=max(o.end_s for o in outages) + 5)
-        failed = {n: c for n, c in codes.items() if c != 0}
-        if failed:
-            detail = "; ".join(f"{n}: exit {c}: {procs.log(n)[-400:]}" for n, c in failed.items())
-            raise HilError(f"edge device(s) failed or timed out after {budget:g} s: {detail} "
-                           f"(logs in {procs.log_dir})")
-        cols = DecisionColumns()
+        _refuse_failed_devices(procs, codes, opts.timeout_s)
         # Replayed sensors answer from memory: add the bundle's nominal read latency, as replay
         # does. Remote sensors really take that long already.
         sensor_ms = {} if opts.remote_sensors else {spec.name: spec.latency_ms
-                                                   for spec in manifest.sensors}
-        starts: dict[str, float] = {}
-        for name in names:
-            records = read_records(outputs[name])
-            starts[name] = _device_start(monitor, name, records, rate)
-        t_origin = min([v for v in starts.values() if v == v] + schedule_t0, default=0.0)
-        for name in names:
-            offset = starts[name] - t_origin if starts[name] == starts[name] else 0.0
-            _append_records(cols, name, read_records(outputs[name]), truth, rate, offset,
-                            sensor_ms)
-        run_outages = [(o.start_s + (schedule_t0[0] - t_origin if schedule_t0 else 0.0),
-                        o.end_s + (schedule_t0[0] - t_origin if schedule_t0 else 0.0))
-                       for o in outages] if schedule_t0 else []
+                                                   for spec in run.manifest.sensors}
+        cols, t_origin, run_outages = collect_decisions(
+            run.outputs, monitor, run.truth, run.rate, sensor_ms, outages, schedule_t0)
         cloud_log = procs.log("cloud")
         procs.close()
-    extra: dict[str, Any] = {
-        "broker": opts.broker, "devices": opts.devices, "rows_per_device": limit,
-        "rate_hz": rate, "proxy": use_proxy, "outage_mode": opts.outage_mode if outages else None,
-        "workdir": str(workdir), "notes": notes, "remote_sensors": opts.remote_sensors,
-    }
     if outages and not schedule_t0:
-        notes.append("no device sent a request, so the outage schedule never started")
+        run.notes.append("no device sent a request, so the outage schedule never started")
+    return RunResult(
+        mode="hil", bundle_id=run.manifest.bundle_id, operating_point=run.point,
+        classes=run.manifest.classes, columns=cols, outages=run_outages,
+        duration_s=max(cols.t_start, default=0.0), wall_s=time.monotonic() - started,
+        extra=_extra(run, proxy, t_origin, cloud_log))
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One HIL run's inputs, resolved from the scenario and the options."""
+
+    bundle_dir: str | Path
+    data: str
+    scenario: Scenario
+    opts: HilOptions
+    manifest: Manifest
+    truth: npt.NDArray[Any]
+    rows: npt.NDArray[Any] | None
+    limit: int
+    """Rows per device."""
+    rate: float
+    """Decisions per second per device."""
+    point: str
+    workdir: Path
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def names(self) -> list[str]:
+        return [f"dev-{d}" for d in range(self.opts.devices)]
+
+    @property
+    def outputs(self) -> dict[str, Path]:
+        """Each device's ``--json-out`` file."""
+        return {name: self.workdir / f"{name}.json" for name in self.names}
+
+
+def _plan(bundle_dir: str | Path, data: str, scenario: Scenario, opts: HilOptions,
+          truth: npt.NDArray[Any] | None, rows: npt.NDArray[Any] | None) -> _Run:
+    manifest = verify(bundle_dir)
+    if truth is None or (opts.remote_sensors and rows is None):
+        from adaptedge.trainer.datasets import load_dataset
+
+        rows, truth = load_dataset(data).split(opts.split)  # type: ignore[arg-type]
+    limit = opts.limit if opts.limit is not None else (scenario.devices.limit or len(truth))
+    workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="adaptedge-hil-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    return _Run(bundle_dir, data, scenario, opts, manifest, truth, rows,
+                limit=min(limit, len(truth)), rate=opts.rate_hz or scenario.devices.rate_hz,
+                point=scenario.operating_point or manifest.default_operating_point,
+                workdir=workdir)
+
+
+def _start_proxy(stack: ExitStack, run: _Run, url: str) -> ImpairedProxy | None:
+    """The impairment proxy between devices and broker, when the scenario delays the link or
+    cuts it (``outage_mode="proxy"``); None when devices connect to the broker directly."""
+    net, mode = run.scenario.network, run.opts.outage_mode
+    delay_ms = (net.rtt_ms or 0.0) / 2.0
+    if not (delay_ms or (net.outages and mode == "proxy")):
+        return None
+    host, port = _port_of(url)
+    proxy = ImpairedProxy(port, target_host=host, delay_ms=delay_ms,
+                          jitter_ms=delay_ms * net.jitter,
+                          outages=net.outages if mode == "proxy" else (), seed=run.scenario.seed)
+    proxy.start()
+    stack.callback(proxy.stop)
+    return proxy
+
+
+def _start_cloud(procs: ProcessSet, run: _Run, url: str, shares: bool) -> None:
+    args = ["cloud", "serve", "--bundle", str(run.bundle_dir), "--broker", url,
+            "--stats-every", "3600", "--log-level", "WARNING"]
+    if not shares:
+        args.append("--no-share")
+    procs.start("cloud", adaptedge_command(*args))
+    if not procs.wait_for_log("cloud", "ready", run.opts.cloud_ready_s):
+        raise HilError(f"the cloud service did not become ready within "
+                       f"{run.opts.cloud_ready_s:g} s: {procs.log('cloud')[-800:]}")
+
+
+def _start_devices(stack: ExitStack, procs: ProcessSet, run: _Run, url: str,
+                   device_url: str) -> None:
+    """The device processes (and the remote sensor server they read from, if asked)."""
+    if run.opts.remote_sensors:
+        assert run.rows is not None
+        sensor_server = RemoteSensorServer(url, run.manifest, run.rows[:run.limit], run.names)
+        sensor_server.start()
+        stack.callback(sensor_server.stop)
+    for name in run.names:
+        procs.start(name, _device_argv(run, name, url, device_url))
+
+
+def _device_argv(run: _Run, name: str, url: str, device_url: str) -> list[str]:
+    common = ["--bundle", str(run.bundle_dir), "--broker", device_url, "--device", name]
+    pace = ["--rate", f"{run.rate:g}", "--operating-point", run.point,
+            "--json-out", str(run.outputs[name])]
+    if run.opts.remote_sensors:
+        return [sys.executable, "-m", "adaptedge.simulator.remote_device", *common,
+                "--sensor-broker", url, "--count", str(run.limit), *pace]
+    return adaptedge_command("edge", "run", *common, "--replay", run.data,
+                             "--split", run.opts.split, "--limit", str(run.limit), *pace)
+
+
+def _refuse_failed_devices(procs: ProcessSet, codes: dict[str, int | None],
+                           budget_s: float) -> None:
+    failed = {n: c for n, c in codes.items() if c != 0}
+    if failed:
+        detail = "; ".join(f"{n}: exit {c}: {procs.log(n)[-400:]}" for n, c in failed.items())
+        raise HilError(f"edge device(s) failed or timed out after {budget_s:g} s: {detail} "
+                       f"(logs in {procs.log_dir})")
+
+
+def _extra(run: _Run, proxy: ImpairedProxy | None, t_origin: float,
+           cloud_log: str) -> dict[str, Any]:
+    """What the run's report shows beside the decisions: set-up, notes, proxy counters."""
+    opts = run.opts
+    extra: dict[str, Any] = {
+        "broker": opts.broker, "devices": opts.devices, "rows_per_device": run.limit,
+        "rate_hz": run.rate, "proxy": proxy is not None,
+        "outage_mode": opts.outage_mode if run.scenario.network.outages else None,
+        "workdir": str(run.workdir), "notes": run.notes, "remote_sensors": opts.remote_sensors,
+    }
     if proxy is not None:
         extra["proxy_cuts"] = len(proxy.cuts)
         extra["proxy_cut_spans_s"] = [(a - t_origin, None if b is None else b - t_origin)
@@ -214,12 +262,7 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
         extra["proxy_refused"] = proxy.refused
     if "Traceback" in cloud_log:
         extra["cloud_log_tail"] = cloud_log[-800:]
-    return RunResult(
-        mode="hil", bundle_id=manifest.bundle_id, operating_point=point,
-        classes=manifest.classes, columns=cols,
-        outages=run_outages,
-        duration_s=max(cols.t_start, default=0.0), wall_s=time.monotonic() - started,
-        extra=extra)
+    return extra
 
 
 def _start_outages_on_first_request(monitor: RequestMonitor, proxy: ImpairedProxy | None,
@@ -251,23 +294,6 @@ def _start_outages_on_first_request(monitor: RequestMonitor, proxy: ImpairedProx
     return thread
 
 
-def _device_start(monitor: RequestMonitor, device: str, records: list[dict[str, Any]],
-                  rate_hz: float) -> float:
-    """Wall time a device started deciding: min over its requests of arrival - row / rate."""
-    best = float("nan")
-    for i, r in enumerate(records):
-        rid = r.get("request_id")
-        if rid is None:
-            continue
-        at = monitor.arrival(device, int(rid))
-        if at is None:
-            continue
-        start = at - int(r.get("index", i)) / rate_hz
-        if not best <= start:
-            best = start
-    return best
-
-
 def _bar(enabled: bool, total: int) -> Any:
     if not enabled:
         return None
@@ -294,60 +320,3 @@ def _wait_devices(procs: ProcessSet, names: list[str], budget_s: float, rate_hz:
     if bar is not None:
         bar.close()
     return {n: procs.procs[n].poll() for n in names}
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """Per-decision records of ``adaptedge edge run --json-out`` (``{"summary", "decisions"}``;
-    a plain array or JSON lines are accepted too)."""
-    text = path.read_text() if path.exists() else ""
-    stripped = text.lstrip()
-    if stripped.startswith(("[", "{")):
-        try:
-            loaded = json.loads(text)
-        except json.JSONDecodeError:
-            loaded = None
-        if isinstance(loaded, dict):
-            loaded = loaded.get("decisions", [])
-        if isinstance(loaded, list):
-            return [r for r in loaded if isinstance(r, dict)]
-    records = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line:
-            obj = json.loads(line)
-            if isinstance(obj, dict) and "source" in obj:
-                records.append(obj)
-    return records
-
-
-def _append_records(cols: DecisionColumns, device: str, records: list[dict[str, Any]],
-                    truth: npt.NDArray[Any], rate_hz: float, offset_s: float,
-                    sensor_ms: dict[str, float]) -> None:
-    """Add a device's records. The device starts row i at ``row / rate`` or when the previous
-    decision finished, whichever is later (``edge run --rate`` paces that way), so each
-    decision's start is rebuilt from the latencies, plus the device's offset from the origin.
-    Replayed sensors answer from memory, so each decision's latency gets the bundle's nominal
-    latency of the sensors it read, as in replay."""
-    truth_list = np.asarray(truth).tolist()
-    free_at = 0.0
-    for i, r in enumerate(records):
-        row = int(r.get("index", r.get("row", i)))
-        latency = r.get("latency_ms")
-        cols.device.append(device)
-        cols.row.append(row)
-        begin = max(row / rate_hz, free_at)
-        if latency is not None and latency == latency:
-            free_at = begin + float(latency) / 1000.0
-        cols.t_start.append(offset_s + begin)
-        sensors = tuple(r.get("sensors", r.get("sensors_read", ())))
-        nominal = sum(sensor_ms.get(s, 0.0) for s in sensors)
-        cols.latency_ms.append(float("nan") if latency is None else float(latency) + nominal)
-        cols.label.append(int(r["label_index"]))
-        cols.truth.append(int(truth_list[row]))
-        cols.source.append(str(r["source"]))
-        cols.escalated.append(bool(r.get("escalated", False)))
-        cols.sensors.append(sensors)
-        rid = r.get("request_id")
-        cols.request_id.append(-1 if rid is None else int(rid))
-        cols.sent.append(rid is not None)
-        cols.energy_mj.append(float((r.get("cost") or {}).get("energy_mj", float("nan"))))

@@ -22,12 +22,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from adaptedge.cloud import HpcInference
+from adaptedge.edge import EdgeRuntime
 from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
 from adaptedge.simulator.clock import SimClock
-from adaptedge.simulator.integration import edge_runtime_class, hpc_inference_class
 from adaptedge.simulator.network import NetworkModel
 from adaptedge.simulator.records import DecisionColumns, RunResult
 from adaptedge.simulator.scenario import Scenario
@@ -129,7 +130,7 @@ def hpc_mask(manifest: Manifest) -> npt.NDArray[np.bool_]:
 def hpc_answers(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.int64]:
     """The always-cloud baseline: the HPC's label for each row (its sensors read), batched."""
     manifest = verify(bundle_dir)
-    hpc = hpc_inference_class().load(bundle_dir)
+    hpc = HpcInference.load(bundle_dir)
     mask = hpc_mask(manifest)
     packed = np.packbits(mask, bitorder="little").tobytes()
     block = np.ascontiguousarray(np.where(mask, X, 0.0), dtype="<f4")
@@ -164,8 +165,7 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
     n_rows = limit if limit is not None else (scenario.devices.limit or len(X))
     X = np.ascontiguousarray(X[:n_rows], dtype=np.float32)
     y = np.asarray(y[:n_rows])
-    runtime_cls = edge_runtime_class()
-    hpc = hpc_inference_class().load(bundle_dir) if cloud else None
+    hpc = HpcInference.load(bundle_dir) if cloud else None
     period = 1.0 / scenario.devices.rate_hz
     cols = DecisionColumns()
     total = n_devices * len(X)
@@ -181,7 +181,7 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
                                    seed=device_seed(scenario.seed, d))
             uplink = SimulatedUplink(hpc, network, clock, manifest=manifest,
                                      rows=X if prefetch else None)
-        rt = runtime_cls.load(bundle_dir, uplink=uplink, operating_point=point, clock=clock,
+        rt = EdgeRuntime.load(bundle_dir, uplink=uplink, operating_point=point, clock=clock,
                               device_id=device_id, request_id_start=1)
         _replay_device(rt, uplink, clock, X, y, period, device_id, manifest, cols)
         end_time = max(end_time, clock.now)

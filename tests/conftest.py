@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from toy_bundle import build_toy_bundle
+from support.toy_bundle import build_toy_bundle
 
 from adaptedge.protocol import Manifest
 

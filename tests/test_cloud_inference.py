@@ -9,7 +9,7 @@ import msgpack
 import numpy as np
 import onnxruntime as ort
 import pytest
-from toy_bundle import build_toy_bundle
+from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud import CloudError, HpcInference
 from adaptedge.cloud.batcher import MicroBatch
@@ -192,22 +192,6 @@ def test_recent_requests_lru() -> None:
     assert recent.seen("d", 2, b"x") is None  # evicts the least recently used: ("d", 1)
     assert len(recent) == 2 and recent.seen("e", 1, b"x") is PENDING
     assert recent.seen("d", 1, b"x") is None
-
-
-def test_cloud_loads_no_training_libraries(bundle: tuple[Path, Manifest]) -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys\n"
-        "import adaptedge.cloud as cloud, adaptedge.cloud.acl, adaptedge.cloud.client, adaptedge.cloud.service, adaptedge.cli.cloud_cmd\n"
-        f"cloud.HpcInference.load({str(bundle[0])!r})\n"
-        "heavy = ('sklearn', 'scipy', 'skl2onnx', 'onnx', 'matplotlib')\n"
-        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == ""
 
 
 def test_the_single_row_path_matches_the_batch_path(bundle: tuple[Path, Manifest]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import msgpack
 import numpy as np
 import pytest
-from toy_bundle import build_toy_bundle
+from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud import CloudService, HpcInference
 from adaptedge.cloud.client import RequestClient

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from toy_bundle import build_toy_bundle
+from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud import CloudError, CloudService, TlsFiles
 from adaptedge.cloud.client import RequestClient

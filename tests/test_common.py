@@ -1,4 +1,4 @@
-"""Every gate/LPC estimator through the shared checks of ``tests/estimator_checks.py``.
+"""Every gate/LPC estimator through the shared checks of ``tests/support/estimator_checks.py``.
 
 Extend ``ESTIMATORS`` with ``(id, factory, data_fn)``: ``factory()`` returns an unfitted
 estimator with a fixed seed, ``data_fn()`` a ``Data``.
@@ -10,10 +10,10 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-import estimator_checks as checks
 import numpy as np
 import pytest
-from estimator_checks import Data
+import support.estimator_checks as checks
+from support.estimator_checks import Data
 
 from adaptedge.trainer.adapt_gbrt import AdaptGbrtClassifier
 from adaptedge.trainer.adapt_lin import AdaptLinClassifier

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from dag_parity import FLOAT32_NOISE, assert_same_walk
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from support.dag_parity import FLOAT32_NOISE, assert_same_walk
 
 from adaptedge.protocol.bundle import open_bundle
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from dag_parity import assert_same_walk
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from support.dag_parity import assert_same_walk
 from test_dag import synthetic
 
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec

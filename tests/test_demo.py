@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from sim_helpers import build_dataset_bundle
+from support.dataset_bundle import build_dataset_bundle
 from test_sim_report import assert_pngs_open
 
 DEMO = [sys.executable, "-c", "import sys; from adaptedge.cli.main import main; "
@@ -58,7 +58,7 @@ def _check_output(result: subprocess.CompletedProcess[str], workdir: Path, devic
 @pytest.mark.broker
 def test_demo_short_run_with_a_given_bundle(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
-    build_dataset_bundle(bundle, "wall-robot")
+    build_dataset_bundle(bundle, "wall-robot", n_sensors=4)
     workdir = tmp_path / "work"
     result = _run_demo(["--quick", "--workdir", str(workdir), "--bundle", str(bundle)], 180)
     _check_output(result, workdir, devices=3)
@@ -67,7 +67,7 @@ def test_demo_short_run_with_a_given_bundle(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.broker
 def test_demo_fresh_then_cached(tmp_path: Path) -> None:
-    """As on a fresh clone: trains (or builds) the bundle, then a second run reuses it."""
+    """As on a fresh clone: trains the bundle, then a second run reuses it."""
     workdir = tmp_path / "work"
     first = _run_demo(["--quick", "--workdir", str(workdir)], 400)
     _check_output(first, workdir, devices=3)

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from edge_helpers import MqttResponder, ReferenceWalk, build_dataset_bundle
+from support.dataset_bundle import build_dataset_bundle
+from support.edge_doubles import MqttResponder
+from support.reference_walk import ReferenceWalk
 
 from adaptedge.edge import EdgeRuntime
 from adaptedge.simulator.brokers import MosquittoBroker

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from edge_helpers import MqttResponder, ReferenceWalk
+from support.edge_doubles import MqttResponder
+from support.reference_walk import ReferenceWalk
 
 from adaptedge.edge import EdgeRuntime, MqttUplink
 from adaptedge.edge.errors import UplinkConfigError

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from edge_helpers import HpcUplink, ReferenceWalk, build_dataset_bundle
+from support.dataset_bundle import build_dataset_bundle
+from support.edge_doubles import HpcUplink
+from support.reference_walk import ReferenceWalk
 
 from adaptedge.edge import EdgeRuntime
 from adaptedge.protocol import Manifest

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from edge_helpers import HpcUplink, ReferenceWalk
+from support.edge_doubles import HpcUplink
+from support.reference_walk import ReferenceWalk
 
 from adaptedge.edge import Decision, EdgeError, EdgeRuntime, Outbox
 from adaptedge.edge.errors import OperatingPointError
@@ -135,7 +136,7 @@ def test_uplink_outcomes(toy_bundle: Bundle) -> None:
 
 
 def _with_id(ref: ReferenceWalk, req: InferenceRequest, rid: int):  # type: ignore[no-untyped-def]
-    from edge_helpers import hpc_reply
+    from support.edge_doubles import hpc_reply
 
     reply = hpc_reply(ref, req)
     reply.request_id = rid
@@ -218,7 +219,7 @@ def test_outbox_records_escalations_within_limits(toy_bundle: Bundle, tmp_path: 
 
 
 def test_ties_take_the_first_highest_action(tmp_path: Path) -> None:
-    from toy_bundle import linear_model_bytes
+    from support.toy_bundle import linear_model_bytes
 
     from adaptedge.protocol import (
         Action,

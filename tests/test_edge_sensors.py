@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from edge_helpers import HpcUplink, ReferenceWalk
+from support.edge_doubles import HpcUplink
+from support.reference_walk import ReferenceWalk
 
 from adaptedge.edge import EdgeRuntime
 from adaptedge.edge.sensors import ReaderPool
@@ -200,7 +201,7 @@ def test_unknown_sensor_timeout_is_refused(toy_bundle: Bundle) -> None:
 
 
 def test_a_failed_sensor_is_not_retried_later_in_the_walk(tmp_path: Path) -> None:
-    from toy_bundle import linear_model_bytes
+    from support.toy_bundle import linear_model_bytes
 
     from adaptedge.protocol import (
         Action,

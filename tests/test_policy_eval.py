@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
+from support.reference_walk import ReferenceWalk
 
 from adaptedge.protocol.costs import decision_cost, hpc_cost
 from adaptedge.protocol.manifest import Manifest
@@ -16,29 +16,10 @@ from adaptedge.trainer.policy_eval import BundleRunner, evaluate_policy
 
 def _row_walk(root: Path, m: Manifest, policy: str, x: np.ndarray
               ) -> tuple[int, bool, set[str], int]:
-    """One row, one node at a time, straight from the manifest (independent of policy_eval)."""
-    def run(file: str, cols: list[int], outputs: list[str]) -> list[np.ndarray]:
-        sess = ort.InferenceSession(str(root / file), providers=["CPUExecutionProvider"])
-        return sess.run(outputs, {"x": x[cols].reshape(1, -1).astype(np.float32)})  # type: ignore[no-any-return]
-
-    graph = m.policies[policy]
-    node_id, read, visits = graph.root, set(), 0
-    while True:
-        node = graph.nodes[node_id]
-        read |= set(node.sensors)
-        visits += 1
-        multi = len(node.actions) > 1
-        out = run(node.model.file, list(node.model.inputs),
-                  ["probabilities"] + (["action_scores"] if multi else []))
-        action = node.actions[int(np.argmax(out[1][0])) if multi else 0]
-        if action.kind == "stop":
-            return int(np.argmax(out[0][0])), False, read, visits
-        if action.kind == "escalate":
-            read |= set(m.hpc.sensors)
-            hpc = run(m.hpc.file, list(range(len(m.feature_names))), ["probabilities"])
-            return int(np.argmax(hpc[0][0])), True, read, visits
-        assert action.next is not None
-        node_id = action.next
+    """One row, one node at a time, through the shared reference walk (independent of
+    policy_eval): (answer, escalated, sensors read, nodes visited)."""
+    step = ReferenceWalk(root, m).walk(policy, x)
+    return step["answer"], step["escalated"], set(step["sensors_read"]), len(step["nodes"])
 
 
 @pytest.mark.parametrize("policy", ["gate", "walk"])
@@ -93,16 +74,3 @@ def test_errors_name_the_problem(toy_bundle: tuple[Path, Manifest]) -> None:
     with pytest.raises(ValueError, match="pass root="):
         evaluate_policy(m, "gate", np.zeros((1, 3)))
     assert evaluate_policy(m, "gate", np.zeros((2, 3)), root=root).labels.shape == (2,)
-
-
-def test_policy_eval_and_datasets_import_no_sklearn() -> None:
-    import subprocess
-    import sys
-
-    code = ("import sys, trainer.policy_eval, trainer.datasets; "
-            "trainer.datasets.load_dataset('heart'); "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy', 'skl2onnx')];"
-            " print(bad); sys.exit(1 if bad else 0)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, cwd=Path(__file__).resolve().parent.parent)
-    assert done.returncode == 0, done.stdout + done.stderr

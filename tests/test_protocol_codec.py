@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from message_examples import EXAMPLES
+from support.message_examples import EXAMPLES
 
 from adaptedge.protocol import (
     InferenceReply,

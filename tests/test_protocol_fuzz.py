@@ -7,7 +7,7 @@ import time
 
 import msgpack
 import pytest
-from message_examples import EXAMPLES
+from support.message_examples import EXAMPLES
 
 from adaptedge.protocol import ProtocolError, decode, encode
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sim_helpers import build_dataset_bundle
+from support.dataset_bundle import build_dataset_bundle
 
 from adaptedge.simulator.hil import HilOptions, run_hil
 from adaptedge.simulator.network import NetworkConfig, Outage
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.broker
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("hil") / "bundle"
-    build_dataset_bundle(out, DATA, escalate=0.4)
+    build_dataset_bundle(out, DATA, n_sensors=4, escalate=0.4)
     return out
 
 

@@ -52,18 +52,12 @@ def _say(text: str) -> None:
 def obtain_bundle(workdir: Path, data: str, method: str, *, seed: int, retrain: bool,
                   progress: bool) -> tuple[Path, str]:
     """The cached bundle, or a freshly trained one (``trainer.api.train_bundle``, quick)."""
-    import importlib
-
     from adaptedge.protocol.bundle import verify
     from adaptedge.protocol.errors import BundleError
+    from adaptedge.trainer.api import train_bundle
 
-    try:
-        train_bundle = importlib.import_module("adaptedge.trainer.api").train_bundle
-    except ImportError:
-        train_bundle = None
-    kind = f"{method} (quick sweep)" if train_bundle is not None else "linear least squares"
-    slug = f"{data}-{method}-quick-s{seed}" if train_bundle is not None else f"{data}-linear"
-    out = workdir / "bundles" / slug
+    kind = f"{method} (quick sweep)"
+    out = workdir / "bundles" / f"{data}-{method}-quick-s{seed}"
     if out.exists() and not retrain:
         try:
             verify(out)
@@ -71,14 +65,8 @@ def obtain_bundle(workdir: Path, data: str, method: str, *, seed: int, retrain: 
         except BundleError:
             _say(f"cached bundle {out} does not verify; training it again")
     started = time.monotonic()
-    if train_bundle is not None:
-        _say(f"training {method} on {data} (quick sweep) -> {out}")
-        train_bundle(data, method, out, quick=True, seed=seed, n_jobs=1, progress=progress)
-    else:
-        from adaptedge.simulator.linear_bundle import build_linear_bundle
-
-        _say(f"trainer.api is not available: building a linear bundle on {data} -> {out}")
-        build_linear_bundle(out, data, seed=seed)
+    _say(f"training {method} on {data} (quick sweep) -> {out}")
+    train_bundle(data, method, out, quick=True, seed=seed, n_jobs=1, progress=progress)
     return out, f"{kind}, trained in {time.monotonic() - started:.1f} s"
 
 
