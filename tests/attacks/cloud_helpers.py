@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 from onnx import TensorProto, helper
-from toy_bundle import build_toy_bundle
+from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud.client import RequestClient
 from adaptedge.protocol import InferenceRequest, Manifest, encode, pack_features, write_bundle

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from cloud_helpers import request
-from toy_bundle import build_toy_bundle
+from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cli.main import main as cli
 from adaptedge.cloud import CloudError, CloudService

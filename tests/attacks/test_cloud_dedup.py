@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cloud_helpers import device, request, send
-from toy_bundle import build_toy_bundle
+from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud import CloudService, HpcInference
 from adaptedge.cloud.dedup import PENDING, REUSED, RecentRequests, content_digest

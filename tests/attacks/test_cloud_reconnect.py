@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from toy_bundle import build_toy_bundle
+from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cli.main import main as cli
 from adaptedge.cloud.connection import MAX_REFUSALS
