@@ -38,8 +38,9 @@ from adaptedge.cloud.errors import CloudError
 from adaptedge.cloud.guard import DEFAULT_RUN_LIMIT_S
 from adaptedge.cloud.inference import HpcInference
 from adaptedge.cloud.sharing import probe_shared
-from adaptedge.cloud.shedding import LoadShedder
+from adaptedge.cloud.shedding import LoadShedder, Pending, shed_late
 from adaptedge.cloud.stats import ServiceStats, log_line
+from adaptedge.cloud.telemetry import TelemetryInbox
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.codec import encode
 from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest, Telemetry
@@ -51,10 +52,6 @@ _select = select.select
 _IDLE_TICK_S = 0.05
 _DRAIN_QUIET_S = 0.1
 
-# A pending item: (received monotonic time, reply topic, device, request | error | cached reply,
-# the request's content digest (b"" when the reply must not touch the dedup cache), its age
-# in seconds on arrival).
-_Item = tuple[float, str, str, "InferenceRequest | ErrorReply | bytes", bytes, float]
 
 
 def default_worker_id() -> str:
@@ -73,7 +70,7 @@ class CloudService:
                  stats_every_s: float = 10.0, client_id: str | None = None,
                  share: ShareMode = "auto", dedup_capacity: int = 8192,
                  max_queue_ms: float | None = None, max_refusals: int = MAX_REFUSALS,
-                 run_limit_s: float = DEFAULT_RUN_LIMIT_S,
+                 run_limit_s: float = DEFAULT_RUN_LIMIT_S, collect_telemetry: bool = False,
                  logger: logging.Logger | None = None) -> None:
         if share not in ("auto", "on", "off"):
             raise ValueError(f"share must be 'auto', 'on' or 'off', got {share!r}")
@@ -93,7 +90,7 @@ class CloudService:
         self._request_filter = wildcard("req", prefix)
         if group is not None:
             shared(group, self._request_filter)  # validates the group name now
-        self._batch: MicroBatch[_Item] = MicroBatch(max_batch, max_wait_ms)
+        self._batch: MicroBatch[Pending] = MicroBatch(max_batch, max_wait_ms)
         self._recent = RecentRequests(dedup_capacity)
         self._shedder = LoadShedder(max_queue_ms)
         self._max_refusals = max_refusals
@@ -104,6 +101,10 @@ class CloudService:
         self._client = make_client(self.worker_id, username=username, password=password,
                                    tls=tls, use_tls=self._tls)
         self._client.on_message = self._on_message
+        self.telemetry = TelemetryInbox(prefix)
+        self._telemetry_filter = wildcard("telemetry", prefix) if collect_telemetry else None
+        if self._telemetry_filter is not None:
+            self._client.message_callback_add(self._telemetry_filter, self._on_telemetry)
         self._client.on_connect = self._on_connect
         self._client.on_publish = self._on_publish
         self._client.on_subscribe = self._on_subscribe_ack
@@ -186,6 +187,19 @@ class CloudService:
     def _subscribe(self) -> None:
         if self._filter is not None:
             self._client.subscribe(self._filter, qos=1)
+        if self._telemetry_filter is not None:
+            self._client.subscribe(shared(self.group, self._telemetry_filter)  # type: ignore[arg-type]
+                                   if self.shared_subscription else self._telemetry_filter, qos=0)
+
+    def _on_telemetry(self, client: mqtt.Client, userdata: Any,
+                      message: mqtt.MQTTMessage) -> None:
+        """Device telemetry (with ``collect_telemetry``): recorded only when its source is
+        the device of its topic; retained copies are old news."""
+        try:
+            if not message.retain:
+                self.telemetry.accept(message.topic, message.payload)
+        except Exception:  # a topic paho cannot decode, or a bug: never stop the worker
+            self.telemetry.rejected += 1
 
     def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any,
                     props: Any) -> None:
@@ -250,25 +264,11 @@ class CloudService:
                 or not self._readable():
             self._flush()
 
-    def _shed(self, items: list[_Item]) -> list[InferenceRequest]:
-        """Replace the requests that can no longer be answered in time by their shed errors;
-        return the requests to compute."""
-        now, verdict, requests = time.monotonic(), self._shedder.verdict, []
-        for k, (received, reply_to, device, entry, digest, age) in enumerate(items):
-            if type(entry) is InferenceRequest:
-                shed = verdict(entry, age + (now - received))
-                if shed is None:
-                    requests.append(entry)
-                else:
-                    error = self.inference.error(device, entry.request_id, *shed)
-                    items[k] = (received, reply_to, device, error, digest, age)
-        return requests
-
     def _flush(self) -> None:
         items = self._batch.take()
         if not items:
             return
-        requests = self._shed(items)
+        requests = shed_late(items, self._shedder, self.inference.error)
         answers = iter(self.inference.handle_batch(requests) if requests else ())
         publish, recent = self._client.publish, self._recent
         done_at = time.monotonic()
@@ -373,6 +373,7 @@ class CloudService:
                                     reset_window=reset_window)
         snap["uptime_s"] = time.monotonic() - self._started_at if self._started_at else 0.0
         snap["shared_subscription"] = int(self.shared_subscription)
+        snap.update(self.telemetry.counters())
         return snap
 
     def _report(self) -> None:

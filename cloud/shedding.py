@@ -18,10 +18,17 @@ worker behind its input catches up instead of computing answers nobody waits for
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from typing import Final
 
 from adaptedge.protocol import errors as E
-from adaptedge.protocol.messages import InferenceRequest
+from adaptedge.protocol.messages import ErrorReply, InferenceRequest
+
+Pending = tuple[float, str, str, InferenceRequest | ErrorReply | bytes, bytes, float]
+"""A request waiting in the worker: (received monotonic time, reply topic, device, request |
+error | cached reply bytes, the request's content digest (b"" when its reply must not touch
+the dedup cache), its age in seconds on arrival)."""
 
 DRIFT: Final = 1e-3
 """How fast a device's delay baseline may rise (s per s): 1000 ppm, far above clock drift."""
@@ -82,3 +89,19 @@ class LoadShedder:
             return (E.OVERLOADED, f"the worker is behind: the request waited {age_s * 1000:.0f} "
                     f"ms (queue bound {bound * 1000:.0f} ms); answer locally or retry later")
         return None
+
+
+def shed_late(items: list[Pending], shedder: LoadShedder,
+              error: Callable[[str, int | None, str, str], ErrorReply]) -> list[InferenceRequest]:
+    """Replace, in place, the requests that can no longer be answered in time by their shed
+    errors (``error(device, request_id, code, message)``); return the requests to compute."""
+    now, verdict, requests = time.monotonic(), shedder.verdict, []
+    for k, (received, reply_to, device, entry, digest, age) in enumerate(items):
+        if type(entry) is InferenceRequest:
+            shed = verdict(entry, age + (now - received))
+            if shed is None:
+                requests.append(entry)
+            else:
+                items[k] = (received, reply_to, device, error(device, entry.request_id, *shed),
+                            digest, age)
+    return requests

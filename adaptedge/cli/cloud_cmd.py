@@ -28,6 +28,12 @@ def register(sub: Any) -> None:
     s.add_argument("--max-batch", type=int, default=32, help="flush at N requests (default 32)")
     s.add_argument("--max-wait-ms", type=float, default=2.0,
                    help="flush when the oldest request waited T ms (default 2)")
+    s.add_argument("--max-queue-ms", type=float, default=None, metavar="MS",
+                   help="shed a request as 'overloaded' once it waited this long (default: "
+                   "half its deadline); past its deadline it is shed as 'expired'")
+    s.add_argument("--collect-telemetry", action="store_true",
+                   help="read device telemetry (only from the device its topic names) and "
+                   "count it in the stats")
     s.add_argument("--username", help="broker user name")
     s.add_argument("--password-file", help="file holding the broker password (first line)")
     s.add_argument("--tls-ca", help="CA bundle to verify the broker (implies TLS)")
@@ -66,8 +72,10 @@ def serve(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.password_file and not args.username:
         raise CommandError("--password-file needs --username")
-    if args.max_batch < 1 or args.max_wait_ms < 0 or args.stats_every <= 0:
-        raise CommandError("--max-batch must be >= 1, --max-wait-ms >= 0, --stats-every > 0")
+    if args.max_batch < 1 or args.max_wait_ms < 0 or args.stats_every <= 0 or (
+            args.max_queue_ms is not None and not args.max_queue_ms > 0):
+        raise CommandError("--max-batch must be >= 1, --max-wait-ms >= 0, --stats-every > 0, "
+                           "--max-queue-ms > 0")
     try:
         password = read_password_file(args.password_file) if args.password_file else None
         tls = None
@@ -88,7 +96,8 @@ def serve(args: argparse.Namespace) -> int:
                                max_wait_ms=args.max_wait_ms, username=args.username,
                                password=password, tls=tls, prefix=args.prefix,
                                stats_every_s=args.stats_every, client_id=args.client_id,
-                               share=args.share)
+                               share=args.share, max_queue_ms=args.max_queue_ms,
+                               collect_telemetry=args.collect_telemetry)
             svc.start()
         except CloudError as exc:
             raise CommandError(str(exc)) from exc
