@@ -57,6 +57,10 @@ MESSAGE_SIZE_LIMIT: Final = MAX_MESSAGE_BYTES
 legitimate message (a request with the most features, ~264 KiB)."""
 
 
+MAX_QUEUED_MESSAGES: Final = 100_000
+"""Per-client broker queue (mosquitto's default of 1000 drops a burst's excess silently)."""
+
+
 def service_users(service_user: str, workers: int) -> list[str]:
     """One account per worker (client ids are user names, so workers must not share one):
     ``service_user``, then ``service_user-2`` ... ``service_user-N``."""
@@ -140,6 +144,9 @@ def mosquitto_conf_text(password_file: Path, acl_file: Path) -> str:
         f"# Largest legitimate message: {largest_request_bytes()} bytes (a request with "
         f"{MAX_FEATURES} features).\n"
         f"message_size_limit {MESSAGE_SIZE_LIMIT}\n"
+        "# Hold a burst for a worker instead of dropping it silently past the default 1000: the\n"
+        "# worker answers what it cannot serve in time with 'overloaded' or 'expired'.\n"
+        f"max_queued_messages {MAX_QUEUED_MESSAGES}\n"
         "set_tcp_nodelay true\n"
     )
 

@@ -38,7 +38,7 @@ from adaptedge.cloud.errors import CloudError
 from adaptedge.cloud.guard import DEFAULT_RUN_LIMIT_S
 from adaptedge.cloud.inference import HpcInference
 from adaptedge.cloud.sharing import probe_shared
-from adaptedge.cloud.shedding import LoadShedder, Pending, shed_late
+from adaptedge.cloud.shedding import BacklogProbe, LoadShedder, Pending, shed_late
 from adaptedge.cloud.stats import ServiceStats, log_line
 from adaptedge.cloud.telemetry import TelemetryInbox
 from adaptedge.protocol import errors as E
@@ -101,6 +101,7 @@ class CloudService:
         self._client = make_client(self.worker_id, username=username, password=password,
                                    tls=tls, use_tls=self._tls)
         self._client.on_message = self._on_message
+        self._backlog = BacklogProbe(self._client, self.telemetry_topic, self.worker_id)
         self.telemetry = TelemetryInbox(prefix)
         self._telemetry_filter = wildcard("telemetry", prefix) if collect_telemetry else None
         if self._telemetry_filter is not None:
@@ -129,6 +130,7 @@ class CloudService:
             self.shared_subscription = self._choose_sharing()
             self._filter = (shared(self.group, self._request_filter)  # type: ignore[arg-type]
                             if self.shared_subscription else self._request_filter)
+            self._client.message_callback_add(self.telemetry_topic, self._backlog.on_message)
             self._subscribe()
         except BaseException:
             self._client.disconnect()
@@ -187,6 +189,7 @@ class CloudService:
     def _subscribe(self) -> None:
         if self._filter is not None:
             self._client.subscribe(self._filter, qos=1)
+            self._client.subscribe(self.telemetry_topic, qos=1)  # backlog probes come back here
         if self._telemetry_filter is not None:
             self._client.subscribe(shared(self.group, self._telemetry_filter)  # type: ignore[arg-type]
                                    if self.shared_subscription else self._telemetry_filter, qos=0)
@@ -268,7 +271,8 @@ class CloudService:
         items = self._batch.take()
         if not items:
             return
-        requests = shed_late(items, self._shedder, self.inference.error)
+        self._published += self._backlog.send_if_due(self._readable)
+        requests = shed_late(items, self._shedder, self._backlog, self.inference.error)
         answers = iter(self.inference.handle_batch(requests) if requests else ())
         publish, recent = self._client.publish, self._recent
         done_at = time.monotonic()

@@ -8,6 +8,12 @@ a broker's queue is 7 s old whatever the two clocks say. The baseline may rise s
 (``DRIFT``) to follow clock drift, and is reset when a device's clock jumps back (a
 reboot) by more than ``REBASE_AFTER_S``.
 
+That misses a backlog that every request of a device has sat in (a device that first shows
+up while the worker is behind). ``BacklogProbe`` measures the worker's own backlog without any
+clock: while busy, the worker sends itself a message through the broker, which queues behind
+every request already waiting for the worker; its delay is how long requests wait now. A
+request's age is the larger of the two.
+
 ``LoadShedder`` then refuses, before any compute: a request past its deadline (``expired``,
 the device has answered on its own) and a request that has waited longer than the queue
 bound (``overloaded``: the worker is behind; by default half the request's deadline, so
@@ -20,10 +26,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
+
+import paho.mqtt.client as mqtt
 
 from adaptedge.protocol import errors as E
-from adaptedge.protocol.messages import ErrorReply, InferenceRequest
+from adaptedge.protocol.codec import decode, encode
+from adaptedge.protocol.errors import ProtocolError
+from adaptedge.protocol.messages import ErrorReply, InferenceRequest, Telemetry
 
 Pending = tuple[float, str, str, InferenceRequest | ErrorReply | bytes, bytes, float]
 """A request waiting in the worker: (received monotonic time, reply topic, device, request |
@@ -35,6 +45,10 @@ DRIFT: Final = 1e-3
 REBASE_AFTER_S: Final = 60.0
 """A relative delay above this is a clock jump, not queueing: restart the baseline."""
 DEVICE_LIMIT: Final = 65_536
+PROBE_EVERY_S: Final = 0.02
+"""At most one backlog probe per this interval, and only one in flight."""
+PROBE_LOST_AFTER_S: Final = 30.0
+"""A probe not back by then is lost (a reconnection): send another."""
 
 
 class RequestAges:
@@ -65,6 +79,52 @@ class RequestAges:
         return age
 
 
+class BacklogProbe:
+    """The worker's input backlog in seconds, measured by QoS 1 messages it sends itself on
+    its own telemetry topic (``on_message`` is the callback for that topic)."""
+
+    def __init__(self, client: mqtt.Client, topic: str, source: str) -> None:
+        self.delay_s = 0.0
+        self._client, self._topic, self._source = client, topic, source
+        self._sent_at: float | None = None
+        self._last_sent = -math.inf
+        self._seq = 0
+
+    def current(self, now: float) -> float:
+        """Seconds requests now wait: the last probe's delay, or more if the probe in flight
+        is older (what is read now queued ahead of it, so it waited at least that long)."""
+        if self._sent_at is None:
+            return self.delay_s
+        return max(self.delay_s, now - self._sent_at)
+
+    def send_if_due(self, busy: Callable[[], bool]) -> int:
+        """Send a probe if one is due and ``busy()`` (input is waiting); with no input
+        waiting the backlog is empty. Returns the number of messages published."""
+        now = time.monotonic()
+        if self._sent_at is not None and now - self._sent_at < PROBE_LOST_AFTER_S:
+            return 0  # one in flight
+        if now - self._last_sent < PROBE_EVERY_S:
+            return 0
+        if not busy():
+            self.delay_s = 0.0
+            return 0
+        self._seq += 1
+        self._sent_at = self._last_sent = now
+        payload = encode(Telemetry(self._source, 0.0, {"backlog_probe": self._seq}))
+        self._client.publish(self._topic, payload, qos=1)
+        return 1
+
+    def on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        try:
+            probe = decode(message.payload)
+        except ProtocolError:
+            return
+        if type(probe) is Telemetry and probe.source == self._source and self._sent_at \
+                is not None and probe.counters.get("backlog_probe") == self._seq:
+            self.delay_s = max(0.0, time.monotonic() - self._sent_at)
+            self._sent_at = None
+
+
 class LoadShedder:
     """Decides, before compute, whether a request is answered or shed."""
 
@@ -91,14 +151,15 @@ class LoadShedder:
         return None
 
 
-def shed_late(items: list[Pending], shedder: LoadShedder,
+def shed_late(items: list[Pending], shedder: LoadShedder, backlog: BacklogProbe,
               error: Callable[[str, int | None, str, str], ErrorReply]) -> list[InferenceRequest]:
     """Replace, in place, the requests that can no longer be answered in time by their shed
     errors (``error(device, request_id, code, message)``); return the requests to compute."""
     now, verdict, requests = time.monotonic(), shedder.verdict, []
+    backlog_s = backlog.current(now)
     for k, (received, reply_to, device, entry, digest, age) in enumerate(items):
         if type(entry) is InferenceRequest:
-            shed = verdict(entry, age + (now - received))
+            shed = verdict(entry, max(age, backlog_s) + (now - received))
             if shed is None:
                 requests.append(entry)
             else:

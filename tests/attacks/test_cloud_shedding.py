@@ -98,3 +98,27 @@ def test_ages_are_relative_to_each_devices_fastest_delay_whatever_its_clock() ->
 def request_like(deadline_ms: float) -> object:
     from adaptedge.protocol import InferenceRequest
     return InferenceRequest(1, "d", "b", 0.0, deadline_ms, b"\0" * 4, b"\1")
+
+
+def test_the_backlog_probe_measures_the_wait_behind_the_brokers_queue() -> None:
+    import paho.mqtt.client as mqtt
+
+    from adaptedge.cloud.connection import make_client
+    from adaptedge.cloud.shedding import PROBE_EVERY_S, BacklogProbe
+    from adaptedge.protocol import Telemetry, encode
+
+    probe = BacklogProbe(make_client("w"), "adaptedge/v1/w/telemetry", "w")
+    assert probe.send_if_due(lambda: True) == 1  # busy: a probe goes out (not connected here)
+    assert probe.send_if_due(lambda: True) == 0  # one in flight at a time
+    start = time.monotonic()
+    time.sleep(0.05)
+    assert probe.current(time.monotonic()) >= 0.05  # what is read now queued ahead of it
+    message = mqtt.MQTTMessage(topic=b"adaptedge/v1/w/telemetry")
+    message.payload = encode(Telemetry("other", 0.0, {"backlog_probe": 1}))
+    probe.on_message(None, None, message)  # type: ignore[arg-type]
+    assert probe.current(time.monotonic()) >= time.monotonic() - start - 0.01  # still waiting
+    message.payload = encode(Telemetry("w", 0.0, {"backlog_probe": 1}))
+    probe.on_message(None, None, message)  # type: ignore[arg-type]
+    assert 0.05 <= probe.delay_s < 5.0 and probe.current(time.monotonic()) == probe.delay_s
+    time.sleep(PROBE_EVERY_S)
+    assert probe.send_if_due(lambda: False) == 0 and probe.delay_s == 0.0  # idle: no backlog
