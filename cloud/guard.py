@@ -22,7 +22,7 @@ DEFAULT_RUN_LIMIT_S: Final = 2.0
 """A run older than this is terminated (a legitimate HPC batch takes milliseconds)."""
 HPC_MEMORY_LIMIT_BYTES: Final = 512 << 20
 """Cap of the arena every HPC session allocates from (model weights and intermediates)."""
-_WATCH_TICK_S: Final = 0.01
+_WATCH_TICK_S: Final = 0.05
 _arena_lock = threading.Lock()
 _arena_ready: bool | None = None
 
