@@ -133,8 +133,9 @@ def acl(args: argparse.Namespace) -> int:
               "passwd acl mosquitto.conf` there (or pass --broker-user mosquitto)")
     print(f"passwords: one 0600 file per account in {creds.secrets_dir}/ "
           "(give each device its own; they are not shown again)")
-    print(f"\nmosquitto.conf settings (in {creds.conf_file}; put them after your listener "
-          "line, or `include_dir` its folder):\n")
+    print(f"\nmosquitto.conf settings (in {creds.conf_file}; paste them right after your "
+          "listener line, not through include_dir, which gives listener settings to a "
+          "default listener on port 1883 instead):\n")
     print(creds.mosquitto_conf())
     print("cloud workers (one account each):\n")
     for worker in creds.workers:

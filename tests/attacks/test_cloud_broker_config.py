@@ -131,3 +131,15 @@ def test_cloud_acl_replaces_planted_symlinks_instead_of_writing_through_them(
         mode = (out / name).lstat().st_mode
         assert stat.S_ISREG(mode) and stat.S_IMODE(mode) == 0o600, name
     assert read_password_file(out / "secrets" / SERVICE) != "precious"
+
+
+def test_the_readme_shows_exactly_the_settings_cloud_acl_writes() -> None:
+    from adaptedge.cloud.acl import mosquitto_conf_text
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("### Securing the broker"):]
+    shown = section[section.index("# adaptedge broker settings"):section.index("# TLS instead")]
+    folder = Path("/etc/mosquitto/adaptedge")
+    written = mosquitto_conf_text(folder / "passwd", folder / "acl")
+    settings = [line for line in written.splitlines() if line and not line.startswith("#")]
+    assert [line for line in shown.splitlines() if line and not line.startswith("#")] == settings
