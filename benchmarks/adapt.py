@@ -56,17 +56,12 @@ def _hpc(name: str, d: Any, n_jobs: int) -> Any:
 
 
 def _evaluate(policy: Any, d: Any, hpc: Any, cm: Any, split: str) -> Any:
-    from adaptedge.trainer.node_onnx import run_node
+    """The one walk on ``split`` with the graph's own node models."""
+    from adaptedge.trainer.policy.walk import walk
 
     X, y = d.split(split)
     hpc_proba = hpc.proba_val if split == "validation" else hpc.proba_test
-    node = policy.nodes[policy.root]
-    out = run_node(node.onnx_model, X[:, list(node.inputs)])
-    escalate = (np.argmax(out["action_scores"], axis=1) == 1 if "action_scores" in out
-                else np.zeros(len(y), dtype=bool))
-    bought = np.array([s.name in node.sensors for s in d.sensors])
-    return cm.gate_metrics(bought, escalate, np.argmax(out["probabilities"], axis=1),
-                           np.argmax(hpc_proba, axis=1), y)
+    return walk(policy, X, hpc_proba, cm.table()).metrics(y)
 
 
 def _point(name: str, val: Any, test: Any) -> dict[str, Any]:
@@ -112,7 +107,7 @@ def _lightgbm(d: Any, cm: Any, hpc: Any, quick: bool) -> list[dict[str, Any]]:
     """LightGBM CEGB on all features: cost = sensors its trees use (static, no escalation)."""
     import lightgbm as lgb
 
-    from adaptedge.trainer.policy import Metrics
+    from adaptedge.trainer.policy.graph import Metrics
 
     per_feature = cm.sensor_costs[cm.feature_sensor] / np.bincount(cm.feature_sensor)[
         cm.feature_sensor]

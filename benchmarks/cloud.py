@@ -42,8 +42,6 @@ SERVICE_PREFIX = "adaptedge"
 # -- a bundle built here: a small MLP HPC ------------------------------------------------------
 def build_bundle(out: Path, n_features: int, n_classes: int = 4, hidden: int = 64,
                  depth: int = 1) -> Manifest:
-    from onnx import TensorProto, helper, numpy_helper
-
     from adaptedge.protocol import (
         Action,
         CostWeights,
@@ -56,29 +54,14 @@ def build_bundle(out: Path, n_features: int, n_classes: int = 4, hidden: int = 6
         SensorSpec,
         write_bundle,
     )
+    from adaptedge.trainer.export.models import mlp_to_onnx
 
     rng = np.random.default_rng(0)
 
     def model(layers: list[int]) -> bytes:
-        inits, nodes, prev = [], [], "x"
-        for k, (a, b) in enumerate(itertools.pairwise(layers)):
-            inits += [numpy_helper.from_array(rng.normal(size=(a, b)).astype(np.float32), f"W{k}"),
-                      numpy_helper.from_array(rng.normal(size=b).astype(np.float32), f"b{k}")]
-            nodes += [helper.make_node("MatMul", [prev, f"W{k}"], [f"m{k}"]),
-                      helper.make_node("Add", [f"m{k}", f"b{k}"], [f"z{k}"])]
-            prev = f"z{k}"
-            if k < len(layers) - 2:
-                nodes.append(helper.make_node("Relu", [prev], [f"r{k}"]))
-                prev = f"r{k}"
-        nodes.append(helper.make_node("Softmax", [prev], ["probabilities"], axis=1))
-        graph = helper.make_graph(
-            nodes, "bench",
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", layers[0]])],
-            [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["N", layers[-1]])],
-            initializer=inits)
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-        m.ir_version = 9
-        return bytes(m.SerializeToString())
+        weights = [(rng.normal(size=(a, b)).astype(np.float32), rng.normal(size=b).astype(np.float32))
+                   for a, b in itertools.pairwise(layers)]
+        return bytes(mlp_to_onnx(weights).SerializeToString())
 
     cols = tuple(range(n_features))
     gate = PolicyGraph(root="all", nodes={"all": PolicyNode(

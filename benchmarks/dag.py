@@ -32,11 +32,11 @@ DATASETS = ("gas", "wall-robot", "satimage", "letter", "thyroid", "heart", "lett
 
 
 def _point(point: Any, bank: Any, family: str) -> dict[str, Any]:
-    from adaptedge.trainer.dag.sweep import evaluate
+    from adaptedge.trainer.dag.nodes import evaluate
 
-    test = evaluate(point.graph, bank, "test")
-    return {"family": family, "params": dict(point.graph.params),
-            "nodes": len(point.graph.nodes),
+    test = evaluate(point, bank, "test")
+    return {"family": family, "params": dict(point.params),
+            "nodes": len(point.nodes),
             "val": {"accuracy": point.validation.accuracy, "cost": point.validation.cost,
                     "escalation_rate": point.validation.escalation_rate},
             "test": {"accuracy": test.accuracy, "cost": test.cost,
@@ -62,7 +62,7 @@ def _cost(entry: dict[str, Any] | None) -> float | None:
 def adapt_points(dataset: Any, hpc: Any, quick: bool, seed: int
                  ) -> tuple[list[dict[str, Any]], float]:
     """ADAPT-GBRT's own sweep (``trainer.adapt_gbrt``), tested through its exported ONNX."""
-    from adaptedge.trainer.bundle_export import evaluate_exports, metrics_of
+    from adaptedge.trainer.export.bundle import evaluate_exports, metrics_of
     from adaptedge.trainer.methods import MethodOptions, get_method
 
     start = time.perf_counter()
@@ -142,8 +142,9 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
     )
     from adaptedge.trainer.dag.problem import problem_from
     from adaptedge.trainer.dag.subsets import greedy_order
-    from adaptedge.trainer.dag.sweep import frontier, sweep_dag
+    from adaptedge.trainer.dag.sweep import sweep_dag
     from adaptedge.trainer.datasets import load_dataset
+    from adaptedge.trainer.frontier import pareto_frontier as frontier
     from adaptedge.trainer.hpc import fit_hpc
 
     dataset = load_dataset(name, seed=seed)
@@ -161,15 +162,15 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
                        extra=list(sweep.lattice.edges))
     statics = static_points(bank, sets)
     sky = frontier(statics)
-    everything = [p for p in statics if p.graph.root == ("n" + "_".join(
+    everything = [p for p in statics if p.root == ("n" + "_".join(
         str(s) for s in problem.all_sensors))]
     order = greedy_order(problem, scorer)
     cascades = cascade_points(bank, order, settings.lambdas, sweep.reduction)
-    gate_sets = [tuple(p.graph.nodes[p.graph.root].sensors) for p in sky][-3:]
+    gate_sets = [tuple(p.nodes[p.root].model.classifier) for p in sky][-3:]
     gates = one_node_points(bank, gate_sets, settings.lambdas, sweep.reduction)
     baseline_seconds = time.perf_counter() - start
 
-    points = ([_point(p, bank, "dag" if p.graph.params["escalation_price"] != "off"
+    points = ([_point(p, bank, "dag" if p.params["escalation_price"] != "off"
                       else "dag-no-escalation") for p in sweep.points]
               + [_point(p, bank, "static") for p in sky]
               + [_point(p, bank, "cascade") for p in cascades]

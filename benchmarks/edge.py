@@ -15,7 +15,8 @@
   from ``adaptedge train``).
 - ``import_s``: ``import edge`` in a fresh process (median of 3).
 
-The bundles are built here with scikit-learn + skl2onnx + ``protocol.bundle.write_bundle``
+The bundles are built here with scikit-learn, the trainer's ONNX toolkit (``trainer.export``)
+and ``protocol.bundle.write_bundle``
 (on letter-binary: 16 features, one sensor each, A-M vs N-Z). Run: ``python -m benchmarks.edge``
 (``--quick`` for a shorter run).
 """
@@ -40,10 +41,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import onnx
-from onnx import TensorProto, helper, numpy_helper
-from skl2onnx import convert_sklearn
-from skl2onnx.common.data_types import FloatTensorType
 from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 
@@ -61,10 +58,11 @@ from adaptedge.protocol import (
     SensorSpec,
     write_bundle,
 )
-from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
+from adaptedge.protocol.manifest import PROBA_OUTPUT
+from adaptedge.trainer.export.fuse import fuse_node_model
+from adaptedge.trainer.export.models import linear_to_onnx
+from adaptedge.trainer.export.sklearn import sklearn_to_onnx
 
-OPSETS = {"": 17, "ai.onnx.ml": 3}
-IR_VERSION = 9
 F32 = npt.NDArray[np.float32]
 
 
@@ -82,55 +80,17 @@ def letter_binary() -> tuple[F32, npt.NDArray[np.int64], F32, tuple[str, ...]]:
         return X[:12000], y[:12000], X[12000:], tuple(f"f{i}" for i in range(16))
 
 
-def _skl_onnx(model: Any, n_in: int, prefix: str) -> onnx.ModelProto:
-    """skl2onnx with input ``x``; every other name prefixed (outputs: label, probabilities)."""
-    proto = convert_sklearn(model, initial_types=[(MODEL_INPUT, FloatTensorType([None, n_in]))],
-                            target_opset=OPSETS, options={id(model): {"zipmap": False}})
-    prefixed = onnx.compose.add_prefix(proto, prefix)
-    # add_prefix renamed the input too: feed it from ``x``.
-    graph = prefixed.graph
-    for node in graph.node:
-        node.input[:] = [MODEL_INPUT if i == prefix + MODEL_INPUT else i for i in node.input]
-    return prefixed
-
-
 def node_model(lpc: Any, n_in: int, gate: Any | None = None,
                constant_scores: list[float] | None = None) -> bytes:
     """One node: ``probabilities`` from ``lpc``; ``action_scores`` from ``gate`` (its class
     probabilities, classes = actions) or constant scores."""
-    base = _skl_onnx(lpc, n_in, "lpc_")
-    graph = base.graph
-    nodes = list(graph.node)
-    inits = list(graph.initializer)
-    opsets = {o.domain: o.version for o in base.opset_import}
-    proba_name = graph.output[1].name
-    nodes.append(helper.make_node("Identity", [proba_name], [PROBA_OUTPUT], name="proba_out"))
-    outputs = [helper.make_tensor_value_info(PROBA_OUTPUT, TensorProto.FLOAT, ["N", 2])]
+    proba = sklearn_to_onnx(lpc, n_in)
     if gate is not None:
-        g = _skl_onnx(gate, n_in, "gate_")
-        nodes += list(g.graph.node)
-        inits += list(g.graph.initializer)
-        opsets.update({o.domain: max(o.version, opsets.get(o.domain, 0))
-                       for o in g.opset_import})
-        nodes.append(helper.make_node("Identity", [g.graph.output[1].name], [ACTION_OUTPUT],
-                                      name="scores_out"))
-        outputs.append(helper.make_tensor_value_info(ACTION_OUTPUT, TensorProto.FLOAT, ["N", 2]))
-    elif constant_scores is not None:
-        k = len(constant_scores)
-        inits += [numpy_helper.from_array(np.zeros((n_in, k), np.float32), "zero_w"),
-                  numpy_helper.from_array(np.asarray(constant_scores, np.float32), "score_b")]
-        nodes += [helper.make_node("MatMul", [MODEL_INPUT, "zero_w"], ["xz"]),
-                  helper.make_node("Add", ["xz", "score_b"], [ACTION_OUTPUT])]
-        outputs.append(helper.make_tensor_value_info(ACTION_OUTPUT, TensorProto.FLOAT, ["N", k]))
-    merged = helper.make_graph(
-        nodes, "node", [helper.make_tensor_value_info(MODEL_INPUT, TensorProto.FLOAT,
-                                                      ["N", n_in])],
-        outputs, initializer=inits)
-    model = helper.make_model(merged, opset_imports=[helper.make_opsetid(d, v)
-                                                     for d, v in opsets.items()])
-    model.ir_version = IR_VERSION
-    onnx.checker.check_model(model)
-    return bytes(model.SerializeToString())
+        return fuse_node_model(proba, sklearn_to_onnx(gate, n_in), scores_output=PROBA_OUTPUT)
+    if constant_scores is not None:
+        constant = linear_to_onnx(np.zeros((n_in, len(constant_scores))), constant_scores)
+        return fuse_node_model(proba, constant)
+    return fuse_node_model(proba)
 
 
 def build_bundle(out: Path, X: F32, y: npt.NDArray[np.int64],

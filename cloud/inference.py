@@ -86,10 +86,12 @@ class HpcInference:
 
     @classmethod
     def load(cls, bundle_dir: str | os.PathLike[str], *, prefix: str = DEFAULT_PREFIX,
-             run_limit_s: float = DEFAULT_RUN_LIMIT_S) -> HpcInference:
-        """Verify the bundle's hashes, open one onnxruntime session for its HPC and probe it
-        once (a model that cannot answer one row within ``run_limit_s`` is refused)."""
-        manifest = verify(bundle_dir)
+             run_limit_s: float = DEFAULT_RUN_LIMIT_S,
+             trust: Sequence[str | os.PathLike[str]] | None = None) -> HpcInference:
+        """Verify the bundle's hashes (and, with ``trust`` public keys, that one of them signed
+        it), open one onnxruntime session for its HPC and probe it once (a model that cannot
+        answer one row within ``run_limit_s`` is refused)."""
+        manifest = verify(bundle_dir, trust=trust)
         path = Path(bundle_dir) / manifest.hpc.file
         try:
             session = ort.InferenceSession(str(path), sess_options=session_options(),

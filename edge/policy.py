@@ -1,11 +1,9 @@
 """A bundle's policy graph compiled for the device: nodes with bound sessions, integer sensor ids.
 
-The walk itself lives in ``edge.runtime``; this module fixes the rules it follows. Start at the
-root; entering a node reads its sensors not read yet, in listed order; run the node model once;
-take the first highest ``action_scores`` entry (a node with one action needs none): ``stop``
-answers with the first argmax of ``probabilities``, ``acquire`` moves to the next node,
-``escalate`` reads the HPC's unread sensors and asks the cloud. When entering a node fails
-(a sensor fault) the walk stays where it is and takes the next-best action still possible.
+The rules of the walk are in ``edge.walk`` (the sans-IO step); ``edge.runtime`` drives it.
+``acquire`` and ``route`` compile to one kind, ``MOVE``: the manifest already checked that the
+target holds this node's sensors, so a move reads the target's sensors not read yet, in its
+listed order (none, one or several).
 """
 
 from __future__ import annotations
@@ -19,23 +17,23 @@ import numpy.typing as npt
 
 from adaptedge.edge.errors import BundleRefused
 from adaptedge.edge.session import NodeSession
-from adaptedge.protocol.manifest import Manifest, PolicyGraph
+from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.policy_graph import PolicyGraph
 
 STOP = 0
-ACQUIRE = 1
+MOVE = 1
 ESCALATE = 2
-_KIND_CODES = {"stop": STOP, "acquire": ACQUIRE, "escalate": ESCALATE}
+_KIND_CODES = {"stop": STOP, "acquire": MOVE, "route": MOVE, "escalate": ESCALATE}
 
 
 @dataclass(slots=True, eq=False)
 class CompiledAction:
     kind: int
-    sensor: int = -1
-    """For acquire: the sensor (index into ``manifest.sensors``) named by the action."""
     next: CompiledNode | None = None
-    new_sensors: tuple[int, ...] = ()
-    """For acquire: the sensors entering ``next`` reads when every sensor of this node was read
-    (the replay path), in ``next``'s listed order."""
+    """For a move: the node reached."""
+    new_sensor_names: tuple[str, ...] = ()
+    """For a move: the sensors entering ``next`` reads when every sensor of this node was read
+    (always so on the replay path), in ``next``'s listed order."""
 
 
 @dataclass(slots=True, eq=False)
@@ -45,17 +43,13 @@ class CompiledNode:
     inputs: npt.NDArray[np.intp]
     sensors: tuple[int, ...]
     """Sensor indices in the listed order (the order entering the node reads them)."""
+    sensor_names: tuple[str, ...]
     sensor_bits: int
     actions: list[CompiledAction] = field(default_factory=list)
     single: bool = True
     """One action only: the walk takes it without looking at scores."""
-
-    def ranked_actions(self) -> list[int]:
-        """Action indices best first; ties keep listed order (the first highest wins)."""
-        if len(self.actions) == 1:
-            return [0]
-        order = np.argsort(-self.session.scores_row.astype(np.float64), kind="stable")
-        return [int(i) for i in order]
+    escalate: CompiledAction | None = None
+    """The node's escalate action, if it has one."""
 
 
 @dataclass(slots=True, eq=False)
@@ -121,20 +115,23 @@ def compile_policy(manifest: Manifest, name: str, graph: PolicyGraph,
             session=sessions.get(node.model.file, len(node.model.inputs), len(node.actions)),
             inputs=np.asarray(node.model.inputs, dtype=np.intp),
             sensors=ids,
+            sensor_names=node.sensors,
             sensor_bits=sum(1 << i for i in ids),
         )
     for node_id, node in graph.nodes.items():
         compiled = nodes[node_id]
         for action in node.actions:
             kind = _KIND_CODES[action.kind]
-            if kind == ACQUIRE:
-                assert action.sensor is not None and action.next is not None
+            if kind == MOVE:
+                assert action.next is not None
                 target = nodes[action.next]
-                new = tuple(i for i in target.sensors if not compiled.sensor_bits >> i & 1)
-                compiled.actions.append(
-                    CompiledAction(kind, index[action.sensor], target, new))
+                new = tuple(manifest.sensors[i].name for i in target.sensors
+                            if not compiled.sensor_bits >> i & 1)
+                compiled.actions.append(CompiledAction(kind, target, new))
             else:
                 compiled.actions.append(CompiledAction(kind))
+            if kind == ESCALATE and compiled.escalate is None:
+                compiled.escalate = compiled.actions[-1]
         compiled.single = len(compiled.actions) == 1
     return CompiledPolicy(name=name, root=nodes[graph.root], nodes=nodes)
 

@@ -1,20 +1,20 @@
 """``EdgeRuntime``: load a verified bundle, walk its policy on live sensors, escalate hard inputs.
 
-The rules of the walk are in ``edge.policy``. The local path makes one onnxruntime call per
-visited node on pre-bound buffers; costs come from a table keyed by the set of sensors read,
-filled once per set by ``protocol.costs.decision_cost`` (the one definition).
+The rules of the walk are the sans-IO step in ``edge.walk``; this module drives it (reads
+sensors, runs one onnxruntime call per visited node on pre-bound buffers) and hands escalations
+to ``edge.escalation``. Costs come from a table keyed by the set of sensors read, filled once per
+set by ``protocol.costs.decision_cost`` (the one definition).
 
 A runtime is not thread-safe: use one per thread (each holds its own bound buffers).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
@@ -25,11 +25,13 @@ import numpy.typing as npt
 from adaptedge.edge.counters import new_counters, with_rates
 from adaptedge.edge.decision import Decision, Source
 from adaptedge.edge.errors import BundleRefused, EdgeError, OperatingPointError
+from adaptedge.edge.escalation import SENSOR_FAILURE, Escalation
 from adaptedge.edge.outbox import Outbox
 from adaptedge.edge.policy import (
-    ACQUIRE,
     ESCALATE,
+    MOVE,
     STOP,
+    CompiledAction,
     CompiledNode,
     CompiledPolicy,
     ModelStore,
@@ -37,24 +39,15 @@ from adaptedge.edge.policy import (
 )
 from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor
 from adaptedge.edge.uplink import Uplink
+from adaptedge.edge.walk import ReadSensor, Trail, best, step
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.costs import CostBreakdown, decision_cost
 from adaptedge.protocol.errors import BundleError
-from adaptedge.protocol.features import pack_features
-from adaptedge.protocol.manifest import Manifest
-from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
+from adaptedge.protocol.manifest import Manifest, OperatingPoint
+from adaptedge.protocol.operating_points import within_budget
 
 F32 = npt.NDArray[np.float32]
 _MAX_CACHED_SETS = 4096
-
-# Why a decision was degraded (``Decision.error``); error replies carry the cloud's code.
-NO_UPLINK = "no_uplink"
-UPLINK_DOWN = "uplink_down"
-DEADLINE = "deadline"
-MISMATCHED_REPLY = "mismatched_reply"
-SENSOR_FAILURE = "sensor_failure"
-UPLINK_ERROR = "uplink_error"
-log = logging.getLogger("edge")
 
 
 class EdgeRuntime:
@@ -69,8 +62,6 @@ class EdgeRuntime:
             raise EdgeError(f"max_resident_policies must be >= 1, got {max_resident_policies}")
         self.manifest = manifest
         self.device_id = device_id
-        self.uplink = uplink
-        self.outbox = outbox
         self._models = models
         self._resident: OrderedDict[str, CompiledPolicy] = OrderedDict()
         self._max_resident = max_resident_policies
@@ -81,18 +72,15 @@ class EdgeRuntime:
         self._sensor_names = tuple(s.name for s in manifest.sensors)
         self._sensor_cols = [np.asarray(s.features, dtype=np.intp) for s in manifest.sensors]
         self._sensor_timeouts = self._timeouts(sensor_timeouts_ms or {})
-        index = {name: i for i, name in enumerate(self._sensor_names)}
-        self._hpc_sensors = tuple(index[name] for name in manifest.hpc.sensors)
-        self._deadline_s = manifest.link.deadline_ms / 1000.0
         self._buf: F32 = np.zeros(self._n_features, dtype=np.float32)
         self._pool = ReaderPool(max_reader_threads)
         self._costs: dict[int, CostBreakdown] = {}
-        self._masks: dict[int, npt.NDArray[np.bool_]] = {}
         self._counters = new_counters()
         self._tally: dict[tuple[str, int], int] = {}
         """(source, cost key) -> decisions: the per-decision counters, summed when read."""
-        self._next_id = (time.time_ns() & ((1 << 62) - 1)) if request_id_start is None \
-            else request_id_start
+        self._escalation = Escalation(manifest, uplink=uplink, outbox=outbox,
+                                      counters=self._counters, clock=clock, device_id=device_id,
+                                      request_id_start=request_id_start)
         self._point = manifest.default_operating_point
         self._policy = self._activate(manifest.operating_point(self._point).policy)
 
@@ -104,7 +92,8 @@ class EdgeRuntime:
              sensor_timeouts_ms: Mapping[str, float] | None = None,
              outbox: Outbox | None = None, max_reader_threads: int = 4,
              request_id_start: int | None = None, preload_all: bool = False,
-             max_resident_policies: int = 2) -> EdgeRuntime:
+             max_resident_policies: int = 2,
+             trust: Sequence[str | os.PathLike[str]] | None = None) -> EdgeRuntime:
         """Verify every file hash of a bundle (directory or ``.tar``), then build the sessions
         of the operating point in use.
 
@@ -115,12 +104,13 @@ class EdgeRuntime:
         allows. ``sensor_timeouts_ms`` overrides the bundle's per-sensor ``timeout_ms``; the key
         ``"*"`` sets a timeout for every sensor the bundle gives none. ``request_id_start``
         fixes the first request id (default: derived from the wall clock, so a restarted device
-        does not reuse ids the cloud may still remember).
+        does not reuse ids the cloud may still remember). ``trust``: public keys (``signing.pub``
+        paths); when given, only a bundle signed by one of them loads.
         """
         cleanup = ExitStack()
         try:
             root = Path(cleanup.enter_context(open_bundle(bundle_dir)))  # a .tar stays extracted
-            manifest = verify(root)  # every hash, before any session exists
+            manifest = verify(root, trust=trust)  # hashes and signer, before any session
             runtime = cls(manifest, ModelStore(manifest, root), uplink=uplink, clock=clock,
                           device_id=device_id, sensor_timeouts_ms=sensor_timeouts_ms,
                           outbox=outbox, max_reader_threads=max_reader_threads,
@@ -161,6 +151,14 @@ class EdgeRuntime:
         return compiled
 
     @property
+    def uplink(self) -> Uplink | None:
+        return self._escalation.uplink
+
+    @property
+    def outbox(self) -> Outbox | None:
+        return self._escalation.outbox
+
+    @property
     def resident_policies(self) -> tuple[str, ...]:
         """Policies whose sessions are loaded, least recently used first."""
         return tuple(self._resident)
@@ -196,14 +194,7 @@ class EdgeRuntime:
                                           f"has {names}")
             point = self.manifest.operating_point(name_or_budget)
         else:
-            budget = float(name_or_budget)
-            fitting = [p for p in points if p.cost <= budget]
-            if not fitting or math.isnan(budget):
-                cheapest = min(points, key=lambda p: p.cost)
-                raise OperatingPointError(
-                    f"no operating point costs <= {budget:g}; the cheapest is "
-                    f"{cheapest.name!r} at {cheapest.cost:g}")
-            point = max(fitting, key=lambda p: (p.accuracy, -p.cost))
+            point = point_within_budget(points, float(name_or_budget))
         self._policy = self._activate(point.policy)
         self._point = point.name
 
@@ -278,188 +269,82 @@ class EdgeRuntime:
 
         return self._decide(row, read)
 
-    def _decide(self, values: F32, read: Callable[[int], str | None] | None) -> Decision:
+    def _decide(self, values: F32, read: ReadSensor | None) -> Decision:
         clock = self._clock
         t0 = clock()
-        node: CompiledNode = self._policy.root
-        names = self._sensor_names
-        read_bits = 0
-        failed_bits = 0
-        order: list[int] = []
-        failed: dict[str, str] = {}
-        nodes: list[str] = []
-        error: str | None = None
-
-        # Enter the root: read its sensors in listed order.
-        if read is None:
-            read_bits = node.sensor_bits
-            order.extend(node.sensors)
-        else:
-            for s in node.sensors:
-                why = read(s)
-                if why is None:
-                    read_bits |= 1 << s
-                    order.append(s)
-                else:
-                    failed[names[s]] = why
-                    failed_bits |= 1 << s
-        root_failed = failed_bits != 0
-
-        kind = STOP
-        while True:
-            nodes.append(node.id)
-            session = node.session
-            values.take(node.inputs, out=session.x_row, mode="clip")
-            session.run()
-            if root_failed:
-                # The root model ran with the failed columns at 0: its scores are not
-                # trustworthy; escalate if the root may, else answer degraded.
-                has_escalate = any(a.kind == ESCALATE for a in node.actions)
-                kind = ESCALATE if has_escalate else -1
-                break
-            idx = 0 if node.single else int(session.scores_row.argmax())
-            action = node.actions[idx]
-            kind = action.kind
-            if kind != ACQUIRE:
-                break
-            target = action.next
-            assert target is not None
-            if read is None:  # replay: every sensor of this node was read
-                order.extend(action.new_sensors)
-                read_bits = target.sensor_bits
-                node = target
-                continue
-            # Live sensors: entering may fail; then take the next-best action still possible.
-            ranked: list[int] | None = None
-            tried: set[int] = set()
-            moved = False
-            while True:
-                if kind == ACQUIRE:
-                    target = node.actions[idx].next
-                    assert target is not None
-                    ok = True
-                    for s in target.sensors:
-                        if read_bits >> s & 1:
-                            continue
-                        if failed_bits >> s & 1:  # failed once: not retried this decision
-                            ok = False
-                            break
-                        why = read(s)
-                        if why is not None:
-                            failed[names[s]] = why
-                            failed_bits |= 1 << s
-                            ok = False
-                            break
-                        read_bits |= 1 << s
-                        order.append(s)
-                    if ok:
-                        node = target
-                        moved = True
-                        break
-                else:
-                    break
-                tried.add(idx)
-                if ranked is None:
-                    ranked = node.ranked_actions()
-                nxt = _next_possible(node, ranked, tried, failed_bits)
-                if nxt is None:
-                    kind = -1  # nothing left the policy could do
-                    break
-                idx = nxt
-                kind = node.actions[idx].kind
-            if moved:
-                continue
-            break
-
-        proba = session.proba_row
-        local_idx = int(proba.argmax())
-        source: Source = "local"
-        sent = False
-        request_id: int | None = None
+        node, action, trail = (self._walk_replay(values) if read is None
+                               else self._walk_live(values, read))
+        proba = node.session.proba_row
         t_local = clock() - t0
+        kind = -1 if action is None else action.kind
+        request_id: int | None = None
         t_cloud = 0.0
-        counters = self._counters
+        sent = False
+        error: str | None = None
+        source: Source = "local"
         if kind == ESCALATE:
-            counters["escalations"] += 1
-            probabilities = proba.copy()
-            label_index = local_idx
-            source = "degraded"
-            uplink = self.uplink
-            if uplink is None:
-                error = NO_UPLINK
-            elif not uplink.is_connected():
-                error = UPLINK_DOWN
-                counters["uplink_down"] += 1
-            else:
-                for s in self._hpc_sensors:
-                    bit = 1 << s
-                    if read_bits & bit or failed_bits & bit:
-                        continue
-                    why = None if read is None else read(s)
-                    if why is None:
-                        read_bits |= bit
-                        order.append(s)
-                    else:
-                        failed[names[s]] = why
-                        failed_bits |= bit
-                request = self._request(values, read_bits, local_idx, float(proba[local_idx]))
-                request_id = request.request_id
-                if self.outbox is not None:
-                    try:
-                        self.outbox.record(request)
-                    except (OSError, ValueError):
-                        counters["outbox_errors"] += 1
-                sent = True
-                t_send = clock()
-                try:
-                    reply = uplink.exchange(request, t_send + self._deadline_s)
-                except Exception:  # a transport bug must not crash the device
-                    log.exception("edge %s: the uplink raised; answering degraded",
-                                  self.device_id)
-                    reply = ErrorReply(request_id, self.device_id, UPLINK_ERROR,
-                                       "the uplink raised", 0.0)
-                    counters["uplink_errors"] += 1
-                    counters["cloud_errors"] -= 1  # counted below as an error reply
-                t_cloud = clock() - t_send
-                if reply is None:
-                    error = DEADLINE
-                    counters["deadline_missed"] += 1
-                elif isinstance(reply, ErrorReply):
-                    error = reply.code
-                    counters["cloud_errors"] += 1
-                else:
-                    cloud = self._accept(reply, request_id)
-                    if cloud is None:
-                        error = MISMATCHED_REPLY
-                        counters["mismatched_replies"] += 1
-                    else:
-                        probabilities, label_index = cloud
-                        source = "cloud"
+            answer = self._escalation.ask(values, trail, read, proba)
+            probabilities, label_index, source = (answer.probabilities, answer.label_index,
+                                                  answer.source)
+            error, request_id, sent, t_cloud = (answer.error, answer.request_id, answer.sent,
+                                                answer.seconds)
         else:
             probabilities = proba.copy()
-            label_index = local_idx
+            label_index = int(proba.argmax())
             if kind != STOP:
-                source = "degraded"
-                error = SENSOR_FAILURE
-        key = read_bits << 1 | sent
+                source, error = "degraded", SENSOR_FAILURE
+        key = trail.read_bits << 1 | sent
         cost = self._costs.get(key) or self._cost(key)
         tally_key = (source, key)
         tally = self._tally
         tally[tally_key] = tally.get(tally_key, 0) + 1
         return Decision(
-            label=self._classes[label_index],
-            label_index=label_index,
-            probabilities=probabilities,
-            source=source,
-            sensors_read=tuple(map(names.__getitem__, order)),
-            failed_sensors=failed,
-            nodes=tuple(nodes),
-            escalated=kind == ESCALATE,
-            cost=cost,
-            request_id=request_id,
-            timings={"total": clock() - t0, "local": t_local, "cloud": t_cloud},
-            error=error,
-        )
+            label=self._classes[label_index], label_index=label_index,
+            probabilities=probabilities, source=source, sensors_read=tuple(trail.order),
+            failed_sensors=trail.failed, nodes=tuple(trail.nodes), escalated=kind == ESCALATE,
+            cost=cost, request_id=request_id,
+            timings={"total": clock() - t0, "local": t_local, "cloud": t_cloud}, error=error)
+
+    def _walk_replay(self, values: F32) -> tuple[CompiledNode, CompiledAction, Trail]:
+        """The walk on a fully measured row: every read succeeds, so no step can fail."""
+        node = self._policy.root
+        trail = Trail(self._sensor_names)
+        order, nodes = trail.order, trail.nodes
+        order.extend(node.sensor_names)
+        while True:
+            nodes.append(node.id)
+            session = node.session
+            values.take(node.inputs, out=session.x_row, mode="clip")
+            session.run()
+            action = best(node, session.scores_row)
+            if action.kind != MOVE:
+                break
+            order.extend(action.new_sensor_names)
+            node = action.next  # type: ignore[assignment]  # a move has a next node
+        trail.read_bits = node.sensor_bits
+        return node, action, trail
+
+    def _walk_live(self, values: F32, read: ReadSensor
+                   ) -> tuple[CompiledNode, CompiledAction | None, Trail]:
+        """The walk on live sensors: a failed read leaves the walk where it is."""
+        node = self._policy.root
+        trail = Trail(self._sensor_names)
+        # The root model runs with failed columns at 0: its scores are not trusted then.
+        trusted = trail.read(node.sensors, read, stop_at_failure=False)
+        while True:
+            trail.nodes.append(node.id)
+            session = node.session
+            values.take(node.inputs, out=session.x_row, mode="clip")
+            session.run()
+            while True:
+                action, sensors = step(node, session.scores_row, trail.read_bits,
+                                       trail.failed_bits, trusted)
+                if action is None or action.kind != MOVE:
+                    return node, action, trail
+                if trail.read(sensors, read, stop_at_failure=True):
+                    break
+            assert action.next is not None
+            node = action.next
 
     # -- helpers -------------------------------------------------------------------------------
     def _cost(self, key: int) -> CostBreakdown:
@@ -470,37 +355,6 @@ class EdgeRuntime:
         if len(self._costs) < _MAX_CACHED_SETS:
             self._costs[key] = cost
         return cost
-
-    def _mask(self, read_bits: int) -> npt.NDArray[np.bool_]:
-        mask = self._masks.get(read_bits)
-        if mask is None:
-            mask = np.zeros(self._n_features, dtype=bool)
-            for i, cols in enumerate(self._sensor_cols):
-                if read_bits >> i & 1:
-                    mask[cols] = True
-            if len(self._masks) < _MAX_CACHED_SETS:
-                self._masks[read_bits] = mask
-        return mask
-
-    def _request(self, values: F32, read_bits: int, label: int,
-                 confidence: float) -> InferenceRequest:
-        features, mask = pack_features(values, self._mask(read_bits))
-        request_id = self._next_id
-        self._next_id += 1
-        return InferenceRequest(
-            request_id=request_id, device=self.device_id, bundle_id=self.manifest.bundle_id,
-            sent_at=self._clock(), deadline_ms=self.manifest.link.deadline_ms,
-            features=features, mask=mask, local_label=label, local_confidence=confidence)
-
-    def _accept(self, reply: InferenceReply,
-                request_id: int) -> tuple[F32, int] | None:
-        if reply.request_id != request_id:
-            return None
-        probabilities = reply.probability_array()
-        n = len(self._classes)
-        if probabilities.shape[0] != n or not 0 <= reply.label < n:
-            return None
-        return probabilities.copy(), reply.label
 
     # -- lifecycle -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -522,17 +376,11 @@ class EdgeRuntime:
                 f"operating_point={self._point!r}, device={self.device_id!r})")
 
 
-def _next_possible(node: CompiledNode, ranked: list[int], tried: set[int],
-                   failed_bits: int) -> int | None:
-    """The best-ranked action not tried yet whose target needs no failed sensor."""
-    for i in ranked:
-        if i in tried:
-            continue
-        action = node.actions[i]
-        if action.kind == ACQUIRE:
-            assert action.next is not None
-            if action.next.sensor_bits & failed_bits:
-                continue
-        return i
-    return None
-
+def point_within_budget(points: Sequence[OperatingPoint], budget: float) -> OperatingPoint:
+    """The most accurate point whose cost is <= ``budget`` (the cheaper one on ties)."""
+    best = within_budget(points, budget)
+    if best is None:
+        cheapest = min(points, key=lambda p: p.cost)
+        raise OperatingPointError(f"no operating point costs <= {budget:g}; the cheapest is "
+                                  f"{cheapest.name!r} at {cheapest.cost:g}")
+    return points[best]

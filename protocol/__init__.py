@@ -1,19 +1,16 @@
-"""adaptedge contracts, sans-IO: wire messages and codec, topics, errors, the bundle manifest."""
+"""adaptedge contracts, sans-IO: wire messages and codec, topics, errors, the bundle manifest
+and its policy graph."""
 
 from adaptedge.protocol.bundle import open_bundle, read_manifest, verify, write_bundle
 from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.errors import BundleError, ProtocolError
 from adaptedge.protocol.features import pack_features
 from adaptedge.protocol.manifest import (
-    Action,
     CostWeights,
     HpcRef,
     LinkSpec,
     Manifest,
-    ModelRef,
     OperatingPoint,
-    PolicyGraph,
-    PolicyNode,
     SensorSpec,
 )
 from adaptedge.protocol.messages import (
@@ -24,6 +21,7 @@ from adaptedge.protocol.messages import (
     Message,
     Telemetry,
 )
+from adaptedge.protocol.policy_graph import Action, ModelRef, PolicyGraph, PolicyNode
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -2,12 +2,16 @@
 
 A decision reads the union of the sensors of the nodes it visits; escalating also reads the
 HPC's sensors not read yet and pays the link (bytes, radio energy, round trip, price/call).
+``decision_costs`` is the same rule for a batch of decisions (every walk uses it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, Manifest, SensorSpec
 
@@ -64,3 +68,38 @@ def decision_cost(manifest: Manifest, sensors_read: Iterable[str], escalated: bo
 def hpc_cost(manifest: Manifest) -> CostBreakdown:
     """Always-cloud: read every sensor the HPC needs and pay the link on every input."""
     return decision_cost(manifest, manifest.hpc.sensors, escalated=True)
+
+
+def decision_costs(read_mask: npt.ArrayLike, escalated: npt.ArrayLike,
+                   sensor_costs: npt.ArrayLike, link_cost: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """``decision_cost`` for a batch: each row pays every sensor it read once, plus the link
+    when it escalated.
+
+    ``read_mask`` [N, S] (escalation's HPC sensors included), ``escalated`` [N];
+    ``sensor_costs`` [S] and ``link_cost`` a number give [N]; ``sensor_costs`` [S, K] and
+    ``link_cost`` [K] (e.g. ``cost_columns``) give [N, K].
+    """
+    read = np.asarray(read_mask, dtype=np.float64)
+    per_sensor = np.asarray(sensor_costs, dtype=np.float64)
+    link = np.asarray(link_cost, dtype=np.float64)
+    esc = np.asarray(escalated, dtype=np.float64)
+    if per_sensor.ndim == 2:
+        esc = esc[:, None]
+    out: npt.NDArray[np.float64] = read @ per_sensor + esc * link
+    return out
+
+
+COST_COLUMNS = ("scalar", "energy_mj", "latency_ms", "money", "bytes")
+"""The columns of ``cost_columns``: what ``decision_costs`` adds up per row."""
+
+
+def cost_columns(sensors: Sequence[SensorSpec], link: LinkSpec, weights: CostWeights
+                 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Per-sensor [S, 5] and link [5] costs in ``COST_COLUMNS`` order, for ``decision_costs``."""
+
+    def row(c: CostBreakdown) -> list[float]:
+        return [c.scalar, c.energy_mj, c.latency_ms, c.money, float(c.bytes)]
+
+    per_sensor = np.array([row(sensor_cost(s, weights)) for s in sensors],
+                          dtype=np.float64).reshape(len(sensors), len(COST_COLUMNS))
+    return per_sensor, np.array(row(link_cost(link, weights)), dtype=np.float64)

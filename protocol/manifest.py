@@ -18,16 +18,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from adaptedge.protocol.errors import BundleError
+from adaptedge.protocol.policy_graph import ACTION_KINDS as ACTION_KINDS  # the contract's name
+from adaptedge.protocol.policy_graph import PolicyGraph, read_graph
 
 BUNDLE_SCHEMA_VERSION = 1
 MODEL_INPUT = "x"
 PROBA_OUTPUT = "probabilities"
 ACTION_OUTPUT = "action_scores"
-ActionKind = Literal["stop", "acquire", "escalate"]
-ACTION_KINDS: tuple[ActionKind, ...] = ("stop", "acquire", "escalate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,40 +83,6 @@ class CostWeights:
             + self.latency_ms * link.rtt_ms
             + self.money * link.cloud_cost_per_call
         )
-
-
-@dataclass(frozen=True, slots=True)
-class ModelRef:
-    """An ONNX file and the feature columns (indices into ``feature_names``) it takes as ``x``."""
-
-    file: str
-    inputs: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    kind: ActionKind
-    sensor: str | None = None
-    """For ``acquire``: the sensor to read next."""
-    next: str | None = None
-    """For ``acquire``: the node reached."""
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyNode:
-    """A set of acquired sensors, the local classifier there, and the actions allowed."""
-
-    sensors: tuple[str, ...]
-    model: ModelRef
-    actions: tuple[Action, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyGraph:
-    """A DAG over sensor sets. Entering a node reads its sensors not read yet, in listed order."""
-
-    root: str
-    nodes: Mapping[str, PolicyNode]
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +175,10 @@ class _Reader:
             return default
         value = self.raw[key]
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:
+                raise BundleError("must be a finite number", path=self.at(key)) from None
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise BundleError(f"has the wrong type {type(value).__name__}", path=self.at(key))
         if isinstance(value, float) and not math.isfinite(value):
@@ -244,6 +213,10 @@ class _Reader:
             if not isinstance(item, int) or isinstance(item, bool) or item < 0:
                 raise BundleError("must be a non-negative integer", path=f"{self.at(key)}[{i}]")
         return tuple(items)
+
+    def objects(self, key: str) -> list[_Reader]:
+        """A reader for each object in list field ``key`` (at ``key[i]``)."""
+        return [_Reader(item, f"{self.at(key)}[{i}]") for i, item in enumerate(self.get(key, list))]
 
 
 def _parse_manifest(raw: Any) -> Manifest:
@@ -289,7 +262,8 @@ def _parse_manifest(raw: Any) -> Manifest:
     if not policies_raw.raw:
         raise BundleError("must hold at least one policy graph", path="policies")
     policies = {
-        name: _parse_graph(policies_raw.child(name), names, owner, len(classes), files)
+        name: read_graph(policies_raw.child(name), name=name, sensor_names=names, owner=owner,
+                         files=files)
         for name in policies_raw.raw
     }
     points = tuple(_parse_point(_Reader(item, f"operating_points[{i}]"), policies)
@@ -388,64 +362,6 @@ def _check_sensors(used: tuple[str, ...], known: list[str], path: str) -> None:
             raise BundleError(f"unknown sensor {name!r} (the bundle has {known})", path=path)
     if len(set(used)) != len(used):
         raise BundleError("lists a sensor twice", path=path)
-
-
-def _parse_graph(r: _Reader, sensor_names: list[str], owner: dict[int, str], n_classes: int,
-                 files: Mapping[str, str]) -> PolicyGraph:
-    root = r.text("root")
-    nodes_raw = r.child("nodes")
-    nodes: dict[str, PolicyNode] = {}
-    for node_id in nodes_raw.raw:
-        nr = nodes_raw.child(node_id)
-        sensors = nr.strings("sensors")
-        _check_sensors(sensors, sensor_names, nr.at("sensors"))
-        mr = nr.child("model")
-        model = ModelRef(file=mr.text("file"), inputs=mr.ints("inputs"))
-        _check_file(files, model.file, mr.at("file"))
-        for col in model.inputs:
-            if owner.get(col) not in sensors:
-                raise BundleError(
-                    f"model input feature {col} is not yielded by this node's sensors {list(sensors)}",
-                    path=mr.at("inputs"))
-        actions = []
-        for i, ar in enumerate(nr.get("actions", list)):
-            a = _Reader(ar, f"{nr.at('actions')}[{i}]")
-            kind = a.text("kind")
-            if kind not in ACTION_KINDS:
-                raise BundleError(f"unknown action kind {kind!r} (one of {ACTION_KINDS})",
-                                  path=a.at("kind"))
-            sensor = a.get("sensor", (str, type(None)), None)
-            nxt = a.get("next", (str, type(None)), None)
-            if kind == "acquire":
-                if sensor not in sensor_names:
-                    raise BundleError(f"unknown sensor {sensor!r}", path=a.at("sensor"))
-                if sensor in sensors:
-                    raise BundleError(f"acquires {sensor!r}, which this node already holds",
-                                      path=a.at("sensor"))
-                if nxt is None:
-                    raise BundleError("an acquire action needs a next node", path=a.at("next"))
-            elif sensor is not None or nxt is not None:
-                raise BundleError(f"a {kind} action takes no sensor or next node", path=a.path)
-            actions.append(Action(kind=kind, sensor=sensor, next=nxt))  # type: ignore[arg-type]
-        if not actions:
-            raise BundleError("a node needs at least one action", path=nr.at("actions"))
-        nodes[node_id] = PolicyNode(sensors=sensors, model=model, actions=tuple(actions))
-    if root not in nodes:
-        raise BundleError(f"root {root!r} is not a node", path=r.at("root"))
-    for node_id, node in nodes.items():
-        for i, action in enumerate(node.actions):
-            if action.kind != "acquire":
-                continue
-            path = f"{r.at('nodes')}.{node_id}.actions[{i}].next"
-            target = nodes.get(action.next or "")
-            if target is None:
-                raise BundleError(f"next node {action.next!r} does not exist", path=path)
-            if set(target.sensors) != set(node.sensors) | {action.sensor}:
-                raise BundleError(
-                    f"node {action.next!r} holds {list(target.sensors)}, but acquiring "
-                    f"{action.sensor!r} from {list(node.sensors)} must reach exactly their union",
-                    path=path)
-    return PolicyGraph(root=root, nodes=nodes)
 
 
 def _parse_point(r: _Reader, policies: Mapping[str, PolicyGraph]) -> OperatingPoint:

@@ -1,10 +1,11 @@
-"""A small bundle built without the trainer: least-squares linear models in hand-built ONNX.
+"""A small bundle built without training a method: least-squares linear models in ONNX.
 
 One policy node holding the first ``n_sensors`` sensors of a dataset (actions stop /
 escalate; a linear gate set to escalate about ``escalate`` of the test rows) and an HPC over
 every sensor. It is what ``adaptedge demo`` falls back to when ``trainer.api`` is missing,
 and what simulator tests use for an ``adaptedge edge run`` device (which replays built-in
-datasets). Needs ``onnx`` (the ``train`` extra).
+datasets). The models come from the trainer's ONNX toolkit (``trainer.export``), so this
+needs ``onnx`` (the ``train`` extra).
 """
 
 from __future__ import annotations
@@ -25,41 +26,8 @@ from adaptedge.protocol import (
     PolicyNode,
     write_bundle,
 )
-from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
 
-IR_VERSION = 9
-OPSET = 17
 F32 = npt.NDArray[np.float32]
-
-
-def linear_onnx(weights: F32, bias: F32, action_weights: F32 | None = None,
-                action_bias: F32 | None = None) -> bytes:
-    """ONNX: probabilities = softmax(x W + b) [, action_scores = x A + c]."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    n_in, n_classes = weights.shape
-    inits = [numpy_helper.from_array(weights.astype(np.float32), "W"),
-             numpy_helper.from_array(bias.astype(np.float32), "b")]
-    nodes = [helper.make_node("MatMul", [MODEL_INPUT, "W"], ["xw"]),
-             helper.make_node("Add", ["xw", "b"], ["logits"]),
-             helper.make_node("Softmax", ["logits"], [PROBA_OUTPUT], axis=1)]
-    outputs = [helper.make_tensor_value_info(PROBA_OUTPUT, TensorProto.FLOAT, ["N", n_classes])]
-    if action_weights is not None and action_bias is not None:
-        inits += [numpy_helper.from_array(action_weights.astype(np.float32), "A"),
-                  numpy_helper.from_array(action_bias.astype(np.float32), "c")]
-        nodes += [helper.make_node("MatMul", [MODEL_INPUT, "A"], ["xa"]),
-                  helper.make_node("Add", ["xa", "c"], [ACTION_OUTPUT])]
-        outputs.append(helper.make_tensor_value_info(
-            ACTION_OUTPUT, TensorProto.FLOAT, ["N", action_weights.shape[1]]))
-    graph = helper.make_graph(
-        nodes, "linear",
-        [helper.make_tensor_value_info(MODEL_INPUT, TensorProto.FLOAT, ["N", n_in])],
-        outputs, initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    model.ir_version = IR_VERSION
-    onnx.checker.check_model(model)
-    return bytes(model.SerializeToString())
 
 
 def _fit(X: npt.NDArray[Any], y: npt.NDArray[Any], n_classes: int) -> tuple[F32, F32]:
@@ -76,6 +44,7 @@ def build_linear_bundle(out: Path, data: str, *, n_sensors: int = 4, escalate: f
                         seed: int = 0) -> Manifest:
     """Write the bundle for built-in dataset ``data`` to ``out``; returns its manifest."""
     from adaptedge.trainer.datasets import load_dataset
+    from adaptedge.trainer.export.models import linear_node_model
 
     ds = load_dataset(data)
     k = len(ds.classes)
@@ -88,7 +57,8 @@ def build_linear_bundle(out: Path, data: str, *, n_sensors: int = 4, escalate: f
     A[:, 1] = rng.normal(size=len(cols)) / (ds.X_train[:, cols].std(0) + 1e-6)
     score = ds.X_val[:, cols] @ A[:, 1]
     c = np.asarray([0.0, -np.quantile(score, 1.0 - escalate)], np.float32)
-    files = {"hpc.onnx": linear_onnx(W_hpc, b_hpc), "gate.onnx": linear_onnx(W, b, A, c)}
+    files = {"hpc.onnx": linear_node_model(W_hpc, b_hpc),
+             "gate.onnx": linear_node_model(W, b, A, c)}
     node = PolicyNode(sensors=tuple(s.name for s in node_sensors),
                       model=ModelRef("gate.onnx", cols),
                       actions=(Action("stop"), Action("escalate")))

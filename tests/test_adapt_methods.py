@@ -1,40 +1,51 @@
-"""The registered sweeps: every exported policy's ONNX reproduces its validation metrics."""
+"""The registered one-node sweeps: every exported graph, run by the float32 ONNX oracle
+(``trainer.policy_eval``) and costed by ``protocol.costs``, reproduces its validation metrics
+(which the float64 walk computed)."""
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from adaptedge.trainer.gating import CostModel
+from adaptedge.protocol.costs import decision_cost
+from adaptedge.trainer.export.bundle import build_bundle
+from adaptedge.trainer.hpc import HpcModel, fit_hpc
 from adaptedge.trainer.methods import MethodOptions, get_method
-from adaptedge.trainer.node_onnx import run_node
+from adaptedge.trainer.policy_eval import BundleRunner
 from adaptedge.trainer.synthetic import synthetic_2
 
+DATA = synthetic_2(n=1000)
 
-def _oracle(y: np.ndarray, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    pred = np.where(rng.random(len(y)) < 0.97, y, 1 - y)
-    return np.eye(2)[pred] * 0.9 + 0.05
+
+@pytest.fixture(scope="module")
+def hpc() -> HpcModel:
+    return fit_hpc(DATA, kind="hgb", cache=False)
 
 
 @pytest.mark.parametrize("method", ["adapt-gbrt", "adapt-lin", "l1", "greedy-miser",
                                     "confidence"])
-def test_exported_policies_match_their_validation_metrics(method: str) -> None:
-    d = synthetic_2(n=1000)
-    hpc = SimpleNamespace(oof_proba_train=_oracle(d.y_train, 0),
-                          proba_val=_oracle(d.y_val, 1), sensors=("x1", "x2"))
-    policies = get_method(method)(d, hpc, MethodOptions(quick=True, progress=False))
-    assert policies
-    cm = CostModel.build(d.sensors, d.cost_weights, d.link, d.n_features, hpc.sensors)
-    for policy in policies:
-        assert policy.method == method
-        node = policy.nodes[policy.root]
-        out = run_node(node.onnx_model, d.X_val[:, list(node.inputs)])
-        escalate = (np.argmax(out["action_scores"], axis=1) == 1 if "action_scores" in out
-                    else np.zeros(len(d.y_val), dtype=bool))
-        bought = np.array([s.name in node.sensors for s in d.sensors])
-        got = cm.gate_metrics(bought, escalate, np.argmax(out["probabilities"], axis=1),
-                              np.argmax(hpc.proba_val, axis=1), d.y_val)
-        assert got == policy.validation, policy.name
+def test_exported_graphs_match_their_validation_metrics(method: str, hpc: HpcModel) -> None:
+    d = DATA
+    graphs = get_method(method)(d, hpc, MethodOptions(quick=True, progress=False))
+    assert graphs
+    manifest, files = build_bundle(d, hpc, graphs)
+    runner = BundleRunner.from_files(manifest, files)
+    hpc_onnx = runner.hpc_proba(d.X_val).argmax(axis=1)
+    same_hpc = hpc_onnx == np.argmax(hpc.proba_val, axis=1)
+    for graph in graphs:
+        assert graph.method == method and len(graph.nodes) == 1
+        got = runner.evaluate(graph.name, d.X_val, d.y_val)
+        v = graph.validation
+        costs = [decision_cost(manifest, (n for n, r in zip(got.sensor_names, row, strict=True)
+                                          if r), bool(e)).scalar
+                 for row, e in zip(got.sensors_read, got.escalated, strict=True)]
+        assert float(np.mean(costs)) == pytest.approx(v.cost, rel=1e-12, abs=1e-12), graph.name
+        assert got.escalation_rate == v.escalation_rate, graph.name
+        assert got.avg_sensors_read == pytest.approx(v.avg_sensors_read, abs=1e-12)
+        # the oracle answers escalated rows with the ONNX HPC: equal wherever both HPCs agree
+        agree = ~got.escalated | same_hpc
+        expected = np.where(got.escalated, np.argmax(hpc.proba_val, axis=1), got.labels)
+        assert np.mean(expected == d.y_val) == pytest.approx(v.accuracy, abs=1e-12), graph.name
+        assert np.all((got.labels == expected)[agree]), graph.name
+    if method != "greedy-miser":
+        assert any(g.validation.escalation_rate > 0 for g in graphs)

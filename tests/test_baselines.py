@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from adaptedge.trainer.baselines import ConfidenceCascade, GreedyMiser, L1Baseline
-from adaptedge.trainer.node_onnx import run_node
+from adaptedge.trainer.export.run import run_node
 from adaptedge.trainer.synthetic import synthetic_2
 
 

@@ -1,7 +1,7 @@
 """Bundle export: deterministic, verified by protocol.bundle.verify; frontier and budget picks.
 
 ``heart_policies`` builds small real policies (logistic models on heart's sensors exported with
-``trainer.onnx_export``); other tests import it.
+``trainer.export``); other tests import it.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from adaptedge.protocol.bundle import verify
-from adaptedge.protocol.manifest import Action
-from adaptedge.trainer.bundle_export import evaluate_exports, export_bundle, metrics_of
 from adaptedge.trainer.datasets import Dataset, load_dataset
+from adaptedge.trainer.export.bundle import evaluate_exports, export_bundle, metrics_of
+from adaptedge.trainer.export.fuse import fuse_node_model
+from adaptedge.trainer.export.models import linear_to_onnx
 from adaptedge.trainer.frontier import (
     BudgetError,
     pareto_frontier,
@@ -25,16 +26,16 @@ from adaptedge.trainer.frontier import (
     pick_within_budget,
 )
 from adaptedge.trainer.hpc import HpcModel, fit_hpc
-from adaptedge.trainer.onnx_export import fuse_node_model, linear_to_onnx
-from adaptedge.trainer.policy import Metrics, NodeExport, PolicyExport
+from adaptedge.trainer.policy.graph import Graph, GraphAction, GraphNode, Metrics
+from adaptedge.trainer.policy.onnx_node import OnnxNodeModel
 
 
 def _columns(d: Dataset, sensors: list[str]) -> tuple[int, ...]:
     return tuple(sorted(c for s in d.sensors if s.name in sensors for c in s.features))
 
 
-def logistic_node(d: Dataset, sensors: list[str], actions: tuple[Action, ...],
-                  threshold: float = 0.8) -> NodeExport:
+def logistic_node(d: Dataset, sensors: list[str], actions: tuple[GraphAction, ...],
+                  threshold: float = 0.8) -> GraphNode:
     """A standardised logistic model on ``sensors``; with >1 action, a confidence rule picks
     stop when max probability >= threshold, else the last action."""
     cols = _columns(d, sensors)
@@ -59,27 +60,28 @@ def logistic_node(d: Dataset, sensors: list[str], actions: tuple[Action, ...],
         c = np.zeros(len(actions))
         A[:, 0], c[0] = gap, (b[1] - b[0] if W.shape[1] == 2 else b[0]) - t
         scores = linear_to_onnx(A, c, output="variable")
-    return NodeExport(sensors=tuple(sensors), inputs=cols,
-                      onnx_model=fuse_node_model(proba, scores), actions=actions)
+    return GraphNode(sensors=tuple(sensors), inputs=cols, actions=actions,
+                     model=OnnxNodeModel(fuse_node_model(proba, scores)))
 
 
-def heart_policies(d: Dataset) -> list[PolicyExport]:
+def heart_policies(d: Dataset) -> list[Graph]:
     """A one-node gate (all sensors; stop or escalate) and a walk age -> +thal (stop/escalate)."""
     everything = [s.name for s in d.sensors]
-    gate = {"all": logistic_node(d, everything, (Action("stop"), Action("escalate")))}
+    stop, escalate = GraphAction("stop"), GraphAction("escalate")
+    gate = {"all": logistic_node(d, everything, (stop, escalate))}
     walk = {
-        "root": logistic_node(d, [], (Action("acquire", "age", "age"),)),
-        "age": logistic_node(d, ["age"], (Action("stop"), Action("acquire", "thal", "age+thal")),
+        "root": logistic_node(d, [], (GraphAction("acquire", next="age", sensor="age"),)),
+        "age": logistic_node(d, ["age"],
+                             (stop, GraphAction("acquire", next="age+thal", sensor="thal")),
                              threshold=0.75),
-        "age+thal": logistic_node(d, ["age", "thal"], (Action("stop"), Action("escalate"))),
+        "age+thal": logistic_node(d, ["age", "thal"], (stop, escalate)),
     }
-    local = {"all": logistic_node(d, everything, (Action("stop"),))}
-    policies = [PolicyExport("gate", "all", gate, Metrics(0, 0), {"threshold": 0.8}, "test"),
-                PolicyExport("walk", "root", walk, Metrics(0, 0), {"lambda": 0.1}, "test"),
-                PolicyExport("local", "all", local, Metrics(0, 0), {}, "test")]
+    local = {"all": logistic_node(d, everything, (stop,))}
+    policies = [Graph("gate", "all", gate, Metrics(0, 0), {"threshold": 0.8}, "test"),
+                Graph("walk", "root", walk, Metrics(0, 0), {"lambda": 0.1}, "test"),
+                Graph("local", "all", local, Metrics(0, 0), {}, "test")]
     results = evaluate_exports(d, fit_heart_hpc(d), policies)
-    return [PolicyExport(p.name, p.root, p.nodes, metrics_of(r), p.params, p.method)
-            for p, r in zip(policies, results, strict=True)]
+    return [p.with_validation(metrics_of(r)) for p, r in zip(policies, results, strict=True)]
 
 
 _HPC: dict[int, HpcModel] = {}
@@ -99,11 +101,11 @@ def heart() -> Dataset:
 
 
 @pytest.fixture(scope="module")
-def policies(heart: Dataset) -> list[PolicyExport]:
+def policies(heart: Dataset) -> list[Graph]:
     return heart_policies(heart)
 
 
-def test_export_verifies_and_is_deterministic(heart: Dataset, policies: list[PolicyExport],
+def test_export_verifies_and_is_deterministic(heart: Dataset, policies: list[Graph],
                                               tmp_path: Path) -> None:
     hpc = fit_heart_hpc(heart)
     a = export_bundle(tmp_path / "a", heart, hpc, policies, default="walk",
@@ -126,7 +128,7 @@ def test_export_verifies_and_is_deterministic(heart: Dataset, policies: list[Pol
 
 
 def test_export_rejects_duplicates_and_unknown_default(heart: Dataset,
-                                                       policies: list[PolicyExport],
+                                                       policies: list[Graph],
                                                        tmp_path: Path) -> None:
     hpc = fit_heart_hpc(heart)
     with pytest.raises(ValueError, match="repeated: \\['gate'\\]"):
@@ -137,7 +139,7 @@ def test_export_rejects_duplicates_and_unknown_default(heart: Dataset,
 
 
 def test_validation_metrics_come_from_the_exported_onnx(heart: Dataset,
-                                                        policies: list[PolicyExport]) -> None:
+                                                        policies: list[Graph]) -> None:
     gate, walk, local = policies
     assert local.validation.escalation_rate == 0.0
     assert local.validation.cost == pytest.approx(sum(s.money for s in heart.sensors))
@@ -146,8 +148,9 @@ def test_validation_metrics_come_from_the_exported_onnx(heart: Dataset,
     assert local.validation.accuracy > 0.7
 
 
-def _p(name: str, acc: float, cost: float) -> PolicyExport:
-    return PolicyExport(name, "r", {}, Metrics(acc, cost))
+def _p(name: str, acc: float, cost: float) -> Graph:
+    node = GraphNode((), (), (GraphAction("stop"),), OnnxNodeModel(b""))
+    return Graph(name, "r", {"r": node}, Metrics(acc, cost))
 
 
 def test_pareto_frontier_and_picks() -> None:

@@ -1,7 +1,7 @@
 """The policy graph (trainer.dag): lattices, greedy subsets, Graph-Reduce, and ONNX parity.
 
 Parity: the exported bundle, walked by ``trainer.policy_eval`` on onnxruntime (float32), takes
-the same decisions as the Python policy (``trainer.dag.walk``) on every test row.
+the same decisions as the float64 walk (``trainer.policy.walk``) on every test row.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from support.dag_parity import FLOAT32_NOISE, assert_same_walk
 
-from adaptedge.protocol.bundle import open_bundle
+from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
-from adaptedge.trainer.bundle_export import evaluate_exports, export_bundle
 from adaptedge.trainer.dag.bank import (
     SMALL_FIT_ROUNDS,
     ClassifierBank,
@@ -43,19 +42,15 @@ from adaptedge.trainer.dag.graph import (
     track_lattice_size,
 )
 from adaptedge.trainer.dag.method import export_sweep, settings_from
+from adaptedge.trainer.dag.nodes import dag_walk as walk
+from adaptedge.trainer.dag.nodes import evaluate
 from adaptedge.trainer.dag.problem import DagProblem, make_problem, problem_from
 from adaptedge.trainer.dag.reduce import ReduceConfig, fit_policy, train_graph
 from adaptedge.trainer.dag.subsets import ProxyScorer, greedy_order, greedy_subsets
-from adaptedge.trainer.dag.sweep import (
-    DagSettings,
-    DagSweep,
-    evaluate,
-    fit_tracks,
-    frontier,
-    sweep_dag,
-)
-from adaptedge.trainer.dag.walk import walk
+from adaptedge.trainer.dag.sweep import DagSettings, DagSweep, fit_tracks, sweep_dag
 from adaptedge.trainer.datasets import load_dataset
+from adaptedge.trainer.export.bundle import evaluate_exports, export_bundle
+from adaptedge.trainer.frontier import pareto_frontier as frontier
 from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.methods import MethodOptions, get_method
 
@@ -196,7 +191,7 @@ def test_lambda_trades_error_for_cost(small: tuple[DagProblem, ClassifierBank]) 
     assert cheap.cost == 0.0  # reading anything costs more than any error: stop at the root
     rich = evaluate(train_graph(bank, lattice, ReduceConfig(0.1, None, "ridge")), bank, "val")
     assert rich.accuracy > cheap.accuracy + 0.3
-    everything = evaluate(static_points(bank, [problem.all_sensors])[0].graph, bank, "val")
+    everything = evaluate(static_points(bank, [problem.all_sensors])[0], bank, "val")
     assert rich.cost < 0.7 * everything.cost
     assert rich.accuracy >= everything.accuracy - 0.03
 
@@ -251,10 +246,10 @@ def test_baselines_are_graphs_too(small: tuple[DagProblem, ClassifierBank]) -> N
     accs = [p.validation.accuracy for p in sky]
     assert costs == sorted(costs) and accs == sorted(accs)
     cascade = cascade_points(bank, greedy_order(problem, scorer), (0.01, 1.0), "ridge")
-    assert all(len(p.graph.nodes) <= problem.n_sensors + 1 for p in cascade)
+    assert all(len(p.nodes) <= problem.n_sensors + 1 for p in cascade)
     gate = one_node_points(bank, [(0, 3)], (0.0,), "ridge")[0]
-    assert set(gate.graph.nodes) == {"n0_3"}
-    assert [a.kind for a in gate.graph.nodes["n0_3"].actions] == ["stop", "escalate"]
+    assert set(gate.nodes) == {"n0_3"}
+    assert [a.kind for a in gate.nodes["n0_3"].actions] == ["stop", "escalate"]
     assert single_node((3, 0)).root == (0, 3)
 
 
@@ -274,7 +269,7 @@ def test_export_parity_on_the_whole_test_split(wall: tuple[Any, Any, DagSweep]) 
     results = evaluate_exports(dataset, hpc, exports, "test")
     names = [s.name for s in dataset.sensors]
     for point, export, onnx_result in zip(sweep.points, exports, results, strict=True):
-        mine = walk(point.graph, sweep.bank, "test")
+        mine = walk(point, sweep.bank, "test")
         assert_same_walk(onnx_result, mine, names, export.name)
     assert any(r.escalated.any() for r in results)
     assert any(len(e.nodes) > 3 for e in exports)
@@ -285,8 +280,8 @@ def test_bundle_verifies_and_method_is_registered(tmp_path: Path,
     dataset, hpc, sweep = wall
     manifest = export_bundle(tmp_path / "b", dataset, hpc, export_sweep(sweep)[:2])
     assert len(manifest.policies) == 2
-    opened = open_bundle(tmp_path / "b")
-    assert opened is not None
+    with open_bundle(tmp_path / "b") as root:
+        assert verify(root).bundle_id == manifest.bundle_id
     train = get_method("dag")
     exports = train(dataset, hpc, MethodOptions(quick=True, extra={
         "escalation": "off", "lambdas": "0.1", "classifier": "lr"}))

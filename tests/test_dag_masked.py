@@ -18,18 +18,18 @@ from support.dag_parity import assert_same_walk
 from test_dag import synthetic
 
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
-from adaptedge.trainer.bundle_export import evaluate_exports
 from adaptedge.trainer.dag.bank import ClassifierBank
 from adaptedge.trainer.dag.export import OnnxCache
 from adaptedge.trainer.dag.masked import ChoiceBank, MaskedBank, hide, log_loss, masked_training_set
 from adaptedge.trainer.dag.method import export_sweep, settings_from
+from adaptedge.trainer.dag.nodes import dag_walk as walk
 from adaptedge.trainer.dag.problem import DagProblem, make_problem, problem_from
 from adaptedge.trainer.dag.sweep import DagSettings, choose_bank, sweep_dag
-from adaptedge.trainer.dag.walk import walk
 from adaptedge.trainer.datasets import Dataset
+from adaptedge.trainer.export.bundle import evaluate_exports
+from adaptedge.trainer.export.run import run_onnx
 from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.methods import MethodOptions
-from adaptedge.trainer.onnx_export import run_onnx
 
 SETS = [(0,), (3,), (0, 3), (1, 2), (0, 1, 2, 3)]
 
@@ -196,16 +196,17 @@ def test_export_parity_for_masked_nodes() -> None:
     cache = OnnxCache(sweep.bank)
     masked_nodes = set()
     for point, export, onnx_result in zip(sweep.points, exports, results, strict=True):
-        assert point.graph.params["classifier"] == "masked"
-        mine = walk(point.graph, sweep.bank, "test")
+        assert point.params["classifier"] == "masked"
+        mine = walk(point, sweep.bank, "test")
         assert_same_walk(onnx_result, mine, names, export.name)
-        for nid, node in point.graph.nodes.items():
-            if not node.classifier:
+        for nid, node in point.nodes.items():
+            classifier = node.model.classifier
+            if not classifier:
                 continue
-            masked_nodes.add(node.classifier)
-            expected = sweep.bank.proba(node.classifier, "test")
-            cols = list(sweep.problem.columns(node.classifier))
-            np.testing.assert_allclose(run_onnx(cache.classifier(node.classifier), X[:, cols]),
+            masked_nodes.add(classifier)
+            expected = sweep.bank.proba(classifier, "test")
+            cols = list(sweep.problem.columns(classifier))
+            np.testing.assert_allclose(run_onnx(cache.classifier(classifier), X[:, cols]),
                                        expected, atol=1e-5, err_msg=nid)
             rows = (onnx_result.final_node == nid) & ~mine.escalated
             np.testing.assert_allclose(onnx_result.probabilities[rows], expected[rows],

@@ -133,6 +133,10 @@ def test_uplink_outcomes(toy_bundle: Bundle) -> None:
         counters = rt.counters
         assert counters["escalations"] == len(escalated)
         assert counters[f"decisions_{source}"] == len(escalated)
+        # Each way an escalation ends is counted once, under one counter.
+        faults = sum(counters[k] for k in ("uplink_down", "deadline_missed", "cloud_errors",
+                                           "mismatched_replies", "uplink_errors"))
+        assert faults == (len(escalated) if source == "degraded" else 0), name
 
 
 def _with_id(ref: ReferenceWalk, req: InferenceRequest, rid: int):  # type: ignore[no-untyped-def]

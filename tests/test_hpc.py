@@ -14,8 +14,8 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from adaptedge.trainer.cache import cache_root
 from adaptedge.trainer.datasets import Dataset, load_dataset
+from adaptedge.trainer.export.run import run_onnx
 from adaptedge.trainer.hpc import HpcError, HpcModel, fit_hpc
-from adaptedge.trainer.onnx_export import run_onnx
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -18,18 +18,13 @@ from sklearn.ensemble import (
 from sklearn.linear_model import LogisticRegression, Ridge
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
+from adaptedge.protocol.onnx_contract import IR_VERSION, OPSET
 from adaptedge.trainer.datasets import load_dataset
-from adaptedge.trainer.onnx_export import (
-    IR_VERSION,
-    TARGET_OPSET,
-    TreeArrays,
-    float32_thresholds,
-    fuse_node_model,
-    linear_to_onnx,
-    run_onnx,
-    sklearn_to_onnx,
-    tree_ensemble_to_onnx,
-)
+from adaptedge.trainer.export.fuse import fuse_node_model
+from adaptedge.trainer.export.models import linear_to_onnx, tree_ensemble_to_onnx
+from adaptedge.trainer.export.run import run_onnx
+from adaptedge.trainer.export.sklearn import sklearn_to_onnx
+from adaptedge.trainer.export.trees import TreeArrays, float32_thresholds
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -48,9 +43,9 @@ def satimage_small() -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64],
 
 
 def _check_versions(model: onnx.ModelProto) -> None:
-    assert model.ir_version <= IR_VERSION
+    assert model.ir_version == IR_VERSION
     versions = {op.domain: op.version for op in model.opset_import}
-    assert versions[""] <= TARGET_OPSET and len(versions) == len(model.opset_import)
+    assert versions[""] <= OPSET and len(versions) == len(model.opset_import)
 
 
 @pytest.mark.parametrize("make", [

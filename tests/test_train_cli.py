@@ -16,13 +16,13 @@ from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.costs import hpc_cost
 from adaptedge.trainer import methods
 from adaptedge.trainer.datasets import load_dataset
-from adaptedge.trainer.policy import PolicyExport
+from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy_eval import BundleRunner, evaluate_policy
 
 TINY = "test-tiny"
 
 
-def _tiny(dataset: Any, hpc: Any, options: methods.MethodOptions) -> list[PolicyExport]:
+def _tiny(dataset: Any, hpc: Any, options: methods.MethodOptions) -> list[Graph]:
     assert options.extra.get("flavour") in (None, "plain")
     return heart_policies(dataset)
 

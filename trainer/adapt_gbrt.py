@@ -23,10 +23,7 @@ the rest): the sweep warm-starts from prefixes of a greedy sensor order
 (``trainer.warm_start``), because γ's split-by-split buying, done while q is still uniform,
 picks sensors that are strong alone rather than together (letter-binary: see the README).
 
-``method("adapt-gbrt")`` sweeps (P_full, γ) from an empty bought set (the paper) and from each
-warm-start set, and, per fitted model, the gate threshold and the margin weight (both post-hoc,
-on validation); it returns the validation-Pareto candidates. ``extra={"warm_start": False}``
-gives the paper's sweep alone.
+The registered sweep (``adapt-gbrt``) is ``trainer.adapt_gbrt_method``.
 """
 
 from __future__ import annotations
@@ -46,23 +43,18 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from adaptedge.trainer.cart import BinMapper, Tree, TreeParams, fit_tree, predict_trees, quantize
+from adaptedge.trainer.export.models import node_model
+from adaptedge.trainer.export.trees import tree_core
 from adaptedge.trainer.gating import (
-    CostModel,
     cross_entropy,
     hpc_loss,
     lpc_gradients,
     n_logits,
-    one_node_policy,
-    parallel_map,
-    pareto_indices,
     proba,
     q_step,
     sigmoid,
     softplus,
 )
-from adaptedge.trainer.methods import MethodOptions, register
-from adaptedge.trainer.node_onnx import node_model, tree_core
-from adaptedge.trainer.policy import Metrics, PolicyExport
 
 FloatArray = NDArray[np.float64]
 
@@ -376,103 +368,3 @@ def _check_inputs(
     if yi.min() < 0 or yi.max() >= P.shape[1]:
         raise ValueError(f"y must lie in range({P.shape[1]}) (the columns of hpc_proba)")
     return X32, yi.astype(np.int64), P
-
-
-# -- the registered sweep ---------------------------------------------------------------------
-DEFAULT_GRID: dict[str, tuple[float, ...]] = {
-    "p_full": (0.1, 0.2),
-    "gamma": (5e-4, 1e-3, 2e-3),
-}
-DEFAULTS: dict[str, Any] = {"n_rounds": 8, "n_trees": 20, "max_depth": 5, "refine_rounds": 12,
-                            "min_samples_leaf": 40}
-QUICK_GRID: dict[str, tuple[float, ...]] = {"p_full": (0.2, 0.3), "gamma": (1e-3, 3e-3)}
-WARM_GRID: dict[str, tuple[float, ...]] = {"p_full": (0.1, 0.2), "gamma": (2e-3,)}
-"""Fits per warm-start sensor set (``trainer.warm_start``), next to the paper's grid."""
-QUICK_WARM_FRACTIONS = (0.92,)
-N_THRESHOLDS = 24
-MARGIN_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
-
-
-def _fit_one(job: tuple[dict[str, Any], Any, Any, Any]) -> AdaptGbrtClassifier:
-    params, X, y, P = job
-    return AdaptGbrtClassifier(**params).fit(X, y, P)
-
-
-def threshold_candidates(scores: FloatArray, n: int = N_THRESHOLDS) -> list[float]:
-    """Gate thresholds at quantiles of validation gate scores (escalation rates 0..~60%)."""
-    qs = np.quantile(scores, np.linspace(0.4, 1.0, n))
-    return sorted({float(quantize(v)) for v in qs})
-
-
-@register("adapt-gbrt")
-def adapt_gbrt_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
-    """Sweep (P_full, γ) and the gate threshold; return the validation-Pareto candidates."""
-    cost_model = CostModel.build(dataset.sensors, dataset.cost_weights, dataset.link,
-                                 dataset.n_features, hpc.sensors)
-    grid = QUICK_GRID if options.quick else DEFAULT_GRID
-    grid = {**grid, **{k: tuple(v) for k, v in options.extra.get("grid", {}).items()}}
-    base: dict[str, Any] = dict(
-        feature_sensor=cost_model.feature_sensor.tolist(),
-        sensor_costs=cost_model.sensor_costs.tolist(), random_state=options.seed,
-        **({"n_rounds": 4, "n_trees": 8, "refine_rounds": 2} if options.quick else DEFAULTS),
-    )
-    base.update(options.extra.get("params", {}))
-    settings = [{**base, "p_full": p, "gamma": g}
-                for p in grid["p_full"] for g in grid["gamma"]]
-    if options.extra.get("warm_start", True):
-        from adaptedge.trainer.warm_start import DEFAULT_FRACTIONS, warm_start_sets
-
-        fractions = QUICK_WARM_FRACTIONS if options.quick else DEFAULT_FRACTIONS
-        warm = {**WARM_GRID, **{k: tuple(v) for k, v in options.extra.get("warm_grid", {}).items()}}
-        settings += [{**base, "p_full": p, "gamma": g, "initial_sensors": list(start)}
-                     for start in warm_start_sets(dataset, hpc, fractions, seed=options.seed)
-                     for p in warm["p_full"] for g in warm["gamma"]]
-    jobs = [(params, dataset.X_train, dataset.y_train, hpc.oof_proba_train)
-            for params in settings]
-    models = parallel_map(_fit_one, jobs, options.n_jobs, options.progress, "adapt-gbrt")
-    weights = tuple(options.extra.get("margin_weights", MARGIN_WEIGHTS))
-    return gate_sweep_exports("adapt-gbrt", models, dataset, hpc, cost_model, weights)
-
-
-def gate_sweep_exports(method: str, models: Sequence[AdaptGbrtClassifier], dataset: Any,
-                       hpc: Any, cost_model: CostModel,
-                       margin_weights: Sequence[float] = (0.0,)) -> list[PolicyExport]:
-    """Every (model, threshold) on validation; export the validation-Pareto ones."""
-    hpc_pred = np.argmax(hpc.proba_val, axis=1)
-    candidates: list[tuple[AdaptGbrtClassifier, Metrics]] = []
-    for model in models:
-        if not model.sensors_bought_.any():
-            continue  # a node that reads nothing: always-escalate is the HPC itself
-        # every tree runs once per model; the variants below only shift and compare
-        logits = model.decision_logits(dataset.X_val)
-        lpc_pred = np.argmax(proba(logits, model.n_classes_), axis=1)
-        g_val = model.gate_raw(dataset.X_val)
-        margin_val = model.lpc_margin(dataset.X_val, logits)
-        for w in margin_weights:
-            raw = gate_score_from(g_val, margin_val, 0.0, w)
-            for tau in threshold_candidates(raw):
-                variant = model.with_threshold(tau, w)
-                escalate = gate_score_from(g_val, margin_val, variant.gate_threshold,
-                                           variant.margin_weight) > 0
-                metrics = cost_model.gate_metrics(model.sensors_bought_, escalate, lpc_pred,
-                                                  hpc_pred, dataset.y_val)
-                candidates.append((variant, metrics))
-    keep = pareto_indices([m for _, m in candidates])
-    exports = []
-    for i in keep:
-        model, metrics = candidates[i]
-        params: dict[str, float | str] = {
-            "p_full": float(model.p_full), "gamma": float(model.gamma),
-            "gate_threshold": float(model.gate_threshold),
-            "margin_weight": float(model.margin_weight),
-        }
-        warm = ""
-        if model.initial_sensors is not None:
-            params["initial_sensors"] = ",".join(cost_model.sensors[i].name
-                                                 for i in model.initial_sensors)
-            warm = f"-k{len(model.initial_sensors)}"
-        name = (f"{method}-p{model.p_full:g}-g{model.gamma:g}{warm}-w{model.margin_weight:g}"
-                f"-t{model.gate_threshold:+.3f}")
-        exports.append(one_node_policy(name, method, cost_model, model.sensors_bought_,
-                                       model.to_onnx(gated=True), True, metrics, params))
-    return exports

@@ -36,22 +36,23 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from adaptedge.trainer.adapt_gbrt import _check_inputs, _sensor_layout
+from adaptedge.trainer.export.linear import linear_core
+from adaptedge.trainer.export.models import node_model
+from adaptedge.trainer.frontier import pareto_frontier
 from adaptedge.trainer.gating import (
     CostModel,
     hpc_loss,
     log_proba,
     n_logits,
-    one_node_policy,
     parallel_map,
-    pareto_indices,
     proba,
     q_step,
     sigmoid,
     softplus,
 )
 from adaptedge.trainer.methods import MethodOptions, register
-from adaptedge.trainer.node_onnx import linear_core, node_model
-from adaptedge.trainer.policy import Metrics, PolicyExport
+from adaptedge.trainer.policy.graph import Graph
+from adaptedge.trainer.policy.one_node import one_node_graph, validated
 
 FloatArray = NDArray[np.float64]
 GATE_INIT_SCALE = 3.0
@@ -114,130 +115,25 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         X32, yi, P = _check_inputs(X, y, hpc_proba)
         n, d = X32.shape
         n_classes = P.shape[1]
-        k = n_logits(n_classes)
         feature_sensor, sensor_costs = _sensor_layout(self.feature_sensor, self.sensor_costs, d)
         mean = X32.mean(axis=0, dtype=np.float64)
         std = X32.std(axis=0, dtype=np.float64)
         std[std == 0] = 1.0
         Z = np.hstack([(X32 - mean) / std, np.ones((n, 1))])  # last column: intercepts
-        onehot = np.eye(n_classes)[yi]
-        loss_hpc = hpc_loss(P, yi)
-        # theta [d+1, k+1]: columns 0..k-1 = f1, column k = g; last row = intercepts
-        lipschitz = 0.5 * float(np.linalg.norm(Z, 2) ** 2) / n + self.l2
-        step = 1.0 / lipschitz
-        group_weight = np.zeros_like(sensor_costs)
-        ramp = max(1, self.n_rounds // 2)
-        p_full = float(self.p_full)
-
-        def forward(th: FloatArray) -> tuple[FloatArray, FloatArray]:
-            out = Z @ th
-            return out[:, :k], out[:, k]
-
-        def gradient(th: FloatArray, q: FloatArray) -> FloatArray:
-            logits, gate = forward(th)
-            p = proba(logits, n_classes)
-            if n_classes == 2:
-                r_f = ((1 - q) * (p[:, 1] - onehot[:, 1]))[:, None]
-            else:
-                r_f = (1 - q)[:, None] * (p - onehot)
-            r_g = (1 - q) * sigmoid(gate) - q * sigmoid(-gate)
-            grad: FloatArray = Z.T @ np.hstack([r_f, r_g[:, None]]) / n
-            grad[:-1] += self.l2 * th[:-1]
-            return grad
-
-        def prox(th: FloatArray, t: float) -> FloatArray:
-            out = th.copy()
-            for s in range(sensor_costs.size):
-                rows = np.flatnonzero(feature_sensor == s)
-                if rows.size == 0:
-                    continue
-                norm = float(np.linalg.norm(out[rows]))
-                shrink = max(0.0, 1.0 - t * group_weight[s] / norm) if norm > 0 else 0.0
-                out[rows] *= shrink
-            return out
-
-        def excess(th: FloatArray) -> tuple[FloatArray, FloatArray]:
-            """Per example: A_i (LPC loss + gate KL side) and A_i − B_i (the q-step input)."""
-            logits, gate = forward(th)
-            lpc_side = -log_proba(logits, n_classes)[np.arange(n), yi] + softplus(gate)
-            return lpc_side, lpc_side - loss_hpc - softplus(-gate)
-
-        def q_of(th: FloatArray) -> FloatArray:
-            if p_full <= 0:
-                return np.zeros(n)
-            return q_step(excess(th)[1], p_full)[0]
-
-        def objective(th: FloatArray) -> float:
-            """(OPT) at ``th`` with the optimal q: mean[(1−q)A + qB − H(q)] + penalties."""
-            lpc_side, diff = excess(th)
-            q = q_of(th)
-            qc = np.clip(q, 1e-300, 1.0)
-            rc = np.clip(1 - q, 1e-300, 1.0)
-            neg_entropy = q * np.log(qc) + (1 - q) * np.log(rc)
-            value = float(np.mean(lpc_side - q * diff + neg_entropy))
-            value += 0.5 * self.l2 * float(np.sum(th[:-1] ** 2))
-            for s in range(sensor_costs.size):
-                group = th[:-1][feature_sensor == s]
-                value += float(self.gamma * sensor_costs[s] * np.linalg.norm(group))
-            return value
-
-        def alternate(theta: FloatArray, only: int | None) -> FloatArray:
-            """Algorithm 1 from ``theta``; ``only``: a sensor whose group alone may be
-            non-zero during the continuation ramp (a warm start), released afterwards."""
-            nonlocal group_weight
-            for round_ in range(self.n_rounds):
-                # continuation: the group penalty ramps up from 0, so f1 and g first find
-                # what they need on all sensors and then drop the sensors they can do without
-                group_weight = self.gamma * sensor_costs * min(1.0, round_ / ramp)
-                mask = None
-                if only is not None and round_ < ramp:
-                    mask = (feature_sensor == only).astype(np.float64)
-                    theta = theta.copy()
-                    theta[:-1] *= mask[:, None]
-                q = q_of(theta)
-                momentum, previous, t_k = theta.copy(), theta.copy(), 1.0
-                for _step in range(self.n_steps):
-                    current = prox(momentum - step * gradient(momentum, q), step)
-                    if mask is not None:
-                        current[:-1] *= mask[:, None]
-                    t_next = (1 + math.sqrt(1 + 4 * t_k * t_k)) / 2
-                    momentum = current + ((t_k - 1) / t_next) * (current - previous)
-                    previous, t_k = current, t_next
-                theta = previous
-            return theta
-
+        solver = _Solver(self, Z, yi, n_classes, hpc_loss(P, yi), feature_sensor, sensor_costs)
         # starts: zeros on all sensors, random restarts (``n_init``) and, with at most
         # ``sensor_starts`` sensors, two warm starts per sensor; the alternation has local
         # optima (Synthetic-2), so the training objective (OPT) picks the start
-        rng = np.random.default_rng(self.random_state)
-        starts: list[tuple[str, FloatArray, int | None]] = [
-            ("zeros", np.zeros((d + 1, k + 1)), None)]
-        for restart in range(1, self.n_init):
-            theta0 = np.zeros((d + 1, k + 1))
-            theta0[:-1] = rng.normal(0.0, 1.0, size=(d, k + 1))
-            starts.append((f"random {restart}", theta0, None))
-        present = np.unique(feature_sensor)
-        if 1 < present.size <= self.sensor_starts and self.gamma > 0 and p_full > 0:
-            for s in present:
-                rows = np.flatnonzero(feature_sensor == s)
-                # the gate starts as a half-space along the sensor's leading direction (its
-                # one feature, or its first principal axis): the q-step then escalates one end
-                # of that sensor's range and f1 fits the other end; both ends are tried
-                direction = np.linalg.svd(Z[:, rows], full_matrices=False)[2][0]
-                for sign in (1.0, -1.0):
-                    theta0 = np.zeros((d + 1, k + 1))
-                    theta0[rows, k] = sign * GATE_INIT_SCALE * direction
-                    starts.append((f"sensor {s} gate {sign:+g}", theta0, int(s)))
         best: tuple[float, FloatArray, FloatArray] | None = None
         self.starts_: list[tuple[str, float, tuple[int, ...]]] = []
-        for label, theta0, only in starts:
-            theta = alternate(theta0, only)
-            value = objective(theta)
+        for label, theta0, only in solver.starts(np.random.default_rng(self.random_state)):
+            theta = solver.alternate(theta0, only)
+            value = solver.objective(theta)
             used = tuple(s for s in range(sensor_costs.size)
                          if np.any(np.abs(theta[:-1][feature_sensor == s]) > 1e-9))
             self.starts_.append((label, value, used))
             if best is None or value < best[0]:
-                best = (value, theta, q_of(theta))
+                best = (value, theta, solver.q_of(theta))
         assert best is not None
         self.objective_, theta, q = best
         W = theta[:-1]
@@ -295,15 +191,142 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         return other
 
 
+class _Solver:
+    """Algorithm 1 on standardised features ``Z`` (last column: ones), for one estimator.
+
+    ``theta`` [d+1, k+1]: columns 0..k-1 = f1, column k = g; last row = intercepts.
+    """
+
+    def __init__(self, est: AdaptLinClassifier, Z: FloatArray, y: NDArray[np.int64],
+                 n_classes: int, loss_hpc: FloatArray, feature_sensor: NDArray[np.intp],
+                 sensor_costs: FloatArray) -> None:
+        self.est = est
+        self.Z = Z
+        self.y = y
+        self.n, self.d = Z.shape[0], Z.shape[1] - 1
+        self.n_classes = n_classes
+        self.k = n_logits(n_classes)
+        self.onehot = np.eye(n_classes)[y]
+        self.loss_hpc = loss_hpc
+        self.feature_sensor = feature_sensor
+        self.sensor_costs = sensor_costs
+        lipschitz = 0.5 * float(np.linalg.norm(Z, 2) ** 2) / self.n + est.l2
+        self.step = 1.0 / lipschitz
+        self.group_weight = np.zeros_like(sensor_costs)
+        self.ramp = max(1, est.n_rounds // 2)
+        self.p_full = float(est.p_full)
+
+    def forward(self, th: FloatArray) -> tuple[FloatArray, FloatArray]:
+        out = self.Z @ th
+        return out[:, :self.k], out[:, self.k]
+
+    def gradient(self, th: FloatArray, q: FloatArray) -> FloatArray:
+        logits, gate = self.forward(th)
+        p = proba(logits, self.n_classes)
+        if self.n_classes == 2:
+            r_f = ((1 - q) * (p[:, 1] - self.onehot[:, 1]))[:, None]
+        else:
+            r_f = (1 - q)[:, None] * (p - self.onehot)
+        r_g = (1 - q) * sigmoid(gate) - q * sigmoid(-gate)
+        grad: FloatArray = self.Z.T @ np.hstack([r_f, r_g[:, None]]) / self.n
+        grad[:-1] += self.est.l2 * th[:-1]
+        return grad
+
+    def prox(self, th: FloatArray, t: float) -> FloatArray:
+        out = th.copy()
+        for s in range(self.sensor_costs.size):
+            rows = np.flatnonzero(self.feature_sensor == s)
+            if rows.size == 0:
+                continue
+            norm = float(np.linalg.norm(out[rows]))
+            shrink = max(0.0, 1.0 - t * self.group_weight[s] / norm) if norm > 0 else 0.0
+            out[rows] *= shrink
+        return out
+
+    def excess(self, th: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """Per example: A_i (LPC loss + gate KL side) and A_i − B_i (the q-step input)."""
+        logits, gate = self.forward(th)
+        lpc_side = -log_proba(logits, self.n_classes)[np.arange(self.n), self.y] + softplus(gate)
+        return lpc_side, lpc_side - self.loss_hpc - softplus(-gate)
+
+    def q_of(self, th: FloatArray) -> FloatArray:
+        if self.p_full <= 0:
+            return np.zeros(self.n)
+        return q_step(self.excess(th)[1], self.p_full)[0]
+
+    def objective(self, th: FloatArray) -> float:
+        """(OPT) at ``th`` with the optimal q: mean[(1−q)A + qB − H(q)] + penalties."""
+        lpc_side, diff = self.excess(th)
+        q = self.q_of(th)
+        qc = np.clip(q, 1e-300, 1.0)
+        rc = np.clip(1 - q, 1e-300, 1.0)
+        neg_entropy = q * np.log(qc) + (1 - q) * np.log(rc)
+        value = float(np.mean(lpc_side - q * diff + neg_entropy))
+        value += 0.5 * self.est.l2 * float(np.sum(th[:-1] ** 2))
+        for s in range(self.sensor_costs.size):
+            group = th[:-1][self.feature_sensor == s]
+            value += float(self.est.gamma * self.sensor_costs[s] * np.linalg.norm(group))
+        return value
+
+    def alternate(self, theta: FloatArray, only: int | None) -> FloatArray:
+        """Algorithm 1 from ``theta``; ``only``: a sensor whose group alone may be non-zero
+        during the continuation ramp (a warm start), released afterwards."""
+        est = self.est
+        for round_ in range(est.n_rounds):
+            # continuation: the group penalty ramps up from 0, so f1 and g first find what
+            # they need on all sensors and then drop the sensors they can do without
+            self.group_weight = est.gamma * self.sensor_costs * min(1.0, round_ / self.ramp)
+            mask = None
+            if only is not None and round_ < self.ramp:
+                mask = (self.feature_sensor == only).astype(np.float64)
+                theta = theta.copy()
+                theta[:-1] *= mask[:, None]
+            q = self.q_of(theta)
+            momentum, previous, t_k = theta.copy(), theta.copy(), 1.0
+            for _step in range(est.n_steps):
+                current = self.prox(momentum - self.step * self.gradient(momentum, q), self.step)
+                if mask is not None:
+                    current[:-1] *= mask[:, None]
+                t_next = (1 + math.sqrt(1 + 4 * t_k * t_k)) / 2
+                momentum = current + ((t_k - 1) / t_next) * (current - previous)
+                previous, t_k = current, t_next
+            theta = previous
+        return theta
+
+    def starts(self, rng: np.random.Generator) -> list[tuple[str, FloatArray, int | None]]:
+        """(label, theta0, only) of every start: zeros, ``n_init - 1`` random, and two per
+        sensor when there are at most ``sensor_starts`` of them."""
+        d, k, est = self.d, self.k, self.est
+        starts: list[tuple[str, FloatArray, int | None]] = [
+            ("zeros", np.zeros((d + 1, k + 1)), None)]
+        for restart in range(1, est.n_init):
+            theta0 = np.zeros((d + 1, k + 1))
+            theta0[:-1] = rng.normal(0.0, 1.0, size=(d, k + 1))
+            starts.append((f"random {restart}", theta0, None))
+        present = np.unique(self.feature_sensor)
+        if 1 < present.size <= est.sensor_starts and est.gamma > 0 and self.p_full > 0:
+            for s in present:
+                rows = np.flatnonzero(self.feature_sensor == s)
+                # the gate starts as a half-space along the sensor's leading direction (its
+                # one feature, or its first principal axis): the q-step then escalates one end
+                # of that sensor's range and f1 fits the other end; both ends are tried
+                direction = np.linalg.svd(self.Z[:, rows], full_matrices=False)[2][0]
+                for sign in (1.0, -1.0):
+                    theta0 = np.zeros((d + 1, k + 1))
+                    theta0[rows, k] = sign * GATE_INIT_SCALE * direction
+                    starts.append((f"sensor {s} gate {sign:+g}", theta0, int(s)))
+        return starts
+
+
 def _fit(job: tuple[dict[str, Any], Any, Any, Any]) -> AdaptLinClassifier:
     params, X, y, P = job
     return AdaptLinClassifier(**params).fit(X, y, P)
 
 
 @register("adapt-lin")
-def adapt_lin_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
+def adapt_lin_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
     """Sweep (P_full, γ) and the gate threshold (the trained one and quantiles of the gate
-    scores); return the validation-Pareto candidates."""
+    scores); return the validation-Pareto graphs."""
     cm = CostModel.build(dataset.sensors, dataset.cost_weights, dataset.link,
                          dataset.n_features, hpc.sensors)
     p_fulls = (0.2, 0.5) if options.quick else (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
@@ -314,28 +337,23 @@ def adapt_lin_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Pol
     jobs = [({**layout, **extra, "p_full": p, "gamma": g}, dataset.X_train, dataset.y_train,
              hpc.oof_proba_train) for p in p_fulls for g in gammas]
     models = parallel_map(_fit, jobs, options.n_jobs, options.progress, "adapt-lin")
-    hpc_pred = np.argmax(hpc.proba_val, axis=1)
-    candidates: list[tuple[AdaptLinClassifier, Metrics]] = []
+    candidates: list[Graph] = []
     for model in models:
         if not model.sensors_bought_.any():
             continue
-        lpc_pred = model.predict(dataset.X_val)
+        proba_val = model.predict_proba(dataset.X_val)
         raw = model.gate_score(dataset.X_val) + model.gate_threshold
         # the trained gate (its own threshold) and 21 quantiles of its scores on validation
         taus = set(np.quantile(raw, np.linspace(0.0, 1.0, 21)).round(4)) | {
             float(model.gate_threshold)}
         for tau in sorted(taus):
             variant = model.with_threshold(float(tau))
-            metrics = cm.gate_metrics(model.sensors_bought_, variant.escalate(dataset.X_val),
-                                      lpc_pred, hpc_pred, dataset.y_val)
-            candidates.append((variant, metrics))
-    exports = []
-    for i in pareto_indices([m for _, m in candidates]):
-        model, metrics = candidates[i]
-        params: dict[str, float | str] = {"p_full": float(model.p_full),
-                                          "gamma": float(model.gamma),
-                                          "gate_threshold": float(model.gate_threshold)}
-        name = f"adapt-lin-p{model.p_full:g}-g{model.gamma:g}-t{model.gate_threshold:+.4f}"
-        exports.append(one_node_policy(name, "adapt-lin", cm, model.sensors_bought_,
-                                       model.to_onnx(), True, metrics, params))
-    return exports
+            params: dict[str, float | str] = {"p_full": float(variant.p_full),
+                                              "gamma": float(variant.gamma),
+                                              "gate_threshold": float(variant.gate_threshold)}
+            name = (f"adapt-lin-p{variant.p_full:g}-g{variant.gamma:g}"
+                    f"-t{variant.gate_threshold:+.4f}")
+            graph = one_node_graph(name, "adapt-lin", cm, variant, True, params)
+            candidates.append(validated(graph, dataset, hpc, cm, proba_val,
+                                        variant.gate_score(dataset.X_val)))
+    return pareto_frontier(candidates)

@@ -11,10 +11,10 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-from adaptedge.protocol.bundle import verify
+from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
-from adaptedge.trainer.bundle_export import export_bundle
 from adaptedge.trainer.datasets import load_dataset
+from adaptedge.trainer.export.bundle import export_bundle
 from adaptedge.trainer.frontier import pareto_frontier, pick_near_accuracy, pick_within_budget
 from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.methods import MethodOptions, get_method
@@ -41,15 +41,17 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
                  costs: str | Path | None = None, grouping: str | None = None,
                  budget: float | None = None, quick: bool = False, seed: int = 0,
                  n_jobs: int = 1, progress: bool = True, hpc_kind: Any = "auto",
-                 hpc_onnx: str | Path | None = None, extra: Mapping[str, Any] | None = None
-                 ) -> Manifest:
+                 hpc_onnx: str | Path | None = None, extra: Mapping[str, Any] | None = None,
+                 force: bool = False) -> Manifest:
     """Train ``method`` on ``data`` and write a verified bundle to ``out``; returns its manifest.
 
     The bundle holds the validation frontier of the method's sweep. The default operating
     point is the most accurate within ``budget`` when given, else the cheapest whose validation
     accuracy is within 1% of the HPC's (else the most accurate). Training time, method,
-    dataset, seed and library versions go into the manifest metadata.
+    dataset, seed and library versions go into the manifest metadata. ``out`` must be new, an
+    empty directory or, with ``force``, a bundle to replace (checked before training).
     """
+    out = check_target(out, force=force)  # absolute: "--out ." stays valid once replaced
     started = time.perf_counter()
     show = progress and sys.stderr.isatty()
     method_fn = get_method(method)
@@ -81,5 +83,5 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
         "extra": {k: v if isinstance(v, int | float | str | bool) else repr(v)
                   for k, v in sorted((extra or {}).items())},
     }
-    export_bundle(out, dataset, hpc, frontier, default=default.name, metadata=meta)
+    export_bundle(out, dataset, hpc, frontier, default=default.name, metadata=meta, force=force)
     return verify(out)

@@ -25,17 +25,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from adaptedge.trainer.adapt_gbrt import AdaptGbrtClassifier, _check_inputs, _sensor_layout
 from adaptedge.trainer.cart import feature_gains, quantize
-from adaptedge.trainer.gating import (
-    CostModel,
-    n_logits,
-    one_node_policy,
-    parallel_map,
-    pareto_indices,
-    proba,
-)
+from adaptedge.trainer.export.linear import linear_core
+from adaptedge.trainer.export.models import node_model
+from adaptedge.trainer.export.trees import tree_core
+from adaptedge.trainer.frontier import pareto_frontier
+from adaptedge.trainer.gating import CostModel, n_logits, parallel_map, proba
 from adaptedge.trainer.methods import MethodOptions, register
-from adaptedge.trainer.node_onnx import linear_core, node_model, tree_core
-from adaptedge.trainer.policy import Metrics, PolicyExport
+from adaptedge.trainer.policy.graph import Graph
+from adaptedge.trainer.policy.one_node import named, one_node_graph, threshold_sweep, validated
 
 FloatArray = NDArray[np.float64]
 
@@ -181,14 +178,20 @@ class ConfidenceCascade(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         """Binary: the exact |logit| cut equivalent to ``threshold`` (on the leaf grid)."""
         return float(quantize(math.log(self.threshold / (1 - self.threshold))))
 
-    def escalate(self, X: NDArray[np.floating]) -> NDArray[np.bool_]:
+    def gate_score(self, X: NDArray[np.floating]) -> FloatArray:
+        """Positive means unsure (escalate): binary ``cut - |z|`` on the exact logit,
+        multi-class ``threshold - max probability`` in float32 (as the exported head)."""
         z = self.decision_logits(X)
         if self.n_classes_ == 2:
-            out: NDArray[np.bool_] = ~(np.abs(z[:, 0]) >= self.confidence_cut())
+            out: FloatArray = self.confidence_cut() - np.abs(z[:, 0])
             return out
         p = proba(z, self.n_classes_).astype(np.float32)
-        unsure: NDArray[np.bool_] = ~(p.max(axis=1) - np.float32(self.threshold) >= 0)
-        return unsure
+        gap: FloatArray = (-(p.max(axis=1) - np.float32(self.threshold))).astype(np.float64)
+        return gap
+
+    def escalate(self, X: NDArray[np.floating]) -> NDArray[np.bool_]:
+        out: NDArray[np.bool_] = self.gate_score(X) > 0
+        return out
 
     def to_onnx(self) -> bytes:
         check_is_fitted(self)
@@ -304,8 +307,13 @@ class L1Baseline(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         out: NDArray[np.int64] = np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
         return out
 
+    def gate_score(self, X: NDArray[np.floating]) -> FloatArray:
+        """g(x) − logit(threshold); positive means escalate."""
+        out: FloatArray = self._core(X)[:, -1]
+        return out
+
     def escalate(self, X: NDArray[np.floating]) -> NDArray[np.bool_]:
-        out: NDArray[np.bool_] = self._core(X)[:, -1] > 0
+        out: NDArray[np.bool_] = self.gate_score(X) > 0
         return out
 
     def to_onnx(self) -> bytes:
@@ -334,56 +342,28 @@ def _fit(job: tuple[type, dict[str, Any], Any, Any, Any]) -> Any:
     return cls(**params).fit(X, y, P)
 
 
-def _exports(method: str, candidates: list[tuple[Any, Metrics, dict[str, float | str]]],
-             cm: CostModel, gated: bool) -> list[PolicyExport]:
-    exports = []
-    for i in pareto_indices([m for _, m, _ in candidates]):
-        model, metrics, params = candidates[i]
-        name = method + "-" + "-".join(f"{k}{v:g}" if isinstance(v, float) else f"{k}{v}"
-                                       for k, v in params.items())
-        exports.append(one_node_policy(name, method, cm, model.sensors_bought_,
-                                       model.to_onnx(), gated, metrics, params))
-    return exports
-
-
 @register("greedy-miser")
-def greedy_miser_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
+def greedy_miser_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
     cm, layout = _layout(dataset, hpc)
     gammas = (1e-3, 4e-3) if options.quick else (0.0, 1e-4, 3e-4, 1e-3, 2e-3, 4e-3, 8e-3, 2e-2)
     extra = {"n_rounds": 3, "n_trees": 10} if options.quick else {}
     jobs = [(GreedyMiser, {**layout, **extra, "gamma": g, "random_state": options.seed},
              dataset.X_train, dataset.y_train, hpc.oof_proba_train) for g in gammas]
     models = parallel_map(_fit, jobs, options.n_jobs, options.progress, "greedy-miser")
-    never = np.zeros(len(dataset.y_val), dtype=bool)
-    candidates: list[tuple[Any, Metrics, dict[str, float | str]]] = [
-        (m, cm.gate_metrics(m.sensors_bought_, never, m.predict(dataset.X_val),
-                            np.argmax(hpc.proba_val, axis=1), dataset.y_val),
-         {"gamma": float(m.gamma)})
-        for m in models if m.sensors_bought_.any()
-    ]
-    return _exports("greedy-miser", candidates, cm, gated=False)
-
-
-def _threshold_sweep(models: Sequence[Any], grid: Sequence[float], dataset: Any, hpc: Any,
-                     cm: CostModel, names: Sequence[str]) -> list[tuple[Any, Metrics,
-                                                                      dict[str, float | str]]]:
-    hpc_pred = np.argmax(hpc.proba_val, axis=1)
-    out = []
-    for model in models:
-        if not model.sensors_bought_.any():
+    candidates = []
+    for m in models:
+        if not m.sensors_bought_.any():
             continue
-        lpc_pred = model.predict(dataset.X_val)
-        for t in grid:
-            variant = model.with_threshold(t)
-            metrics = cm.gate_metrics(model.sensors_bought_, variant.escalate(dataset.X_val),
-                                      lpc_pred, hpc_pred, dataset.y_val)
-            params: dict[str, float | str] = {n: float(getattr(variant, n)) for n in names}
-            out.append((variant, metrics, params))
-    return out
+        params: dict[str, float | str] = {"gamma": float(m.gamma)}
+        graph = one_node_graph(named("greedy-miser", params), "greedy-miser", cm, m, False,
+                               params)
+        candidates.append(validated(graph, dataset, hpc, cm, m.predict_proba(dataset.X_val),
+                                    None))
+    return pareto_frontier(candidates)
 
 
 @register("confidence")
-def confidence_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
+def confidence_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
     cm, layout = _layout(dataset, hpc)
     X32, yi, P = _check_inputs(dataset.X_train, dataset.y_train, hpc.oof_proba_train)
     order = rank_sensors(X32, yi, P, cm.feature_sensor.astype(np.intp))
@@ -395,18 +375,15 @@ def confidence_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Po
              dataset.X_train, dataset.y_train, hpc.oof_proba_train) for k in ks]
     models = parallel_map(_fit, jobs, options.n_jobs, options.progress, "confidence")
     grid = [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999]
-    return _exports("confidence",
-                    _threshold_sweep(models, grid, dataset, hpc, cm, ("k", "threshold")),
-                    cm, gated=True)
+    return threshold_sweep("confidence", models, grid, dataset, hpc, cm, ("k", "threshold"))
 
 
 @register("l1")
-def l1_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
+def l1_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
     cm, layout = _layout(dataset, hpc)
     Cs = tuple(float(c) for c in np.geomspace(1e-3, 1.0, 8 if options.quick else 31))
     jobs = [(L1Baseline, {**layout, "C": c, "random_state": options.seed},
              dataset.X_train, dataset.y_train, hpc.oof_proba_train) for c in Cs]
     models = parallel_map(_fit, jobs, options.n_jobs, options.progress, "l1")
     grid = [0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
-    return _exports("l1", _threshold_sweep(models, grid, dataset, hpc, cm, ("C", "threshold")),
-                    cm, gated=True)
+    return threshold_sweep("l1", models, grid, dataset, hpc, cm, ("C", "threshold"))

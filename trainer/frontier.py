@@ -1,48 +1,63 @@
-"""The validation frontier of operating points and the choice of one within a budget."""
+"""The validation frontier of a method's graphs and the choice of one within a budget.
+
+The front and the pickers are ``protocol.operating_points``'s (shared with ``adaptedge
+evaluate`` and the device's budget lookup), applied to each graph's validation metrics.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
-from adaptedge.trainer.policy import PolicyExport
+from adaptedge.protocol.operating_points import (
+    cheapest_reaching,
+    most_accurate,
+    pareto_front,
+    within_budget,
+)
+from adaptedge.trainer.policy.graph import Metrics
 
 
 class BudgetError(ValueError):
     """No operating point fits the budget."""
 
 
-def pareto_frontier(points: Sequence[PolicyExport]) -> list[PolicyExport]:
-    """The points no other point beats on validation: cost ascending, accuracy strictly rising.
+class Validated(Protocol):
+    """Anything carrying validation ``Metrics`` (a ``Graph``, a DAG sweep point)."""
 
-    Ties in cost keep the more accurate point; ties in both keep the first by name.
-    """
-    ordered = sorted(points, key=lambda p: (p.validation.cost, -p.validation.accuracy, p.name))
-    frontier: list[PolicyExport] = []
-    for point in ordered:
-        if not frontier or point.validation.accuracy > frontier[-1].validation.accuracy:
-            frontier.append(point)
-    return frontier
+    @property
+    def validation(self) -> Metrics: ...
 
 
-def pick_within_budget(points: Sequence[PolicyExport], budget: float) -> PolicyExport:
+V = TypeVar("V", bound=Validated)
+
+
+def pareto_frontier(points: Sequence[V]) -> list[V]:
+    """The points no other point beats on validation: cost ascending, accuracy strictly rising
+    (of equal points the first is kept)."""
+    return [points[i] for i in pareto_front([p.validation for p in points])]
+
+
+def pick_within_budget(points: Sequence[V], budget: float) -> V:
     """The most accurate point whose validation cost is <= ``budget`` (cheaper on ties)."""
     if not points:
         raise BudgetError("no operating points to choose from")
-    fitting = [p for p in points if p.validation.cost <= budget]
-    if not fitting:
+    best = within_budget([p.validation for p in points], budget)
+    if best is None:
         cheapest = min(p.validation.cost for p in points)
         raise BudgetError(f"no operating point costs <= {budget:g} on validation; the cheapest "
                           f"costs {cheapest:.4g}: raise --budget to at least that")
-    return max(fitting, key=lambda p: (p.validation.accuracy, -p.validation.cost))
+    return points[best]
 
 
-def pick_near_accuracy(points: Sequence[PolicyExport], reference: float,
-                       tolerance: float = 0.01) -> PolicyExport:
+def pick_near_accuracy(points: Sequence[V], reference: float, tolerance: float = 0.01) -> V:
     """The cheapest point with validation accuracy >= ``reference - tolerance``, else the most
     accurate (the default operating point: as good as the HPC within 1%, as cheap as can be)."""
     if not points:
         raise BudgetError("no operating points to choose from")
-    good = [p for p in points if p.validation.accuracy >= reference - tolerance]
-    if good:
-        return min(good, key=lambda p: (p.validation.cost, -p.validation.accuracy))
-    return max(points, key=lambda p: (p.validation.accuracy, -p.validation.cost))
+    scores = [p.validation for p in points]
+    best = cheapest_reaching(scores, reference - tolerance)
+    if best is None:
+        best = most_accurate(scores)
+    assert best is not None
+    return points[best]

@@ -1,4 +1,4 @@
-"""Pieces every gate + LPC method shares: the q-step, logit losses, sensor sets, and metrics.
+"""Pieces every gate + LPC method shares: the q-step, logit losses, sensor sets and costs.
 
 Sign convention (the paper's): the gate score ``g(x) > 0`` sends x to the HPC (escalate);
 ``q_i = q(z=0|x_i)`` is the oracle probability of escalating example i.
@@ -14,8 +14,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adaptedge.protocol.costs import link_cost, sensor_cost
-from adaptedge.protocol.manifest import Action, CostWeights, LinkSpec, SensorSpec
-from adaptedge.trainer.policy import Metrics, NodeExport, PolicyExport
+from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
+from adaptedge.trainer.policy.walk import CostTable
 
 FloatArray = NDArray[np.float64]
 T = TypeVar("T")
@@ -136,51 +136,10 @@ class CostModel:
     def node_sensor_names(self, bought: NDArray[np.bool_]) -> tuple[str, ...]:
         return tuple(s.name for s, b in zip(self.sensors, bought, strict=True) if b)
 
-    def gate_metrics(
-        self, bought: NDArray[np.bool_], escalate: NDArray[np.bool_],
-        lpc_pred: NDArray[np.int64], hpc_pred: NDArray[np.int64], y: NDArray[np.int64],
-    ) -> Metrics:
-        """Accuracy and mean cost of the one-node gate policy reading the ``bought`` sensors."""
-        extra = self.hpc_sensors & ~bought
-        stop_cost = float(self.sensor_costs[bought].sum())
-        escalate_cost = float(self.sensor_costs[extra].sum()) + self.link_cost
-        correct = np.where(escalate, hpc_pred == y, lpc_pred == y)
-        rate = float(np.mean(escalate)) if escalate.size else 0.0
-        return Metrics(
-            accuracy=float(np.mean(correct)),
-            cost=stop_cost + rate * escalate_cost,
-            escalation_rate=rate,
-            avg_sensors_read=float(bought.sum()) + rate * float(extra.sum()),
-        )
-
-
-# -- sweeps ---------------------------------------------------------------------------------
-def pareto_indices(metrics: Sequence[Metrics]) -> list[int]:
-    """Candidates no other candidate beats (>= accuracy and <= cost, one strictly), by cost."""
-    order = sorted(range(len(metrics)), key=lambda i: (metrics[i].cost, -metrics[i].accuracy))
-    keep: list[int] = []
-    best_acc = -1.0
-    for i in order:
-        if metrics[i].accuracy > best_acc:
-            keep.append(i)
-            best_acc = metrics[i].accuracy
-    return keep
-
-
-def one_node_policy(
-    name: str, method: str, cost_model: CostModel, bought: NDArray[np.bool_], onnx_model: bytes,
-    gated: bool, validation: Metrics, params: dict[str, float | str],
-) -> PolicyExport:
-    """The one-node policy graph: stop with the LPC or (when ``gated``) escalate to the HPC."""
-    actions = (Action("stop"), Action("escalate")) if gated else (Action("stop"),)
-    node = NodeExport(
-        sensors=cost_model.node_sensor_names(bought),
-        inputs=cost_model.node_columns(bought),
-        onnx_model=onnx_model,
-        actions=actions,
-    )
-    return PolicyExport(name=name, root="n0", nodes={"n0": node}, validation=validation,
-                        params=params, method=method)
+    def table(self) -> CostTable:
+        """The walk's cost table (``trainer.policy.walk``)."""
+        return CostTable(tuple(s.name for s in self.sensors), self.sensor_costs,
+                         self.link_cost, self.hpc_sensors)
 
 
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], n_jobs: int, progress: bool,

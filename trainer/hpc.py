@@ -3,13 +3,14 @@
 ``fit_hpc`` returns an ``HpcModel`` with what every method needs: out-of-fold probabilities
 on the training set (the ADAPT q-step; in-sample ensemble probabilities are overconfident),
 validation/test probabilities and the ONNX export the cloud runs. Fitted models are cached
-under ``$ADAPTEDGE_CACHE_DIR`` (default ``~/.cache/adaptedge``) keyed by the data, the kind,
-the seed and the scikit-learn version.
+under ``$ADAPTEDGE_CACHE_DIR`` (default ``~/.cache/adaptedge``) keyed by everything that shapes
+the fit or its manifest entry (``_cache_key``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pickle
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from adaptedge.trainer.datasets import Dataset
 
 N_FOLDS = 5
 KINDS = ("auto", "hgb", "random-forest", "extra-trees")
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 
 
 class HpcError(ValueError):
@@ -55,7 +56,7 @@ class HpcModel:
 
             with threadpool_limits(limits=1, user_api="openmp"):
                 return np.asarray(self.estimator.predict_proba(x), dtype=np.float64)
-        from adaptedge.trainer.onnx_export import run_onnx
+        from adaptedge.trainer.export.run import run_onnx
 
         assert self.onnx_model is not None
         return run_onnx(self.onnx_model, x, PROBA_OUTPUT).astype(np.float64)
@@ -63,7 +64,7 @@ class HpcModel:
     def onnx_bytes(self) -> bytes:
         """ONNX: input ``x`` float32 [N, n_features], output ``probabilities`` float32 [N, C]."""
         if self.onnx_model is None:
-            from adaptedge.trainer.onnx_export import sklearn_to_onnx
+            from adaptedge.trainer.export.sklearn import sklearn_to_onnx
 
             self.onnx_model = sklearn_to_onnx(self.estimator, self.n_features).SerializeToString()
         return self.onnx_model
@@ -126,14 +127,41 @@ def _bar(items: list[Any], progress: bool, desc: str) -> Any:
     return tqdm(items, desc=desc, leave=False, disable=None)
 
 
-def _cache_path(d: Dataset, kind: str, seed: int) -> Path:
-    import sklearn
+def _cache_key(d: Dataset, kind: str, seed: int) -> str:
+    """SHA-256 of everything that shapes the fit or the manifest entry made from it: every
+    split's data and labels, class and feature names, the sensor grouping, the kind, seed
+    and fold count, the fitting code itself and the library versions that run it."""
+    from importlib.metadata import version
 
     digest = hashlib.sha256()
     for arr in (d.X_train, d.y_train, d.X_val, d.y_val, d.X_test, d.y_test):
+        digest.update(f"{arr.dtype}{arr.shape}".encode())
         digest.update(np.ascontiguousarray(arr).tobytes())
-    digest.update(f"{kind}|{seed}|{sklearn.__version__}|{_CACHE_VERSION}".encode())
-    return cache_root() / "hpc" / f"{d.name}-{kind}-{seed}-{digest.hexdigest()[:16]}.pkl"
+    fields = {
+        "classes": list(d.classes), "features": list(d.feature_names),
+        "sensors": [[s.name, list(s.features)] for s in d.sensors],
+        "kind": kind, "seed": seed, "folds": N_FOLDS, "cache": _CACHE_VERSION,
+        "versions": [version(d) for d in ("scikit-learn", "skl2onnx", "onnx", "numpy")],
+        "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+    }
+    digest.update(json.dumps(fields, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def _cache_path(d: Dataset, kind: str, seed: int) -> Path:
+    return cache_root() / "hpc" / f"{d.name}-{kind}-{seed}-{_cache_key(d, kind, seed)[:24]}.pkl"
+
+
+def _load_cached(path: Path, d: Dataset) -> HpcModel | None:
+    try:
+        with path.open("rb") as fh:
+            cached = pickle.load(fh)
+    except Exception:  # a stale or broken cache entry is refitted
+        return None
+    ok = (isinstance(cached, HpcModel) and cached.n_classes == d.n_classes
+          and cached.n_features == d.n_features
+          and cached.sensors == tuple(s.name for s in d.sensors))
+    return cached if ok else None
 
 
 def fit_hpc(dataset: Dataset, *, kind: Any = "auto", seed: int = 0, n_jobs: int = 1,
@@ -155,14 +183,8 @@ def fit_hpc(dataset: Dataset, *, kind: Any = "auto", seed: int = 0, n_jobs: int 
         raise HpcError(f"unknown HPC kind {kind!r}; choose one of {list(KINDS)} or pass a "
                        "scikit-learn classifier")
     path = _cache_path(dataset, kind, seed) if cache and isinstance(kind, str) else None
-    if path is not None and path.is_file():
-        try:
-            with path.open("rb") as fh:
-                cached = pickle.load(fh)
-            if isinstance(cached, HpcModel):
-                return cached
-        except Exception:  # a stale or broken cache entry is refitted
-            pass
+    if path is not None and path.is_file() and (cached := _load_cached(path, dataset)):
+        return cached
     import sklearn.ensemble  # noqa: F401  (load OpenMP first so the limit below applies)
     from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
@@ -216,7 +238,7 @@ def _fit(d: Dataset, kind: Any, seed: int, n_jobs: int, progress: bool,
 def _from_onnx(d: Dataset, path: Path, sensors: tuple[str, ...]) -> HpcModel:
     import onnxruntime as ort
 
-    from adaptedge.trainer.onnx_export import run_onnx
+    from adaptedge.trainer.export.run import run_onnx
 
     if not path.is_file():
         raise HpcError(f"HPC ONNX file {path} not found")

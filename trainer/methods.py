@@ -2,8 +2,8 @@
 
 A method module registers a function with ``@register("name")``. The function receives the
 dataset, the fitted HPC and the options, and returns the candidate policies of its sweep
-(``PolicyExport``s with validation metrics); the caller keeps the validation frontier and
-exports the bundle. Modules are imported lazily by name so that one method's dependencies
+(``trainer.policy.graph.Graph``s with validation metrics); the caller keeps the validation
+frontier and exports the bundle. Modules are imported lazily by name so that one method's dependencies
 never load for another.
 """
 
@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from adaptedge.trainer.policy import PolicyExport
+from adaptedge.trainer.policy.graph import Graph
 
 # method name -> module that registers it
 METHOD_MODULES: dict[str, str] = {
-    "adapt-gbrt": "adaptedge.trainer.adapt_gbrt",
+    "adapt-gbrt": "adaptedge.trainer.adapt_gbrt_method",
     "adapt-lin": "adaptedge.trainer.adapt_lin",
     "l1": "adaptedge.trainer.baselines",
     "greedy-miser": "adaptedge.trainer.baselines",
@@ -41,7 +41,7 @@ class MethodOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-MethodFn = Callable[[Any, Any, MethodOptions], list[PolicyExport]]
+MethodFn = Callable[[Any, Any, MethodOptions], list[Graph]]
 """(dataset: trainer.datasets.Dataset, hpc: trainer.hpc.HpcModel, options) -> policies."""
 
 _REGISTRY: dict[str, MethodFn] = {}

@@ -1,13 +1,13 @@
 """The reference walk of a policy graph over a batch of rows, run on the exported ONNX models.
 
 numpy + onnxruntime only (the simulator and the edge parity tests use it). Every row starts
-at the root; nodes are processed in order of increasing sensor-set size (an acquire always
-reaches a bigger set, so every row is routed before its next node runs); at each node the
-node's model runs once on all rows there (columns = ``model.inputs``); the first highest
-``action_scores`` entry picks the action (a single-action node needs no scores):
-stop -> answer argmax ``probabilities``; acquire -> the next node; escalate -> the HPC on the
-row (its sensors read, unmeasured columns 0) answers. Costs follow ``protocol.costs``
-(``decision_cost`` semantics, vectorised).
+at the root; nodes are processed in topological order (the manifest refuses cycles, so every
+row is routed before its next node runs); at each node the node's model runs once on all rows
+there (columns = ``model.inputs``); the first highest ``action_scores`` entry picks the action
+(a single-action node needs no scores): stop -> answer argmax ``probabilities``; acquire or
+route -> the next node, whose sensors the row then holds; escalate -> the HPC on the row (its
+sensors read, unmeasured columns 0) answers. A row pays each sensor it read once, however many
+nodes hold it; costs follow ``protocol.costs`` (``decision_cost`` semantics, vectorised).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy.typing as npt
 from adaptedge.protocol.bundle import read_manifest
 from adaptedge.protocol.costs import link_cost, sensor_cost
 from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Manifest
+from adaptedge.protocol.policy_graph import MOVE_KINDS, topological_order
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ class BundleRunner:
             raise ValueError(f"X must be [N, {len(m.feature_names)}] (the bundle's features), "
                              f"got shape {x.shape}")
         graph = m.policies[policy_name]
-        ids = sorted(graph.nodes, key=lambda i: (len(graph.nodes[i].sensors), i))
+        ids = topological_order(graph)
         position = {node_id: k for k, node_id in enumerate(ids)}
         n = len(x)
         at = np.full(n, position[graph.root], dtype=np.int64)
@@ -195,7 +196,7 @@ class BundleRunner:
                     labels[sel] = np.argmax(proba[choice == a], axis=1)
                     proba_out[sel] = proba[choice == a]
                     done[sel] = True
-                elif action.kind == "acquire":
+                elif action.kind in MOVE_KINDS:
                     assert action.next is not None
                     at[sel] = position[action.next]
                 else:

@@ -18,6 +18,8 @@ def register(sub: Any) -> None:
 
     s = cmds.add_parser("serve", help="answer escalated requests with the bundle's HPC over MQTT")
     s.add_argument("--bundle", required=True, help="bundle directory or .tar")
+    s.add_argument("--trust", action="append", metavar="PUBKEY",
+                   help="serve only a bundle signed by this public key (repeatable)")
     s.add_argument("--broker", required=True, help="mqtt://HOST:PORT or mqtts://HOST:PORT")
     s.add_argument("--group", default="adaptedge",
                    help="shared-subscription group of the workers (default: adaptedge)")
@@ -66,7 +68,7 @@ def serve(args: argparse.Namespace) -> int:
     from adaptedge.cli.main import CommandError
     from adaptedge.cloud import CloudError, CloudService, TlsFiles
     from adaptedge.cloud.acl import read_password_file
-    from adaptedge.protocol.bundle import open_bundle
+    from adaptedge.protocol.bundle import open_bundle, verify
 
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -91,6 +93,8 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     with open_bundle(args.bundle) as root:
+        if args.trust is not None:
+            verify(root, trust=args.trust)  # the signer, before any connection
         try:
             svc = CloudService(root, args.broker, group=args.group, max_batch=args.max_batch,
                                max_wait_ms=args.max_wait_ms, username=args.username,

@@ -27,6 +27,8 @@ def register(sub: Any) -> None:
     run = edge_sub.add_parser("run", help="replay a dataset through a bundle's policy, "
                               "escalating to the cloud over MQTT")
     run.add_argument("--bundle", required=True, help="bundle directory or .tar")
+    run.add_argument("--trust", action="append", type=Path, metavar="PUBKEY",
+                     help="load only a bundle signed by this public key (repeatable)")
     run.add_argument("--broker", help="mqtt://HOST:PORT or mqtts://HOST:PORT "
                      "(omit to run offline: escalations answer degraded)")
     run.add_argument("--device", default="edge", help="device id (topic segment)")
@@ -68,6 +70,19 @@ def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
     return context
 
 
+def _password(path: Path | None) -> str | None:
+    """The first line of ``--password-file``; an empty file is one clear error."""
+    from adaptedge.cli.main import CommandError
+
+    if path is None:
+        return None
+    lines = path.read_text().splitlines()
+    if not lines or not lines[0].strip():
+        raise CommandError(f"the password file {path} is empty: put the password on its "
+                           "first line")
+    return lines[0].strip()
+
+
 def run_device(args: argparse.Namespace) -> int:
     from adaptedge.cli.main import CommandError
     from adaptedge.edge import EdgeError
@@ -107,14 +122,12 @@ def _run_device(args: argparse.Namespace, stop: dict[str, bool]) -> int:
     if args.limit is not None:
         X, y = X[: args.limit], y[: args.limit]
 
-    password = None
-    if args.password_file is not None:
-        password = args.password_file.read_text().splitlines()[0].strip()
+    password = _password(args.password_file)
     uplink = None
     if args.broker:
         uplink = MqttUplink(args.broker, args.device, username=args.username,
                             password=password, tls=_tls(args))
-    rt = EdgeRuntime.load(args.bundle, uplink=uplink, device_id=args.device,
+    rt = EdgeRuntime.load(args.bundle, uplink=uplink, device_id=args.device, trust=args.trust,
                           operating_point=args.operating_point if args.budget is None
                           else args.budget,
                           outbox=Outbox(args.outbox) if args.outbox else None)

@@ -10,12 +10,21 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from adaptedge.cli.main import CommandError
 
 TOLERANCE = 0.01
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A point's accuracy and mean cost as measured here (``protocol.operating_points``)."""
+
+    accuracy: float
+    cost: float
 
 
 def register(sub: Any) -> None:
@@ -36,6 +45,7 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
     """The evaluation report (the ``--json`` object) of a verified bundle directory."""
     from adaptedge.protocol.bundle import verify
     from adaptedge.protocol.costs import hpc_cost
+    from adaptedge.protocol.operating_points import cheapest_reaching
     from adaptedge.trainer.policy_eval import BundleRunner, PolicyResult
 
     manifest = verify(root)
@@ -69,16 +79,14 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
                        "escalation_rate": r.escalation_rate,
                        "avg_sensors_read": r.avg_sensors_read, "energy_mj": r.mean_energy_mj,
                        "latency_ms": r.mean_latency_ms, "bytes": r.mean_bytes})
-    eligible = []
-    for point in manifest.operating_points:
-        v = result(point.policy, "validation")
-        if v.accuracy >= hpc_val.accuracy - TOLERANCE:
-            eligible.append((v.mean_cost, -v.accuracy, point.name, point.policy))
+    validation = [result(point.policy, "validation") for point in manifest.operating_points]
+    chosen = cheapest_reaching([Scored(v.accuracy, v.mean_cost) for v in validation],
+                               hpc_val.accuracy - TOLERANCE)
     best = None
-    if eligible:
-        _, _, name, policy = min(eligible)
-        r = result(policy, split)
-        best = {"name": name, "accuracy": r.accuracy, "cost": r.mean_cost,
+    if chosen is not None:
+        point = manifest.operating_points[chosen]
+        r = result(point.policy, split)
+        best = {"name": point.name, "accuracy": r.accuracy, "cost": r.mean_cost,
                 "cost_reduction": (1.0 - r.mean_cost / hpc_scalar) if hpc_scalar > 0 else None}
     return {
         "hpc": {"accuracy": result("\0hpc", split).accuracy, "cost": hpc_scalar},

@@ -1,9 +1,12 @@
-"""``adaptedge inspect BUNDLE``: show a bundle's manifest after verifying every file hash."""
+"""``adaptedge inspect BUNDLE``: show a bundle's manifest after verifying every file hash and,
+if present, its signature. Exits 0 only for a bundle that verifies (with ``--trust``: and is
+signed by one of those keys)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from adaptedge.protocol.bundle import open_bundle, verify
@@ -14,17 +17,31 @@ def register(sub: Any) -> None:
     p = sub.add_parser("inspect", help="verify a bundle and print its manifest")
     p.add_argument("bundle", help="bundle directory or .tar")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    p.add_argument("--trust", action="append", metavar="PUBKEY",
+                   help="require a signature by this public key (signing.pub; repeatable)")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     with open_bundle(args.bundle) as root:
-        manifest = verify(root)
+        manifest = verify(root, trust=args.trust)
+        signer = signed_by(root)
     if args.json:
         print(json.dumps(manifest.to_dict(), indent=2, sort_keys=True))
     else:
         print(render(manifest))
+        trusted = " (trusted)" if args.trust else ""
+        print(f"signature: key {signer}{trusted}" if signer else "signature: none (unsigned)")
     return 0
+
+
+def signed_by(root: Path) -> str | None:
+    """Key id of a bundle's (already verified) signature, or None when it is unsigned."""
+    from adaptedge.protocol.bundle import read_manifest_body
+    from adaptedge.protocol.signing import read_signature
+
+    found = read_signature(root, read_manifest_body(root))
+    return found[0].key_id if found else None
 
 
 def render(m: Manifest) -> str:

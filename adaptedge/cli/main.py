@@ -22,6 +22,8 @@ COMMAND_MODULES = (
     "train",
     "evaluate",
     "inspect_cmd",
+    "keys_cmd",
+    "sign_cmd",
     "edge_cmd",
     "cloud_cmd",
     "simulate",

@@ -33,7 +33,9 @@ def register(sub: Any) -> None:
                    help="HPC kind: auto, hgb, random-forest, extra-trees (default auto)")
     p.add_argument("--hpc-onnx", type=Path, help="use this ONNX classifier as the HPC")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--out", required=True, type=Path, help="bundle directory to write")
+    p.add_argument("--out", required=True, type=Path,
+                   help="bundle directory to write: new or empty (or a bundle, with --force)")
+    p.add_argument("--force", action="store_true", help="replace the bundle already in --out")
     p.set_defaults(handler=run)
 
 
@@ -78,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             args.data, args.method, args.out, target=args.target, costs=args.costs,
             grouping=args.grouping, budget=args.budget, quick=args.quick, seed=args.seed,
             n_jobs=args.jobs, progress=not args.no_progress, hpc_kind=args.hpc,
-            hpc_onnx=args.hpc_onnx, extra=extra)
+            hpc_onnx=args.hpc_onnx, extra=extra, force=args.force)
     except (DatasetError, CostsError, HpcError, BudgetError, TrainError) as exc:
         raise CommandError(str(exc)) from exc
     print(render(manifest, args.out))

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from adaptedge.trainer.node_onnx import run_node
+from adaptedge.trainer.export.run import run_node
 
 PROBA_TOL = 1e-5
 

@@ -1,4 +1,4 @@
-"""Small hand-made bundles for tests: linear-softmax ONNX models built with ``onnx.helper``.
+"""Small hand-made bundles for tests: linear-softmax ONNX models built with ``trainer.export``.
 
 Two policies: ``gate`` (one node holding sensors a+b, actions stop/escalate — ADAPT's shape)
 and ``walk`` (root reads nothing; acquire a, then b, stop or escalate anywhere).
@@ -24,13 +24,13 @@ from adaptedge.protocol import (
     SensorSpec,
     write_bundle,
 )
-from adaptedge.simulator.linear_bundle import linear_onnx
+from adaptedge.trainer.export.models import linear_node_model
 
-linear_model_bytes = linear_onnx
-"""ONNX: probabilities = softmax(x W + b) [, action_scores = x A + c] (the simulator's builder)."""
+linear_model_bytes = linear_node_model
+"""ONNX: probabilities = softmax(x W + b) [, action_scores = x A + c] (the toolkit's builder)."""
 
 
-def build_toy_bundle(out: Path, *, seed: int = 0) -> Manifest:
+def build_toy_bundle(out: Path, *, seed: int = 0, force: bool = False) -> Manifest:
     """Three features from two sensors (a: 0,1; b: 2), two classes; returns the written manifest."""
     rng = np.random.default_rng(seed)
     def w(n_in: int, n_out: int) -> npt.NDArray[np.float32]:
@@ -68,4 +68,4 @@ def build_toy_bundle(out: Path, *, seed: int = 0) -> Manifest:
                            avg_sensors_read=1.5, params={"lambda": 0.1}),
         ),
         default_operating_point="walk", files={}, metadata={"method": "toy"})
-    return write_bundle(out, manifest, files)
+    return write_bundle(out, manifest, files, force=force)

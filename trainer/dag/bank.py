@@ -161,6 +161,10 @@ class ClassifierBank:
                 entry.proba[split] = self._predict(entry.model, X)
         return entry.proba[split]
 
+    def predict(self, sensors: SensorSet, X: Any) -> FloatArray:
+        """Probabilities of ``sensors``' refitted model on rows ``X`` (its columns only)."""
+        return self._predict(self.get(sensors).model, X)
+
     # -- fitting -------------------------------------------------------------------------------
     def _fit(self, sensors: SensorSet) -> BankEntry:
         train = self.problem.splits["train"]

@@ -15,25 +15,20 @@ from __future__ import annotations
 from itertools import combinations
 
 from adaptedge.trainer.dag.bank import ClassifierBank
-from adaptedge.trainer.dag.graph import (
-    GraphAction,
-    TrainedGraph,
-    WalkNode,
-    chain_lattice,
-    node_id,
-    single_node,
-)
+from adaptedge.trainer.dag.graph import chain_lattice, node_id, single_node
+from adaptedge.trainer.dag.nodes import dag_node, evaluate
 from adaptedge.trainer.dag.problem import SensorSet
 from adaptedge.trainer.dag.reduce import ReduceConfig, Reduction
 from adaptedge.trainer.dag.subsets import ProxyScorer, greedy_order
-from adaptedge.trainer.dag.sweep import SweepPoint, evaluate, frontier, train_point
+from adaptedge.trainer.dag.sweep import train_point
+from adaptedge.trainer.policy.graph import Graph, GraphAction
 
 
-def static_graph(sensors: SensorSet) -> TrainedGraph:
+def static_graph(bank: ClassifierBank, sensors: SensorSet) -> Graph:
     key = tuple(sorted(sensors))
-    node = WalkNode(key, key, (GraphAction("stop"),), None)
-    return TrainedGraph(node_id(key), {node_id(key): node},
-                        {"sensors": ",".join(str(s) for s in key) or "none"})
+    node = dag_node(bank, key, key, (GraphAction("stop"),), None)
+    return Graph("", node_id(key), {node_id(key): node},
+                 params={"sensors": ",".join(str(s) for s in key) or "none"})
 
 
 def static_sets(bank: ClassifierBank, scorer: ProxyScorer, *, max_exhaustive: int = 6,
@@ -49,12 +44,13 @@ def static_sets(bank: ClassifierBank, scorer: ProxyScorer, *, max_exhaustive: in
     return list(dict.fromkeys(sets))
 
 
-def static_points(bank: ClassifierBank, sets: list[SensorSet]) -> list[SweepPoint]:
-    return [SweepPoint(g, evaluate(g, bank, "val")) for g in map(static_graph, sets)]
+def static_points(bank: ClassifierBank, sets: list[SensorSet]) -> list[Graph]:
+    graphs = [static_graph(bank, s) for s in sets]
+    return [g.with_validation(evaluate(g, bank, "val")) for g in graphs]
 
 
 def cascade_points(bank: ClassifierBank, order: list[int], lambdas: tuple[float, ...],
-                   reduction: Reduction, *, max_stages: int = 8) -> list[SweepPoint]:
+                   reduction: Reduction, *, max_stages: int = 8) -> list[Graph]:
     problem = bank.problem
     stages = [tuple(sorted(order[:k])) for k in range(1, min(max_stages, len(order)) + 1)]
     if stages[-1] != problem.all_sensors:
@@ -64,10 +60,7 @@ def cascade_points(bank: ClassifierBank, order: list[int], lambdas: tuple[float,
 
 
 def one_node_points(bank: ClassifierBank, sets: list[SensorSet], lambdas: tuple[float, ...],
-                    reduction: Reduction, price: float = 1.0) -> list[SweepPoint]:
+                    reduction: Reduction, price: float = 1.0) -> list[Graph]:
     return [train_point(bank, single_node(s), ReduceConfig(lam, price, reduction))
             for s in sets for lam in lambdas]
 
-
-def skyline(points: list[SweepPoint]) -> list[SweepPoint]:
-    return frontier(points)

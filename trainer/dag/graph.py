@@ -1,18 +1,16 @@
-"""Graph structures: the lattice Graph-Reduce trains on, and the trained per-sensor policy graph.
+"""The lattice Graph-Reduce trains on, and the linear node policies it trains.
 
 A ``Lattice`` has one node per sensor set reachable from its root by unions of "units" (single
 sensors for the exhaustive lattice, greedy subsets for many sensors, prefixes for a cascade).
-Graph-Reduce trains one policy per lattice node (``UnitNode``); ``expand`` then rewrites every
-multi-sensor step as a chain of pass-through nodes, because a manifest ``acquire`` action reads
-exactly one sensor. The result, a ``TrainedGraph``, is what the walk evaluates and the exporter
-writes: the Python policy and the ONNX policy are the same graph.
+Graph-Reduce trains one policy per lattice node (``UnitNode``); ``trainer.dag.nodes`` turns
+them into the trainer's one policy graph (``trainer.policy.graph.Graph``).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal
 
@@ -21,6 +19,7 @@ import numpy as np
 from adaptedge.trainer.dag.problem import FloatArray, IntArray, SensorSet
 
 Kind = Literal["stop", "acquire", "escalate"]
+"""What Graph-Reduce trains: stop, acquire a bigger lattice node, escalate."""
 
 
 @dataclass(frozen=True)
@@ -146,80 +145,5 @@ class UnitNode:
     policy: LinearScores | None
 
 
-@dataclass(frozen=True)
-class GraphAction:
-    kind: Kind
-    sensor: int | None = None
-    next: str | None = None
-
-
-@dataclass(frozen=True)
-class WalkNode:
-    sensors: SensorSet
-    classifier: SensorSet
-    """The bank entry whose model answers here (a chain node borrows its source's)."""
-    actions: tuple[GraphAction, ...]
-    policy: LinearScores | None
-    """``None`` exactly when the node has one action."""
-
-
-@dataclass(frozen=True)
-class TrainedGraph:
-    root: str
-    nodes: dict[str, WalkNode]
-    params: dict[str, float | str] = field(default_factory=dict)
-
-
 def node_id(sensors: SensorSet) -> str:
     return "root" if not sensors else "n" + "_".join(str(s) for s in sensors)
-
-
-def expand(root: SensorSet, units: dict[SensorSet, UnitNode],
-           params: dict[str, float | str] | None = None) -> TrainedGraph:
-    """Per-sensor graph: a step adding k > 1 sensors becomes k - 1 pass-through chain nodes."""
-    nodes: dict[str, WalkNode] = {}
-    for source, unit in units.items():
-        src = node_id(source)
-        actions: list[GraphAction] = []
-        for kind, target in unit.actions:
-            if kind != "acquire":
-                actions.append(GraphAction(kind))
-                continue
-            assert target is not None
-            added = [s for s in target if s not in source]
-            hops = [node_id(target)] if len(added) == 1 else [
-                f"{src}-{node_id(target)}-{k}" for k in range(1, len(added))] + [node_id(target)]
-            actions.append(GraphAction("acquire", added[0], hops[0]))
-            held = list(source)
-            for k in range(1, len(added)):
-                held.append(added[k - 1])
-                nodes[hops[k - 1]] = WalkNode(
-                    tuple(sorted(held)), source,
-                    (GraphAction("acquire", added[k], hops[k]),), None)
-        nodes[src] = WalkNode(source, source, tuple(actions), unit.policy)
-    return TrainedGraph(node_id(root), nodes, dict(params or {}))
-
-
-def prune(graph: TrainedGraph, used: dict[str, set[int]]) -> TrainedGraph:
-    """Drop acquire actions no walked example took, then nodes no longer reachable.
-
-    Decisions of the walked examples do not change (their argmax stays among the kept
-    actions); any other example takes its best kept action, in Python and ONNX alike.
-    """
-    kept: dict[str, WalkNode] = {}
-    for nid, node in graph.nodes.items():
-        keep = [i for i, a in enumerate(node.actions)
-                if a.kind != "acquire" or i in used.get(nid, set())]
-        if not keep:
-            keep = sorted(used.get(nid, {0})) or [0]
-        policy = None if len(keep) == 1 or node.policy is None else node.policy.keep(keep)
-        kept[nid] = replace(node, actions=tuple(node.actions[i] for i in keep), policy=policy)
-    reachable: dict[str, WalkNode] = {}
-    queue = deque([graph.root])
-    while queue:
-        nid = queue.popleft()
-        if nid in reachable:
-            continue
-        reachable[nid] = kept[nid]
-        queue.extend(a.next for a in kept[nid].actions if a.next is not None)
-    return TrainedGraph(graph.root, reachable, dict(graph.params))

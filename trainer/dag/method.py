@@ -1,4 +1,4 @@
-"""``adaptedge train --method dag``: the policy graph trained by Graph-Reduce, as PolicyExports.
+"""``adaptedge train --method dag``: the policy graph trained by Graph-Reduce.
 
 Also ``--method static`` (the static skyline: one node per sensor subset, stop only) and
 ``--method cascade`` (sensors in greedy order, stop or read the next, by Graph-Reduce).
@@ -16,22 +16,19 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from adaptedge.trainer.dag.bank import ClassifierBank
 from adaptedge.trainer.dag.baselines import cascade_points, static_points, static_sets
-from adaptedge.trainer.dag.export import OnnxCache, to_policy_export
 from adaptedge.trainer.dag.problem import problem_from
 from adaptedge.trainer.dag.subsets import greedy_order, lattice_scorer
 from adaptedge.trainer.dag.sweep import (
     CLASSIFIER_CHOICES,
     DagSettings,
     DagSweep,
-    SweepPoint,
     choose_bank,
-    frontier,
     sweep_dag,
 )
+from adaptedge.trainer.frontier import pareto_frontier
 from adaptedge.trainer.methods import MethodOptions, register
-from adaptedge.trainer.policy import PolicyExport
+from adaptedge.trainer.policy.graph import Graph
 
 _ESCALATION = {"both": (None, 1.0), "on": (1.0,), "off": (None,)}
 
@@ -84,28 +81,26 @@ def settings_from(options: MethodOptions) -> DagSettings:
     return replace(base, **changes)
 
 
-def export_points(bank: ClassifierBank, points: list[SweepPoint], method: str
-                  ) -> list[PolicyExport]:
-    cache = OnnxCache(bank)
-    exports = []
+def export_points(points: list[Graph], method: str) -> list[Graph]:
+    """The graphs named for the bundle (index, lambda, escalation price) and their method."""
+    out = []
     for i, point in enumerate(points):
-        params = point.graph.params
+        params = point.params
         if "lambda" in params:
             name = f"{method}-{i:02d}-l{params['lambda']:g}-e{params.get('escalation_price')}"
         else:
             name = f"{method}-{i:02d}"
-        exports.append(to_policy_export(point.graph, cache, name=name, method=method,
-                                        validation=point.validation))
-    return exports
+        out.append(replace(point, name=name, method=method))
+    return out
 
 
-def export_sweep(sweep: DagSweep, *, method: str = "dag") -> list[PolicyExport]:
-    return export_points(sweep.bank, sweep.points, method)
+def export_sweep(sweep: DagSweep, *, method: str = "dag") -> list[Graph]:
+    return export_points(sweep.points, method)
 
 
 @register("dag")
-def train_dag(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
-    """One PolicyExport per swept (lambda, escalation price), with validation metrics."""
+def train_dag(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
+    """One graph per swept (lambda, escalation price), with validation metrics."""
     from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
     settings = settings_from(options)
@@ -115,18 +110,18 @@ def train_dag(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExpo
 
 
 @register("static")
-def train_static(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
+def train_static(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
     """The static skyline: the validation-frontier sensor subsets, one stop-only node each."""
     settings = settings_from(options)
     problem = problem_from(dataset, hpc)
     bank = choose_bank(problem, settings)
     scorer = lattice_scorer(problem, settings.seed)
     sets = static_sets(bank, scorer, max_exhaustive=settings.max_exhaustive)
-    return export_points(bank, frontier(static_points(bank, sets)), "static")
+    return export_points(pareto_frontier(static_points(bank, sets)), "static")
 
 
 @register("cascade")
-def train_cascade(dataset: Any, hpc: Any, options: MethodOptions) -> list[PolicyExport]:
+def train_cascade(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
     """A fixed-order cascade (greedy sensor order), one policy per lambda."""
     settings = settings_from(options)
     problem = problem_from(dataset, hpc)
@@ -134,4 +129,4 @@ def train_cascade(dataset: Any, hpc: Any, options: MethodOptions) -> list[Policy
     order = greedy_order(problem, lattice_scorer(problem, settings.seed))
     reduction = "ridge" if "ridge" in settings.reductions else settings.reductions[0]
     points = cascade_points(bank, order, settings.lambdas, reduction)
-    return export_points(bank, points, "cascade")
+    return export_points(points, "cascade")

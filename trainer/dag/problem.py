@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
+from adaptedge.trainer.policy.walk import CostTable
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -72,6 +73,13 @@ class DagProblem:
 
     def sensor_names(self, sensor_set: Sequence[int]) -> tuple[str, ...]:
         return tuple(self.sensors[s].name for s in sensor_set)
+
+    def cost_table(self) -> CostTable:
+        """The walk's cost table (``trainer.policy.walk``)."""
+        hpc = np.zeros(self.n_sensors, dtype=bool)
+        hpc[list(self.hpc_sensors)] = True
+        return CostTable(self.sensor_names(self.all_sensors), self.sensor_costs,
+                         self.link_cost, hpc)
 
 
 def make_problem(*, sensors: Sequence[SensorSpec], weights: CostWeights, link: LinkSpec,

@@ -27,18 +27,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
 
 from adaptedge.trainer.dag.bank import ClassifierBank
-from adaptedge.trainer.dag.graph import (
-    Kind,
-    Lattice,
-    LinearScores,
-    TrainedGraph,
-    UnitNode,
-    expand,
-    policy_features,
-    prune,
-)
+from adaptedge.trainer.dag.graph import Kind, Lattice, LinearScores, UnitNode, policy_features
+from adaptedge.trainer.dag.nodes import dag_walk, expand, prune
 from adaptedge.trainer.dag.problem import FloatArray, SensorSet
-from adaptedge.trainer.dag.walk import walk
+from adaptedge.trainer.policy.graph import Graph
 
 Reduction = Literal["lr", "ridge"]
 REDUCTIONS: tuple[Reduction, ...] = ("lr", "ridge")
@@ -144,11 +136,11 @@ def graph_reduce(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig
     return units
 
 
-def train_graph(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig) -> TrainedGraph:
+def train_graph(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig) -> Graph:
     """Graph-Reduce, then the per-sensor graph pruned to what train and validation use."""
-    graph = expand(lattice.root, graph_reduce(bank, lattice, config), config.params())
+    graph = expand(bank, lattice.root, graph_reduce(bank, lattice, config), config.params())
     used: dict[str, set[int]] = {}
     for split in ("train", "val"):
-        for nid, chosen in walk(graph, bank, split).actions.items():
+        for nid, chosen in dag_walk(graph, bank, split).actions.items():
             used.setdefault(nid, set()).update(int(a) for a in np.unique(chosen))
     return prune(graph, used)

@@ -1,9 +1,9 @@
 """The DAG sweep: build the graph, fill the classifier bank, pick the reduction, sweep lambda.
 
-``sweep_dag`` returns every trained graph with its validation metrics; ``frontier`` keeps the
-validation Pareto front (accuracy up, cost down). The reduction ("ridge" or "lr") is chosen
-once per dataset by the mean validation objective (error + lambda * cost / all-sensor cost)
-over a few probe lambdas, then used for the whole sweep.
+``sweep_dag`` returns every trained graph with its validation metrics
+(``trainer.frontier.pareto_frontier`` keeps the validation Pareto front). The reduction
+("ridge" or "lr") is chosen once per dataset by the mean validation objective (error +
+lambda * cost / all-sensor cost) over a few probe lambdas, then used for the whole sweep.
 """
 
 from __future__ import annotations
@@ -19,17 +19,16 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 from adaptedge.trainer.dag.bank import ClassifierBank, ClassifierKind, boosting_rounds
 from adaptedge.trainer.dag.graph import (
     Lattice,
-    TrainedGraph,
     exhaustive_lattice,
     track_lattice,
     track_lattice_size,
 )
 from adaptedge.trainer.dag.masked import ChoiceBank, MaskedBank
+from adaptedge.trainer.dag.nodes import evaluate
 from adaptedge.trainer.dag.problem import DagProblem, SensorSet
 from adaptedge.trainer.dag.reduce import REDUCTIONS, ReduceConfig, Reduction, train_graph
 from adaptedge.trainer.dag.subsets import ProxyScorer, greedy_order, greedy_subsets, lattice_scorer
-from adaptedge.trainer.dag.walk import walk
-from adaptedge.trainer.policy import Metrics
+from adaptedge.trainer.policy.graph import Graph, Metrics
 
 ClassifierChoice = ClassifierKind | Literal["auto", "per-subset", "masked"]
 CLASSIFIER_CHOICES: tuple[str, ...] = ("auto", "per-subset", "masked", "hgb", "hgb-wide", "lr")
@@ -84,12 +83,6 @@ class DagSettings:
 
 
 @dataclass
-class SweepPoint:
-    graph: TrainedGraph
-    validation: Metrics
-
-
-@dataclass
 class DagSweep:
     problem: DagProblem
     bank: ClassifierBank
@@ -99,7 +92,8 @@ class DagSweep:
     """The proxy that ranked the sensors (its cache serves the baselines' sensor order)."""
     reduction: Reduction
     reduction_scores: dict[str, float]
-    points: list[SweepPoint] = field(default_factory=list)
+    points: list[Graph] = field(default_factory=list)
+    """Every trained graph, with its validation metrics."""
     classifier: dict[str, object] = field(default_factory=dict)
     """The bank's ``summary()``; for a per-node choice also ``lattice_nodes``: how many
     lattice nodes use each model."""
@@ -147,13 +141,10 @@ def build_lattice(problem: DagProblem, settings: DagSettings, scorer: ProxyScore
     return track_lattice(tracks), tracks
 
 
-def evaluate(graph: TrainedGraph, bank: ClassifierBank, split: str) -> Metrics:
-    return walk(graph, bank, split).metrics(bank.problem.splits[split].y)
-
-
-def train_point(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig) -> SweepPoint:
+def train_point(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig) -> Graph:
+    """Graph-Reduce with ``config``; the graph carries its validation metrics."""
     graph = train_graph(bank, lattice, config)
-    return SweepPoint(graph, evaluate(graph, bank, "val"))
+    return graph.with_validation(evaluate(graph, bank, "val"))
 
 
 def choose_reduction(bank: ClassifierBank, lattice: Lattice, settings: DagSettings
@@ -235,7 +226,7 @@ def _sweep(problem: DagProblem, settings: DagSettings, bank: ClassifierBank | No
     for price in settings.escalation_prices:
         for lam in settings.lambdas:
             point = train_point(bank, lattice, ReduceConfig(lam, price, reduction))
-            point.graph.params["classifier"] = bank.kind
+            point.params["classifier"] = bank.kind
             sweep.points.append(point)
     sweep.classifier = bank.summary()
     if isinstance(bank, ChoiceBank):
@@ -243,15 +234,3 @@ def _sweep(problem: DagProblem, settings: DagSettings, bank: ClassifierBank | No
     sweep.seconds = time.perf_counter() - start
     sweep.cpu_seconds = time.process_time() - cpu_start
     return sweep
-
-
-def frontier(points: Sequence[SweepPoint]) -> list[SweepPoint]:
-    """Validation Pareto front: no other point is at least as accurate and cheaper."""
-    ordered = sorted(points, key=lambda p: (p.validation.cost, -p.validation.accuracy))
-    front: list[SweepPoint] = []
-    best = -1.0
-    for point in ordered:
-        if point.validation.accuracy > best:
-            front.append(point)
-            best = point.validation.accuracy
-    return front

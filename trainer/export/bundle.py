@@ -13,18 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from adaptedge.protocol.bundle import write_bundle
-from adaptedge.protocol.manifest import (
-    BUNDLE_SCHEMA_VERSION,
-    HpcRef,
-    Manifest,
-    ModelRef,
-    OperatingPoint,
-    PolicyGraph,
-    PolicyNode,
-)
+from adaptedge.protocol.manifest import BUNDLE_SCHEMA_VERSION, HpcRef, Manifest, OperatingPoint
+from adaptedge.protocol.policy_graph import ModelRef, PolicyGraph, PolicyNode
 from adaptedge.trainer.datasets import Dataset, SplitName
 from adaptedge.trainer.hpc import HpcModel
-from adaptedge.trainer.policy import Metrics, PolicyExport
+from adaptedge.trainer.policy.graph import Graph, Metrics
 from adaptedge.trainer.policy_eval import BundleRunner, PolicyResult
 
 HPC_FILE = "hpc.onnx"
@@ -34,7 +27,7 @@ def model_file_name(onnx_model: bytes) -> str:
     return f"m_{hashlib.sha256(onnx_model).hexdigest()[:16]}.onnx"
 
 
-def _point(policy: PolicyExport) -> OperatingPoint:
+def _point(policy: Graph) -> OperatingPoint:
     params: dict[str, float | str] = {}
     for key, value in sorted(policy.params.items()):
         params[key] = value if isinstance(value, str) else float(value)
@@ -46,7 +39,7 @@ def _point(policy: PolicyExport) -> OperatingPoint:
                           avg_sensors_read=float(v.avg_sensors_read), params=params)
 
 
-def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[PolicyExport], *,
+def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
                  default: str | None = None, metadata: Mapping[str, Any] | None = None,
                  hpc_onnx: bytes | None = None) -> tuple[Manifest, dict[str, bytes]]:
     """The manifest (hashes not yet filled in) and the files of a bundle, in memory."""
@@ -62,11 +55,12 @@ def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[PolicyExpor
         nodes: dict[str, PolicyNode] = {}
         for node_id in sorted(policy.nodes):
             node = policy.nodes[node_id]
-            file = model_file_name(node.onnx_model)
-            files[file] = node.onnx_model
+            onnx_model = node.model.to_onnx()
+            file = model_file_name(onnx_model)
+            files[file] = onnx_model
             nodes[node_id] = PolicyNode(sensors=tuple(node.sensors),
                                         model=ModelRef(file, tuple(int(i) for i in node.inputs)),
-                                        actions=tuple(node.actions))
+                                        actions=tuple(a.to_manifest() for a in node.actions))
         graphs[policy.name] = PolicyGraph(root=policy.root, nodes=nodes)
     points = tuple(_point(p) for p in policies)
     chosen = default if default is not None else points[0].name
@@ -84,14 +78,15 @@ def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[PolicyExpor
 
 
 def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
-                  policies: Sequence[PolicyExport], *, default: str | None = None,
-                  metadata: Mapping[str, Any] | None = None) -> Manifest:
-    """Write the bundle to ``out_dir`` (replacing it) and return the validated manifest."""
+                  policies: Sequence[Graph], *, default: str | None = None,
+                  metadata: Mapping[str, Any] | None = None, force: bool = False) -> Manifest:
+    """Write the bundle to ``out_dir`` (an existing bundle there only with ``force``) and
+    return the validated manifest."""
     manifest, files = build_bundle(dataset, hpc, policies, default=default, metadata=metadata)
-    return write_bundle(out_dir, manifest, files)
+    return write_bundle(out_dir, manifest, files, force=force)
 
 
-def evaluate_exports(dataset: Dataset, hpc: HpcModel, policies: Sequence[PolicyExport],
+def evaluate_exports(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph],
                      split: SplitName = "validation", *, hpc_onnx: bytes | None = None
                      ) -> list[PolicyResult]:
     """Run each policy's exported ONNX (via ``policy_eval``) on a split, without writing files.

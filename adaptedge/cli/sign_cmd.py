@@ -1,0 +1,31 @@
+"""``adaptedge sign BUNDLE --key signing.key``: verify a bundle, then sign its id (Ed25519).
+
+The signature goes into BUNDLE/signature.json; it is not part of the hashes, so the bundle id
+does not change. Loaders given ``--trust signing.pub`` accept only bundles signed this way.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("sign", help="sign a bundle directory with an Ed25519 key",
+                       description=__doc__)
+    p.add_argument("bundle", type=Path, help="bundle directory")
+    p.add_argument("--key", required=True, type=Path,
+                   help="private key (signing.key from `adaptedge keys new`)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from adaptedge.protocol.bundle import SIGNATURE_NAME, read_manifest
+    from adaptedge.protocol.signing import sign_bundle
+
+    signer = sign_bundle(args.bundle, args.key)
+    bundle_id = read_manifest(args.bundle).bundle_id
+    print(f"signed bundle {bundle_id} with key {signer.key_id}: wrote "
+          f"{args.bundle / SIGNATURE_NAME}")
+    return 0

@@ -1,0 +1,157 @@
+"""Escalation: read the HPC's unread sensors, send the request, wait for the cloud's answer.
+
+Every way an escalation ends is counted once, under its own counter: no uplink (``NO_UPLINK``,
+not counted as a fault), uplink down, the uplink raised (a transport bug must not crash the
+device), deadline missed, an error reply from the cloud, a reply that does not match the
+request. Each of these answers ``degraded`` with the local classifier's answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from adaptedge.edge.decision import Source
+from adaptedge.edge.outbox import Outbox
+from adaptedge.edge.uplink import Uplink
+from adaptedge.edge.walk import ReadSensor, Trail
+from adaptedge.protocol.features import pack_features
+from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
+
+F32 = npt.NDArray[np.float32]
+_MAX_CACHED_MASKS = 4096
+
+# Why a decision was degraded (``Decision.error``); error replies carry the cloud's code.
+NO_UPLINK = "no_uplink"
+UPLINK_DOWN = "uplink_down"
+DEADLINE = "deadline"
+MISMATCHED_REPLY = "mismatched_reply"
+SENSOR_FAILURE = "sensor_failure"
+UPLINK_ERROR = "uplink_error"
+log = logging.getLogger("edge")
+
+
+@dataclass(slots=True)
+class CloudAnswer:
+    """How one escalation ended. ``sent``: a request went out (the link is paid)."""
+
+    probabilities: F32
+    label_index: int
+    source: Source
+    error: str | None
+    request_id: int | None
+    sent: bool
+    seconds: float
+
+
+class Escalation:
+    """The device side of asking the cloud HPC; one per runtime (not thread-safe)."""
+
+    def __init__(self, manifest: Manifest, *, uplink: Uplink | None, outbox: Outbox | None,
+                 counters: dict[str, float], clock: Callable[[], float], device_id: str,
+                 request_id_start: int | None) -> None:
+        self.manifest = manifest
+        self.uplink = uplink
+        self.outbox = outbox
+        self._counters = counters
+        self._clock = clock
+        self._device_id = device_id
+        index = {spec.name: i for i, spec in enumerate(manifest.sensors)}
+        self.hpc_sensors = tuple(index[name] for name in manifest.hpc.sensors)
+        self._sensor_cols = [np.asarray(s.features, dtype=np.intp) for s in manifest.sensors]
+        self._n_classes = len(manifest.classes)
+        self._deadline_s = manifest.link.deadline_ms / 1000.0
+        self._masks: dict[int, npt.NDArray[np.bool_]] = {}
+        self._next_id = (time.time_ns() & ((1 << 62) - 1)) if request_id_start is None \
+            else request_id_start
+
+    def ask(self, values: F32, trail: Trail, read: ReadSensor | None,
+            local: F32) -> CloudAnswer:
+        """Escalate a decision whose walk read ``trail`` and whose local answer is ``local``."""
+        counters = self._counters
+        counters["escalations"] += 1
+        label = int(local.argmax())
+        answer = CloudAnswer(local.copy(), label, "degraded", None, None, False, 0.0)
+        uplink = self.uplink
+        if uplink is None:
+            answer.error = NO_UPLINK
+            return answer
+        if not uplink.is_connected():
+            answer.error = UPLINK_DOWN
+            counters["uplink_down"] += 1
+            return answer
+        trail.read(self.hpc_sensors, read, stop_at_failure=False)
+        request = self._request(values, trail.read_bits, label, float(local[label]))
+        answer.request_id = request.request_id
+        self._record(request)
+        answer.sent = True
+        t_send = self._clock()
+        try:
+            reply = uplink.exchange(request, t_send + self._deadline_s)
+        except Exception:  # a transport bug must not crash the device
+            log.exception("edge %s: the uplink raised; answering degraded", self._device_id)
+            answer.error = UPLINK_ERROR
+            counters["uplink_errors"] += 1
+            answer.seconds = self._clock() - t_send
+            return answer
+        answer.seconds = self._clock() - t_send
+        if reply is None:
+            answer.error = DEADLINE
+            counters["deadline_missed"] += 1
+        elif isinstance(reply, ErrorReply):
+            answer.error = reply.code
+            counters["cloud_errors"] += 1
+        else:
+            probabilities = self._accept(reply, request.request_id)
+            if probabilities is None:
+                answer.error = MISMATCHED_REPLY
+                counters["mismatched_replies"] += 1
+            else:
+                answer.probabilities, answer.label_index = probabilities, reply.label
+                answer.source = "cloud"
+        return answer
+
+    def _record(self, request: InferenceRequest) -> None:
+        if self.outbox is None:
+            return
+        try:
+            self.outbox.record(request)
+        except (OSError, ValueError):
+            self._counters["outbox_errors"] += 1
+
+    def _request(self, values: F32, read_bits: int, label: int,
+                 confidence: float) -> InferenceRequest:
+        features, mask = pack_features(values, self._mask(read_bits))
+        request_id = self._next_id
+        self._next_id += 1
+        return InferenceRequest(
+            request_id=request_id, device=self._device_id, bundle_id=self.manifest.bundle_id,
+            sent_at=self._clock(), deadline_ms=self.manifest.link.deadline_ms,
+            features=features, mask=mask, local_label=label, local_confidence=confidence)
+
+    def _mask(self, read_bits: int) -> npt.NDArray[np.bool_]:
+        mask = self._masks.get(read_bits)
+        if mask is None:
+            mask = np.zeros(len(self.manifest.feature_names), dtype=bool)
+            for i, cols in enumerate(self._sensor_cols):
+                if read_bits >> i & 1:
+                    mask[cols] = True
+            if len(self._masks) < _MAX_CACHED_MASKS:
+                self._masks[read_bits] = mask
+        return mask
+
+    def _accept(self, reply: InferenceReply, request_id: int) -> F32 | None:
+        """The reply's probabilities if it answers ``request_id`` with one per class and a
+        valid label, else None."""
+        if reply.request_id != request_id:
+            return None
+        probabilities = reply.probability_array()
+        if probabilities.shape[0] != self._n_classes or not 0 <= reply.label < self._n_classes:
+            return None
+        return probabilities.copy()

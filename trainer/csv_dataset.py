@@ -1,0 +1,83 @@
+"""Any CSV/TSV(.gz) file as a dataset: a label column, numeric features, optional split column."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from adaptedge.trainer.data_files import parse_floats, read_rows
+from adaptedge.trainer.dataset_core import (
+    NOMINAL_NOTE,
+    UNIFORM,
+    Dataset,
+    DatasetError,
+    Parts,
+    assemble,
+    check_grouping,
+    per_feature,
+)
+from adaptedge.trainer.splits import stratified_split
+
+
+def csv_dataset(path: Path, target: str | None, grouping: str | None, seed: int) -> Dataset:
+    if target is None:
+        raise DatasetError(f"{path}: a CSV/TSV dataset needs --target COLUMN (the label column)")
+    check_grouping(path.name, grouping, ("per-feature",))
+    plain = path.name[:-3] if path.name.endswith(".gz") else path.name
+    delimiter = "\t" if plain.endswith((".tsv", ".tab")) else ","
+    rows = read_rows(path, delimiter)
+    if len(rows) < 2:
+        raise DatasetError(f"{path}: needs a header row and at least one data row")
+    header, body = [h.strip() for h in rows[0]], rows[1:]
+    if target not in header:
+        raise DatasetError(f"{path}: no target column {target!r}; the columns are {header}")
+    bad = [i for i, r in enumerate(body) if len(r) != len(header)]
+    if bad:
+        raise DatasetError(f"{path}: row {bad[0] + 2} has {len(body[bad[0]])} cells, the header "
+                           f"has {len(header)}")
+    t = header.index(target)
+    s = header.index("split") if "split" in header else None
+    feat_cols = [i for i in range(len(header)) if i not in (t, s)]
+    if not feat_cols:
+        raise DatasetError(f"{path}: no feature columns besides {target!r}")
+    names = tuple(header[i] for i in feat_cols)
+    if len(set(names)) != len(names):
+        raise DatasetError(f"{path}: duplicate column names in the header")
+    X = parse_floats([[r[i] for i in feat_cols] for r in body], names, str(path))
+    if np.all(X.min(axis=0) == X.max(axis=0)):
+        raise DatasetError(f"{path}: every feature column is constant ({names[0]!r} is always "
+                           f"{X[0, 0]:g}, ...): there is nothing to learn from")
+    labels = [r[t].strip() for r in body]
+    classes = sorted_labels(set(labels))
+    if len(classes) < 2:
+        raise DatasetError(f"{path}: target {target!r} has fewer than two classes")
+    y = np.array([classes.index(v) for v in labels], dtype=np.int64)
+    if s is not None:
+        tags = np.array([r[s].strip().lower() for r in body])
+        unknown = sorted(set(tags.tolist()) - {"train", "validation", "test"})
+        if unknown:
+            raise DatasetError(f"{path}: column 'split' holds {unknown}; allowed values are "
+                               "train, validation, test")
+        splits = tuple(np.flatnonzero(tags == v).astype(np.int64)
+                       for v in ("train", "validation", "test"))
+        empty = [v for v, idx in zip(("train", "validation", "test"), splits, strict=True)
+                 if not idx.size]
+        if empty:
+            raise DatasetError(f"{path}: column 'split' has no {empty[0]!r} rows")
+        how = "splits from the 'split' column"
+    else:
+        splits = tuple(stratified_split(y, (0.6, 0.2, 0.2), seed))
+        how = f"seeded (seed {seed}) stratified 60/20/20 split"
+    return assemble(
+        Path(plain).stem, Parts(X, y, (splits[0], splits[1], splits[2])), classes, names,
+        per_feature(names), UNIFORM,
+        f"{path.name}: target {target!r}, {how}; every feature its own sensor, uniform cost. "
+        + NOMINAL_NOTE)
+
+
+def sorted_labels(values: set[str]) -> tuple[str, ...]:
+    try:
+        return tuple(sorted(values, key=float))
+    except ValueError:
+        return tuple(sorted(values))
