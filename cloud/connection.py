@@ -113,12 +113,22 @@ def connect(client: mqtt.Client, address: BrokerAddress, *, keepalive: int = 30,
                              f"{timeout_s:g} s")
         reason = outcome[0]
         if reason.is_failure:
-            client.disconnect()
             raise BrokerRefused(f"the broker at {address.host}:{address.port} refused the "
-                             f"connection: {reason} (check --username/--password-file and the "
-                             "broker's password and ACL files)")
+                                f"connection: {reason} (check --username/--password-file and "
+                                "the broker's password and ACL files)")
+    except CloudError:
+        _close(client)  # no socket left open behind a failed attempt
+        raise
     finally:
         client.on_connect = previous
+
+
+def _close(client: mqtt.Client) -> None:
+    """Disconnect and let paho write the DISCONNECT and close its socket (bounded)."""
+    client.disconnect()
+    for _ in range(5):
+        if client.loop(0.01) != MQTTErrorCode.MQTT_ERR_SUCCESS:
+            return
 
 
 def reconnect(client: mqtt.Client, address: BrokerAddress, stopping: threading.Event,
