@@ -16,8 +16,10 @@ request's age is the larger of the two.
 
 ``LoadShedder`` then refuses, before any compute: a request past its deadline (``expired``,
 the device has answered on its own) and a request that has waited longer than the queue
-bound (``overloaded``: the worker is behind; by default half the request's deadline, so
-what is answered still has time to travel back). Both errors are cheap replies, so a
+bound (``overloaded``: the worker is behind; by default a third of the request's deadline,
+so what is answered keeps two thirds for the trip back through a broker that is congested
+too: at half, the 5x overload benchmark saw answers arrive up to 229 ms into a 250 ms
+deadline). Both errors are cheap replies, so a
 worker behind its input catches up instead of computing answers nobody waits for.
 """
 
@@ -143,7 +145,7 @@ class LoadShedder:
             self.expired += 1
             return (E.EXPIRED, f"the request was {age_s * 1000:.0f} ms old on reaching the "
                     f"worker, past its {request.deadline_ms:g} ms deadline: not computed")
-        bound = deadline_s / 2 if self.max_queue_s is None else self.max_queue_s
+        bound = deadline_s / 3 if self.max_queue_s is None else self.max_queue_s
         if age_s >= bound:
             self.overloaded += 1
             return (E.OVERLOADED, f"the worker is behind: the request waited {age_s * 1000:.0f} "
