@@ -19,7 +19,7 @@ IR_VERSION, OPSET = 8, 17
 
 
 def request(manifest: Manifest, rid: int, values: Sequence[float], device: str = "dev1", *,
-            sent_at: float | None = None, deadline_ms: float = 5000.0) -> InferenceRequest:
+            sent_at: float | None = None, deadline_ms: float = 60_000.0) -> InferenceRequest:
     feats, mask = pack_features(list(values), [True] * len(values))
     return InferenceRequest(rid, device, manifest.bundle_id,
                             time.time() if sent_at is None else sent_at, deadline_ms, feats, mask)
