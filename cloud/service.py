@@ -378,6 +378,8 @@ class CloudService:
         snap["uptime_s"] = time.monotonic() - self._started_at if self._started_at else 0.0
         snap["shared_subscription"] = int(self.shared_subscription)
         snap.update(self.telemetry.counters())
+        snap["backlog_ms"] = self._backlog.current(time.monotonic()) * 1000.0
+        snap["clock_resets"] = self._shedder.ages.clock_resets
         return snap
 
     def _report(self) -> None:
