@@ -165,8 +165,8 @@ def main() -> None:
         "factor_asked": args.factor,
         "seconds": args.seconds,
         "devices": args.devices,
-        "worker": "adaptedge cloud serve --max-batch 32 (default shedding: queue bound = a "
-                  "third of the deadline)",
+        "worker": "adaptedge cloud serve --max-batch 32 (default shedding: queue bound = half "
+                  "the deadline)",
         "hpc": f"MLP {args.features}-{args.hidden}x{args.depth}-4 (onnxruntime, 1 thread)",
         "load_average_1m": os.getloadavg()[0],
         "wall_s": time.monotonic() - started,

@@ -346,7 +346,9 @@ class CloudService:
         """Stop taking work: unsubscribe, answer everything received, wait for acks, disconnect."""
         client = self._client
         deadline = time.monotonic() + self._stop_timeout_s
-        unsubscribe_mid = None if self._filter is None else client.unsubscribe(self._filter)[1]
+        unsubscribe_mid = None if self._filter is None else \
+            client.unsubscribe([self._filter, self.telemetry_topic])[1]
+        self._backlog.close()  # its probes no longer come back
         # Messages the broker routed to us before the UNSUBACK still arrive: answer them all,
         # then wait until the input has been quiet for a moment and every reply is acked.
         quiet_since = time.monotonic()

@@ -16,10 +16,10 @@ request's age is the larger of the two.
 
 ``LoadShedder`` then refuses, before any compute: a request past its deadline (``expired``,
 the device has answered on its own) and a request that has waited longer than the queue
-bound (``overloaded``: the worker is behind; by default a third of the request's deadline,
-so what is answered keeps two thirds for the trip back through a broker that is congested
-too: at half, the 5x overload benchmark saw answers arrive up to 229 ms into a 250 ms
-deadline). Both errors are cheap replies, so a
+bound (``overloaded``: the worker is behind; by default half the request's deadline, so
+what is answered keeps half for the trip back through a broker that is congested too; a
+third kept the 5x overload benchmark's answers further from the deadline but refused the
+tail of an ordinary 200-request burst on a busy machine). Both errors are cheap replies, so a
 worker behind its input catches up instead of computing answers nobody waits for.
 """
 
@@ -91,6 +91,11 @@ class BacklogProbe:
         self._sent_at: float | None = None
         self._last_sent = -math.inf
         self._seq = 0
+        self._closed = False
+
+    def close(self) -> None:
+        """No more probes (the worker is draining and unsubscribed): the estimate is 0."""
+        self._closed, self._sent_at, self.delay_s = True, None, 0.0
 
     def current(self, now: float) -> float:
         """Seconds requests now wait: the last probe's delay, or more if the probe in flight
@@ -103,6 +108,8 @@ class BacklogProbe:
         """Send a probe if one is due and ``busy()`` (input is waiting); with no input
         waiting the backlog is empty. Returns the number of messages published."""
         now = time.monotonic()
+        if self._closed:
+            return 0
         if self._sent_at is not None and now - self._sent_at < PROBE_LOST_AFTER_S:
             return 0  # one in flight
         if now - self._last_sent < PROBE_EVERY_S:
@@ -145,7 +152,7 @@ class LoadShedder:
             self.expired += 1
             return (E.EXPIRED, f"the request was {age_s * 1000:.0f} ms old on reaching the "
                     f"worker, past its {request.deadline_ms:g} ms deadline: not computed")
-        bound = deadline_s / 3 if self.max_queue_s is None else self.max_queue_s
+        bound = deadline_s / 2 if self.max_queue_s is None else self.max_queue_s
         if age_s >= bound:
             self.overloaded += 1
             return (E.OVERLOADED, f"the worker is behind: the request waited {age_s * 1000:.0f} "

@@ -65,7 +65,10 @@ def device_client(broker: MosquittoBroker, device: str = "dev1") -> RequestClien
 def request_bytes(manifest: Manifest, rid: int, values: list[float], device: str = "dev1",
                   measured: list[bool] | None = None) -> bytes:
     feats, mask = pack_features(values, [True] * len(values) if measured is None else measured)
-    return encode(InferenceRequest(rid, device, manifest.bundle_id, time.time(), 250.0, feats, mask))
+    # A 60 s deadline: these payloads are often built well before they are sent, and deadlines
+    # (shedding) are tested in tests/attacks/test_cloud_shedding.py.
+    return encode(InferenceRequest(rid, device, manifest.bundle_id, time.time(), 60_000.0, feats,
+                                   mask))
 
 
 def wait_replies(client: RequestClient, ids: range | list[int], timeout_s: float = 10.0) -> None:

@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
                    help="flush when the oldest request waited T ms (default 2)")
     s.add_argument("--max-queue-ms", type=float, default=None, metavar="MS",
                    help="shed a request as 'overloaded' once it waited this long (default: "
-                   "a third of its deadline); past its deadline it is shed as 'expired'")
+                   "half its deadline); past its deadline it is shed as 'expired'")
     s.add_argument("--collect-telemetry", action="store_true",
                    help="read device telemetry (only from the device its topic names) and "
                    "count it in the stats")
