@@ -273,7 +273,9 @@ class CloudService:
             return
         self._published += self._backlog.send_if_due(self._readable)
         requests = shed_late(items, self._shedder, self._backlog, self.inference.error)
+        started = time.monotonic()
         answers = iter(self.inference.handle_batch(requests) if requests else ())
+        self._shedder.record_compute(len(requests), time.monotonic() - started)
         publish, recent = self._client.publish, self._recent
         done_at = time.monotonic()
         service_ms: list[float] = []

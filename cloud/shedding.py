@@ -144,6 +144,13 @@ class LoadShedder:
         self.ages = RequestAges()
         self.expired = 0
         self.overloaded = 0
+        self.row_s = 0.0
+        """Moving average of the HPC's time per row: a request's answer is only ready after it."""
+
+    def record_compute(self, rows: int, seconds: float) -> None:
+        if rows > 0:
+            per_row = seconds / rows
+            self.row_s = per_row if self.row_s == 0.0 else 0.8 * self.row_s + 0.2 * per_row
 
     def verdict(self, request: InferenceRequest, age_s: float) -> tuple[str, str] | None:
         """``None`` to compute it, else the ``(code, message)`` to shed it with."""
@@ -166,9 +173,10 @@ def shed_late(items: list[Pending], shedder: LoadShedder, backlog: BacklogProbe,
     errors (``error(device, request_id, code, message)``); return the requests to compute."""
     now, verdict, requests = time.monotonic(), shedder.verdict, []
     backlog_s = backlog.current(now)
+    compute_s = shedder.row_s * len(items)  # the answer is ready only after the batch ran
     for k, (received, reply_to, device, entry, digest, age) in enumerate(items):
         if type(entry) is InferenceRequest:
-            shed = verdict(entry, max(age, backlog_s) + (now - received))
+            shed = verdict(entry, max(age, backlog_s) + (now - received) + compute_s)
             if shed is None:
                 requests.append(entry)
             else:

@@ -93,6 +93,8 @@ def test_ages_are_relative_to_each_devices_fastest_delay_whatever_its_clock() ->
     assert shedder.verdict(req, 0.12) is None
     assert shedder.verdict(req, 0.13)[0] == E.OVERLOADED  # type: ignore[index]
     assert shedder.verdict(req, 0.25)[0] == E.EXPIRED  # type: ignore[index]
+    shedder.record_compute(10, 0.1)  # the answer is ready only after the HPC ran
+    assert shedder.row_s == pytest.approx(0.01)
 
 
 def request_like(deadline_ms: float) -> object:
