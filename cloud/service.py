@@ -6,6 +6,8 @@ no more input is waiting on the socket (a lone request waits for nobody; a burst
 call); the loop flushes a batch whose oldest request has waited ``max_wait_ms``. A flush is
 one onnxruntime call and one QoS 1 publish per reply, written ahead of the request's PUBACK.
 
+Before computing, a batch loses what can no longer be answered in time: those requests get
+``expired``/``overloaded`` error replies (``cloud/shedding.py``); retained requests are ignored.
 Workers are stateless apart from the dedup cache: start any number in one shared-subscription
 group (``$share/<group>/<prefix>/v1/+/req``) and the broker spreads the requests over them.
 """
