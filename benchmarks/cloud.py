@@ -40,7 +40,8 @@ SERVICE_PREFIX = "adaptedge"
 
 
 # -- a bundle built here: a small MLP HPC ------------------------------------------------------
-def build_bundle(out: Path, n_features: int, n_classes: int = 4, hidden: int = 64) -> Manifest:
+def build_bundle(out: Path, n_features: int, n_classes: int = 4, hidden: int = 64,
+                 depth: int = 1) -> Manifest:
     from adaptedge.protocol import (
         Action,
         CostWeights,
@@ -70,11 +71,13 @@ def build_bundle(out: Path, n_features: int, n_classes: int = 4, hidden: int = 6
         schema_version=1, bundle_id="pending", classes=tuple(f"c{i}" for i in range(n_classes)),
         feature_names=tuple(f"f{i}" for i in cols), sensors=(SensorSpec("s", cols),),
         link=LinkSpec(), cost_weights=CostWeights(),
-        hpc=HpcRef("hpc.onnx", ("s",), accuracy=0.9, description=f"MLP {n_features}-{hidden}"),
+        hpc=HpcRef("hpc.onnx", ("s",), accuracy=0.9,
+                   description=f"MLP {n_features}-{hidden}x{depth}"),
         policies={"gate": gate},
         operating_points=(OperatingPoint("gate", "gate", accuracy=0.8, cost=1.0),),
         default_operating_point="gate", files={}, metadata={"method": "benchmark"})
-    return write_bundle(out, manifest, {"hpc.onnx": model([n_features, hidden, n_classes]),
+    hpc = model([n_features, *[hidden] * depth, n_classes])
+    return write_bundle(out, manifest, {"hpc.onnx": hpc,
                                         "gate.onnx": model([n_features, n_classes])})
 
 

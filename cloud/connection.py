@@ -3,8 +3,11 @@ callback API v2, TCP_NODELAY, optional username/password and TLS, refusals as ``
 
 from __future__ import annotations
 
+import logging
+import random
 import socket
 import ssl
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +21,12 @@ from adaptedge.cloud.errors import CloudError
 DEFAULT_PORTS = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883}
 MAX_INFLIGHT = 1024
 """Unacknowledged QoS 1 publishes paho keeps on the wire (its default of 20 throttles replies)."""
+MAX_REFUSALS = 6
+"""Refused reconnections in a row after which a worker gives up (about 3 s of back-off)."""
+
+
+class BrokerRefused(CloudError):
+    """The broker answered the CONNECT with a refusal (credentials, authorisation)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +113,45 @@ def connect(client: mqtt.Client, address: BrokerAddress, *, keepalive: int = 30,
                              f"{timeout_s:g} s")
         reason = outcome[0]
         if reason.is_failure:
-            client.disconnect()
-            raise CloudError(f"the broker at {address.host}:{address.port} refused the "
-                             f"connection: {reason} (check --username/--password-file and the "
-                             "broker's password and ACL files)")
+            raise BrokerRefused(f"the broker at {address.host}:{address.port} refused the "
+                                f"connection: {reason} (check --username/--password-file and "
+                                "the broker's password and ACL files)")
+    except CloudError:
+        _close(client)  # no socket left open behind a failed attempt
+        raise
     finally:
         client.on_connect = previous
+
+
+def _close(client: mqtt.Client) -> None:
+    """Disconnect and let paho write the DISCONNECT and close its socket (bounded)."""
+    client.disconnect()
+    for _ in range(5):
+        if client.loop(0.01) != MQTTErrorCode.MQTT_ERR_SUCCESS:
+            return
+
+
+def reconnect(client: mqtt.Client, address: BrokerAddress, stopping: threading.Event,
+              log: logging.Logger, *, max_refusals: int = MAX_REFUSALS, min_delay_s: float = 0.1,
+              max_delay_s: float = 5.0) -> bool:
+    """Reconnect with jittered exponential back-off (one log line per back-off) until
+    connected (True) or ``stopping`` is set (False). An unreachable broker is retried for as
+    long as it takes; ``max_refusals`` refusals in a row raise ``BrokerRefused``."""
+    delay, refusals = min_delay_s, 0
+    while not stopping.is_set():
+        try:
+            connect(client, address)
+            return True
+        except BrokerRefused as exc:
+            refusals += 1
+            if refusals >= max_refusals:
+                raise BrokerRefused(f"{exc}; gave up after {refusals} refused reconnections "
+                                    "in a row") from None
+            problem = str(exc)
+        except CloudError as exc:
+            refusals, problem = 0, str(exc)
+        wait = random.uniform(0.5, 1.0) * delay
+        log.warning("reconnect failed (%s); retrying in %.2f s", problem, wait)
+        stopping.wait(wait)
+        delay = min(delay * 2, max_delay_s)
+    return False

@@ -1,49 +1,83 @@
-"""Answer a redelivered request once: an LRU of recent ``(device, request_id)`` pairs.
+"""Answer a redelivered request once: an LRU of recent ``(device, request_id)`` pairs, each with
+a digest of the request's content.
 
-Policy: a duplicate of a request that is still waiting in the current batch is dropped (the
-batch will answer it); a duplicate of an answered request gets the cached reply bytes sent
-again, so a device that re-asks is answered identically and the HPC runs once per request.
-Devices deduplicate replies by request id.
+Policy: a duplicate (same id, same content) of a request still waiting in the current batch
+is dropped (the batch will answer it); a duplicate of an answered request gets the cached
+reply bytes sent again, so a device that re-asks is answered identically and the HPC runs
+once per request. A reused id with *different* content is never given the cached answer:
+it is answered for its own content (or refused ``id_reused`` while the first is still in the
+batch, when two replies with one id could not be told apart). Only answers are cached: an
+error reply never replaces a cached answer, and a request whose answer was an error is
+computed again when asked again. Devices deduplicate replies by request id.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from typing import Final
 
+from adaptedge.protocol.messages import InferenceRequest
+
 PENDING: Final = b""
-"""Cache value of a request accepted but not answered yet."""
+"""Cached reply of a request accepted but not answered yet."""
+REUSED: Final = b"\0id_reused"
+"""``seen``'s answer for an id still pending with different content (refuse it ``id_reused``)."""
+
+
+def content_digest(request: InferenceRequest) -> bytes:
+    """Digest of everything that determines the answer: bundle, feature bytes and mask."""
+    h = hashlib.blake2b(digest_size=16)
+    bundle = request.bundle_id.encode()
+    h.update(len(bundle).to_bytes(2, "little"))
+    h.update(bundle)
+    h.update(len(request.features).to_bytes(4, "little"))
+    h.update(request.features)
+    h.update(request.mask)
+    return h.digest()
 
 
 class RecentRequests:
-    """Bounded LRU of ``(device, request_id) -> reply bytes`` (``PENDING`` until answered)."""
+    """Bounded LRU of ``(device, request_id) -> (digest, reply bytes)`` (``PENDING`` until
+    answered)."""
 
     def __init__(self, capacity: int = 8192) -> None:
         if capacity < 1:
             raise ValueError(f"dedup capacity must be >= 1, got {capacity}")
         self.capacity = capacity
-        self._entries: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, int], tuple[bytes, bytes]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def seen(self, device: str, request_id: int) -> bytes | None:
-        """``None`` for a new request (now remembered as pending), else its cached entry."""
+    def seen(self, device: str, request_id: int, digest: bytes) -> bytes | None:
+        """``None`` for a request to compute (now remembered as pending with this digest);
+        ``PENDING`` or the cached reply for a duplicate; ``REUSED`` for an id still pending
+        with other content."""
         key = (device, request_id)
         entries = self._entries
         cached = entries.get(key)
         if cached is not None:
             entries.move_to_end(key)
-            return cached
-        entries[key] = PENDING
+            if cached[0] == digest:
+                return cached[1]
+            if cached[1] == PENDING:
+                return REUSED
+        entries[key] = (digest, PENDING)  # new, or a reused id: answer it for its own content
         if len(entries) > self.capacity:
             entries.popitem(last=False)
         return None
 
-    def answered(self, device: str, request_id: int, reply: bytes) -> None:
+    def answered(self, device: str, request_id: int, digest: bytes, reply: bytes) -> None:
+        """Cache the answer to the request with this digest (if it is still the one held)."""
         key = (device, request_id)
-        if key in self._entries:
-            self._entries[key] = reply
+        cached = self._entries.get(key)
+        if cached is not None and cached[0] == digest:
+            self._entries[key] = (digest, reply)
 
-    def forget(self, device: str, request_id: int) -> None:
-        self._entries.pop((device, request_id), None)
+    def failed(self, device: str, request_id: int, digest: bytes) -> None:
+        """The request with this digest got an error: forget it unless an answer is cached."""
+        key = (device, request_id)
+        cached = self._entries.get(key)
+        if cached is not None and cached[0] == digest and cached[1] == PENDING:
+            del self._entries[key]

@@ -7,6 +7,7 @@ Bad input never raises; it becomes an ``ErrorReply`` with a ``protocol.errors`` 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -22,6 +23,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from adaptedge.cloud.errors import CloudError
+from adaptedge.cloud.guard import DEFAULT_RUN_LIMIT_S, RunGuard, RunTimeout, use_capped_arena
 from adaptedge.cloud.single_row import BoundRow, first_argmax
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.bundle import verify
@@ -33,6 +35,8 @@ from adaptedge.protocol.topics import DEFAULT_PREFIX, parse, reply_topic
 
 Reply = InferenceReply | ErrorReply
 _TOPIC_CACHE_LIMIT: Final = 65_536
+_MAX_ROW_TIMEOUTS: Final = 2
+"""Row re-runs of a failed batch that may time out before the rest are failed unrun."""
 _LITTLE_ENDIAN: Final = sys.byteorder == "little"
 _ID_SALVAGE_LIMITS: Final = {
     "raw": False, "strict_map_key": True, "max_bin_len": MAX_MESSAGE_BYTES,
@@ -42,11 +46,12 @@ _ID_SALVAGE_LIMITS: Final = {
 
 def session_options() -> ort.SessionOptions:
     """One thread: as fast or faster for the small batches a cloud worker sees, and a
-    worker per core scales out instead."""
+    worker per core scales out instead. Allocations come from the capped arena (``guard``)."""
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
+    use_capped_arena(opts)
     return opts
 
 
@@ -54,7 +59,7 @@ class HpcInference:
     """Answers ``InferenceRequest``s for one verified bundle with its HPC model."""
 
     def __init__(self, manifest: Manifest, session: ort.InferenceSession, *,
-                 prefix: str = DEFAULT_PREFIX) -> None:
+                 prefix: str = DEFAULT_PREFIX, run_limit_s: float = DEFAULT_RUN_LIMIT_S) -> None:
         self.manifest = manifest
         self.bundle_id = manifest.bundle_id
         self.model_id = f"{manifest.bundle_id}/{manifest.hpc.file}"
@@ -67,7 +72,8 @@ class HpcInference:
         # inputs are always float32 [N, n_features] here.
         self._run_session = getattr(getattr(session, "_sess", None), "run", None) or session.run
         self._outputs = [PROBA_OUTPUT]
-        self._bound_row = BoundRow(session, self.n_features, self.n_classes)
+        self.guard = RunGuard(run_limit_s)
+        self._bound_row = BoundRow(session, self.n_features, self.n_classes, self.guard)
         needed = sorted({c for s in manifest.sensors if s.name in manifest.hpc.sensors
                          for c in s.features})
         self.hpc_features: npt.NDArray[np.intp] = np.asarray(needed, dtype=np.intp)
@@ -80,9 +86,11 @@ class HpcInference:
 
     @classmethod
     def load(cls, bundle_dir: str | os.PathLike[str], *, prefix: str = DEFAULT_PREFIX,
+             run_limit_s: float = DEFAULT_RUN_LIMIT_S,
              trust: Sequence[str | os.PathLike[str]] | None = None) -> HpcInference:
         """Verify the bundle's hashes (and, with ``trust`` public keys, that one of them signed
-        it), then open one onnxruntime session for its HPC."""
+        it), open one onnxruntime session for its HPC and probe it once (a model that cannot
+        answer one row within ``run_limit_s`` is refused)."""
         manifest = verify(bundle_dir, trust=trust)
         path = Path(bundle_dir) / manifest.hpc.file
         try:
@@ -101,7 +109,21 @@ class HpcInference:
         if isinstance(width, int) and width != len(manifest.feature_names):
             raise CloudError(f"{path}: the HPC takes {width} features but the manifest lists "
                              f"{len(manifest.feature_names)}")
-        return cls(manifest, session, prefix=prefix)
+        inference = cls(manifest, session, prefix=prefix, run_limit_s=run_limit_s)
+        inference.probe(path)
+        return inference
+
+    def probe(self, path: Path) -> None:
+        """Run one row within the time limit; ``CloudError`` if the model cannot."""
+        if not self.guard.terminated:
+            row = np.linspace(-1.0, 1.0, self.n_features, dtype=np.float32).reshape(1, -1)
+            with contextlib.suppress(Exception):  # only a hang refuses a model here
+                self._run(row)
+        if self.guard.terminated:
+            self.guard.close()
+            raise CloudError(f"{path}: the HPC model did not answer one row within "
+                             f"{self.guard.limit_s:g} s (a huge Loop or a hostile graph?); "
+                             "re-export the bundle")
 
     # -- one message (decode, validate, answer) ------------------------------------------------
     def handle_payload(self, topic: str, payload: bytes, now: float | None = None
@@ -201,6 +223,24 @@ class HpcInference:
         if len(rows) == 1 and self._infer_one(requests[rows[0]], rows[0], replies, server_time,
                                               started):
             return
+        prepared = self._valid_rows(requests, rows, replies, server_time)
+        if prepared is None:
+            return
+        rows, x = prepared
+        try:
+            probs = self._run(x)  # float32, C-contiguous: frombuffer, where or a row mask
+        except Exception as exc:
+            if len(rows) == 1:
+                self._fail(requests[rows[0]], rows[0], replies, exc, server_time)
+            else:
+                self._isolate(requests, rows, x, replies, server_time, started, exc)
+            return
+        self._answer(requests, rows, probs, replies, server_time, started)
+
+    def _valid_rows(self, requests: Sequence[InferenceRequest], rows: list[int],
+                    replies: list[Reply | None], server_time: float
+                    ) -> tuple[list[int], npt.NDArray[np.float32]] | None:
+        """The rows the HPC can take and their input matrix; the rest get error replies."""
         n = self.n_features
         data = requests[rows[0]].features if len(rows) == 1 else \
             b"".join([requests[i].features for i in rows])
@@ -225,20 +265,41 @@ class HpcInference:
             self._reject(requests, rows, replies, keep, has_hpc, server_time)
             rows = [r for r, k in zip(rows, keep.tolist(), strict=True) if k]
             if not rows:
-                return
+                return None
             x = x[keep]
             measured = None if measured is None else measured[keep]
         if measured is not None:
             x = np.where(measured, x, np.float32(0.0))  # unmeasured slots are 0 for the HPC
-        try:
-            probs = self._run(x)  # float32, C-contiguous: frombuffer, where or a row mask
-        except Exception as exc:
-            for i in rows:
-                req = requests[i]
-                replies[i] = self.error(req.device, req.request_id, E.INTERNAL,
-                                        f"the HPC failed on this batch ({type(exc).__name__}: "
-                                        f"{str(exc)[:200]})", server_time)
-            return
+        return rows, x
+
+    def _isolate(self, requests: Sequence[InferenceRequest], rows: list[int],
+                 x: npt.NDArray[np.float32], replies: list[Reply | None], server_time: float,
+                 started: float, batch_error: Exception) -> None:
+        """The batch failed: run its rows one by one so only the offending rows get the error.
+        Bounded: after ``_MAX_ROW_TIMEOUTS`` rows also ran out of time, the model is hostile
+        for every input and the rows left get ``internal`` without another run."""
+        timeouts = 0
+        for j, i in enumerate(rows):
+            if timeouts >= _MAX_ROW_TIMEOUTS:
+                self._fail(requests[i], i, replies, batch_error, server_time)
+                continue
+            try:
+                probs = self._run(x[j:j + 1])
+            except Exception as exc:
+                timeouts += isinstance(exc, RunTimeout)
+                self._fail(requests[i], i, replies, exc, server_time)
+                continue
+            self._answer(requests, [i], probs, replies, server_time, started)
+
+    def _fail(self, req: InferenceRequest, index: int, replies: list[Reply | None],
+              exc: Exception, server_time: float) -> None:
+        replies[index] = self.error(req.device, req.request_id, E.INTERNAL,
+                                    f"the HPC failed on this request ({type(exc).__name__}: "
+                                    f"{str(exc)[:200]})", server_time)
+
+    def _answer(self, requests: Sequence[InferenceRequest], rows: list[int],
+                probs: npt.NDArray[np.float32], replies: list[Reply | None],
+                server_time: float, started: float) -> None:
         labels = probs.argmax(axis=1).tolist()  # the first highest probability wins
         service_ms = (time.perf_counter() - started) * 1000.0
         bundle_id, model_id = self.bundle_id, self.model_id
@@ -258,7 +319,11 @@ class HpcInference:
             return False
         raw = self._bound_row.run(req.features)
         if raw is None:
-            return False
+            if not self.guard.expired:
+                return False  # the batch path serves (or reports) it
+            self._fail(req, index, replies, RunTimeout(
+                f"the HPC run was stopped after {self.guard.limit_s:g} s"), server_time)
+            return True
         replies[index] = InferenceReply(req.request_id, req.device, self.bundle_id,
                                         first_argmax(raw), raw, self.model_id, server_time,
                                         (time.perf_counter() - started) * 1000.0)
@@ -267,7 +332,15 @@ class HpcInference:
         return True
 
     def _run(self, x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        out: Any = self._run_session(self._outputs, {MODEL_INPUT: x}, None)[0]
+        guard = self.guard
+        try:
+            out: Any = self._run_session(self._outputs, {MODEL_INPUT: x}, guard.begin())[0]
+        except Exception:
+            guard.end()
+            if guard.expired:
+                raise RunTimeout(f"the HPC run was stopped after {guard.limit_s:g} s") from None
+            raise
+        guard.end()  # a run terminated just as it finished still gave its result
         probs = np.asarray(out, dtype="<f4")
         if probs.shape != (x.shape[0], self.n_classes) or not math.isfinite(
                 probs.sum(dtype=np.float64)):

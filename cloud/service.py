@@ -6,6 +6,8 @@ no more input is waiting on the socket (a lone request waits for nobody; a burst
 call); the loop flushes a batch whose oldest request has waited ``max_wait_ms``. A flush is
 one onnxruntime call and one QoS 1 publish per reply, written ahead of the request's PUBACK.
 
+Before computing, a batch loses what can no longer be answered in time: those requests get
+``expired``/``overloaded`` error replies (``cloud/shedding.py``); retained requests are ignored.
 Workers are stateless apart from the dedup cache: start any number in one shared-subscription
 group (``$share/<group>/<prefix>/v1/+/req``) and the broker spreads the requests over them.
 """
@@ -19,32 +21,39 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable
 from typing import Any, Literal
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import MQTTErrorCode
 
 from adaptedge.cloud.batcher import MicroBatch
-from adaptedge.cloud.connection import TlsFiles, connect, make_client, parse_broker_url
-from adaptedge.cloud.dedup import PENDING, RecentRequests
+from adaptedge.cloud.connection import (
+    MAX_REFUSALS,
+    TlsFiles,
+    connect,
+    make_client,
+    parse_broker_url,
+    reconnect,
+)
+from adaptedge.cloud.dedup import PENDING, REUSED, RecentRequests, content_digest
 from adaptedge.cloud.errors import CloudError
+from adaptedge.cloud.guard import DEFAULT_RUN_LIMIT_S
 from adaptedge.cloud.inference import HpcInference
+from adaptedge.cloud.sharing import probe_shared
+from adaptedge.cloud.shedding import BacklogProbe, LoadShedder, Pending, shed_late
 from adaptedge.cloud.stats import ServiceStats, log_line
+from adaptedge.cloud.telemetry import TelemetryInbox
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.codec import encode
-from adaptedge.protocol.messages import ErrorReply, InferenceRequest, Telemetry
+from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest, Telemetry
 from adaptedge.protocol.topics import DEFAULT_PREFIX, shared, telemetry_topic, wildcard
 
 ShareMode = Literal["auto", "on", "off"]
 _SUCCESS = MQTTErrorCode.MQTT_ERR_SUCCESS
 _select = select.select
 _IDLE_TICK_S = 0.05
-_PROBE_TIMEOUT_S = 1.0
 _DRAIN_QUIET_S = 0.1
 
-# A pending item: (received monotonic time, reply topic, device, request | error | cached reply).
-_Item = tuple[float, str, str, "InferenceRequest | ErrorReply | bytes"]
 
 
 def default_worker_id() -> str:
@@ -62,6 +71,8 @@ class CloudService:
                  tls: TlsFiles | None = None, prefix: str = DEFAULT_PREFIX,
                  stats_every_s: float = 10.0, client_id: str | None = None,
                  share: ShareMode = "auto", dedup_capacity: int = 8192,
+                 max_queue_ms: float | None = None, max_refusals: int = MAX_REFUSALS,
+                 run_limit_s: float = DEFAULT_RUN_LIMIT_S, collect_telemetry: bool = False,
                  logger: logging.Logger | None = None) -> None:
         if share not in ("auto", "on", "off"):
             raise ValueError(f"share must be 'auto', 'on' or 'off', got {share!r}")
@@ -71,7 +82,7 @@ class CloudService:
             raise ValueError(f"stats_every_s must be > 0, got {stats_every_s}")
         self.log = logger or logging.getLogger("adaptedge.cloud")
         self.address = parse_broker_url(broker_url)
-        self.inference = HpcInference.load(bundle_dir, prefix=prefix)
+        self.inference = HpcInference.load(bundle_dir, prefix=prefix, run_limit_s=run_limit_s)
         self.worker_id = client_id or default_worker_id()
         self.prefix = prefix
         self.group = group
@@ -81,13 +92,22 @@ class CloudService:
         self._request_filter = wildcard("req", prefix)
         if group is not None:
             shared(group, self._request_filter)  # validates the group name now
-        self._batch: MicroBatch[_Item] = MicroBatch(max_batch, max_wait_ms)
+        self._batch: MicroBatch[Pending] = MicroBatch(max_batch, max_wait_ms)
         self._recent = RecentRequests(dedup_capacity)
+        self._shedder = LoadShedder(max_queue_ms)
+        self._max_refusals = max_refusals
+        self.failure: str | None = None
+        """Why the worker stopped on its own (e.g. the broker kept refusing it), else None."""
         self._stats = ServiceStats()
         self._tls = tls is not None or self.address.tls
         self._client = make_client(self.worker_id, username=username, password=password,
                                    tls=tls, use_tls=self._tls)
         self._client.on_message = self._on_message
+        self._backlog = BacklogProbe(self._client, self.telemetry_topic, self.worker_id)
+        self.telemetry = TelemetryInbox(prefix)
+        self._telemetry_filter = wildcard("telemetry", prefix) if collect_telemetry else None
+        if self._telemetry_filter is not None:
+            self._client.message_callback_add(self._telemetry_filter, self._on_telemetry)
         self._client.on_connect = self._on_connect
         self._client.on_publish = self._on_publish
         self._client.on_subscribe = self._on_subscribe_ack
@@ -112,6 +132,7 @@ class CloudService:
             self.shared_subscription = self._choose_sharing()
             self._filter = (shared(self.group, self._request_filter)  # type: ignore[arg-type]
                             if self.shared_subscription else self._request_filter)
+            self._client.message_callback_add(self.telemetry_topic, self._backlog.on_message)
             self._subscribe()
         except BaseException:
             self._client.disconnect()
@@ -159,47 +180,31 @@ class CloudService:
             return False
         if self.share_mode == "on":
             return True
-        works = self._probe_shared()
+        works, published = probe_shared(self._client, self.group or "adaptedge",
+                                        self.telemetry_topic, self.worker_id, self._acks)
+        self._published += published
         self.log.info("broker %s shared subscriptions ($share/%s/...): %s",
                       "delivers" if works else "does NOT deliver", self.group,
                       "using them" if works else "falling back to a plain subscription")
         return works
 
-    def _probe_shared(self) -> bool:
-        """Send ourselves one message through a shared subscription (on our own telemetry
-        topic, which the service account may read and write); True if it arrives in time."""
-        client, got = self._client, threading.Event()
-        probe_filter = shared(self.group or "adaptedge", self.telemetry_topic)
-        payload = encode(Telemetry(self.worker_id, time.time(), {"share_probe": 1}))
-
-        def on_probe(c: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
-            if message.payload == payload:
-                got.set()
-
-        client.message_callback_add(self.telemetry_topic, on_probe)
-        try:
-            rc, mid = client.subscribe(probe_filter, qos=1)
-            if rc != _SUCCESS:
-                return False
-            self._pump(_PROBE_TIMEOUT_S, lambda: mid in self._acks)
-            client.publish(self.telemetry_topic, payload, qos=1)
-            self._published += 1
-            self._pump(_PROBE_TIMEOUT_S, got.is_set)
-            rc, mid = client.unsubscribe(probe_filter)
-            self._pump(_PROBE_TIMEOUT_S, lambda: mid in self._acks)
-            return got.is_set()
-        finally:
-            client.message_callback_remove(self.telemetry_topic)
-
-    def _pump(self, seconds: float, done: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + seconds
-        while not done() and (left := deadline - time.monotonic()) > 0:
-            if self._client.loop(min(left, 0.02)) != _SUCCESS:
-                return
-
     def _subscribe(self) -> None:
         if self._filter is not None:
             self._client.subscribe(self._filter, qos=1)
+            self._client.subscribe(self.telemetry_topic, qos=1)  # backlog probes come back here
+        if self._telemetry_filter is not None:
+            self._client.subscribe(shared(self.group, self._telemetry_filter)  # type: ignore[arg-type]
+                                   if self.shared_subscription else self._telemetry_filter, qos=0)
+
+    def _on_telemetry(self, client: mqtt.Client, userdata: Any,
+                      message: mqtt.MQTTMessage) -> None:
+        """Device telemetry (with ``collect_telemetry``): recorded only when its source is
+        the device of its topic; retained copies are old news."""
+        try:
+            if not message.retain:
+                self.telemetry.accept(message.topic, message.payload)
+        except Exception:  # a topic paho cannot decode, or a bug: never stop the worker
+            self.telemetry.rejected += 1
 
     def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any,
                     props: Any) -> None:
@@ -227,6 +232,9 @@ class CloudService:
     def _accept(self, message: mqtt.MQTTMessage) -> None:
         received = message.timestamp
         self._stats.received += 1
+        if message.retain:  # stored on the broker earlier: its device has long moved on
+            self._stats.retained += 1
+            return
         try:
             topic = message.topic
         except UnicodeDecodeError:  # paho raises on a topic that is not UTF-8
@@ -239,9 +247,17 @@ class CloudService:
         reply_to, item = prepared
         device = item.device
         entry: InferenceRequest | ErrorReply | bytes = item
+        digest, age = b"", 0.0
         if type(item) is InferenceRequest:
-            cached = self._recent.seen(device, item.request_id)
-            if cached is not None:
+            digest = content_digest(item)
+            cached = self._recent.seen(device, item.request_id, digest)
+            if cached is None:
+                age = self._shedder.ages.age_on_arrival(device, item.sent_at, received)
+            elif cached is REUSED:
+                digest, entry = b"", self.inference.error(
+                    device, item.request_id, E.ID_REUSED, f"request id {item.request_id} is "
+                    "still being answered for other features: give every request a new id")
+            else:
                 self._stats.duplicates += 1
                 if cached == PENDING:
                     return  # the pending batch answers it
@@ -249,26 +265,33 @@ class CloudService:
                 entry = cached
         # Flush from inside the callback when the batch is full or nothing more is waiting:
         # paho then writes the replies ahead of this message's PUBACK.
-        if self._batch.add((received, reply_to, device, entry), received) or not self._readable():
+        if self._batch.add((received, reply_to, device, entry, digest, age), received) \
+                or not self._readable():
             self._flush()
 
     def _flush(self) -> None:
         items = self._batch.take()
         if not items:
             return
-        requests = [it[3] for it in items if isinstance(it[3], InferenceRequest)]
+        self._published += self._backlog.send_if_due(self._readable)
+        requests = shed_late(items, self._shedder, self._backlog, self.inference.error)
+        started = time.monotonic()
         answers = iter(self.inference.handle_batch(requests) if requests else ())
+        self._shedder.record_compute(len(requests), time.monotonic() - started)
         publish, recent = self._client.publish, self._recent
         done_at = time.monotonic()
         service_ms: list[float] = []
-        for received, reply_to, device, item in items:
+        for received, reply_to, device, item, digest, _ in items:
             if isinstance(item, bytes):
                 payload = item
             else:
                 reply = next(answers) if isinstance(item, InferenceRequest) else item
                 payload = encode(reply)
-                if reply.request_id is not None:
-                    recent.answered(device, reply.request_id, payload)
+                if digest and reply.request_id is not None:  # only answers are cached
+                    if type(reply) is InferenceReply:
+                        recent.answered(device, reply.request_id, digest, payload)
+                    else:
+                        recent.failed(device, reply.request_id, digest)
             publish(reply_to, payload, qos=1)
             service_ms.append((done_at - received) * 1000.0)
         self._published += len(items)
@@ -306,29 +329,30 @@ class CloudService:
                     self._report()
                     next_stats = time.monotonic() + self.stats_every_s
             self._drain()
+        except CloudError as exc:  # the broker keeps refusing us: stop with one clear line
+            self.failure = str(exc)
+            self.log.error("worker %s stops: %s", self.worker_id, exc)
+            client.disconnect()
         except Exception:
             self.log.exception("worker %s crashed; disconnecting", self.worker_id)
             client.disconnect()
             raise
 
     def _reconnect(self, rc: MQTTErrorCode) -> None:
+        """Back off and reconnect; ``BrokerRefused`` after too many refusals in a row."""
         self.log.warning("lost the broker connection (%s); reconnecting", mqtt.error_string(rc))
-        delay = 0.1
-        while not self._stopping.is_set():
-            try:
-                if self._client.reconnect() == _SUCCESS:
-                    self.log.info("reconnected to %s:%d", self.address.host, self.address.port)
-                    return
-            except (OSError, ValueError) as exc:
-                self.log.warning("reconnect failed (%s); retrying in %.1f s", exc, delay)
-            self._stopping.wait(delay)
-            delay = min(delay * 2, 5.0)
+        if reconnect(self._client, self.address, self._stopping, self.log,
+                     max_refusals=self._max_refusals):
+            self._subscribe()  # clean session: subscriptions do not survive a reconnect
+            self.log.info("reconnected to %s:%d", self.address.host, self.address.port)
 
     def _drain(self) -> None:
         """Stop taking work: unsubscribe, answer everything received, wait for acks, disconnect."""
         client = self._client
         deadline = time.monotonic() + self._stop_timeout_s
-        unsubscribe_mid = None if self._filter is None else client.unsubscribe(self._filter)[1]
+        unsubscribe_mid = None if self._filter is None else \
+            client.unsubscribe([self._filter, self.telemetry_topic])[1]
+        self._backlog.close()  # its probes no longer come back
         # Messages the broker routed to us before the UNSUBACK still arrive: answer them all,
         # then wait until the input has been quiet for a moment and every reply is acked.
         quiet_since = time.monotonic()
@@ -359,6 +383,9 @@ class CloudService:
                                     reset_window=reset_window)
         snap["uptime_s"] = time.monotonic() - self._started_at if self._started_at else 0.0
         snap["shared_subscription"] = int(self.shared_subscription)
+        snap.update(self.telemetry.counters())
+        snap["backlog_ms"] = self._backlog.current(time.monotonic()) * 1000.0
+        snap["clock_resets"] = self._shedder.ages.clock_resets
         return snap
 
     def _report(self) -> None:

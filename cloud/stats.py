@@ -23,6 +23,7 @@ class ServiceStats:
         self.resent = 0
         self.batches = 0
         self.dropped_topics = 0
+        self.retained = 0
         self._window_ms: list[float] = []
         self._window_batches: list[int] = []
 
@@ -47,6 +48,7 @@ class ServiceStats:
             "errors": sum(errors.values()),
             "duplicates": self.duplicates,
             "resent": self.resent,
+            "retained_ignored": self.retained,
             "batches": self.batches,
             "queue_depth": queue_depth,
             "window_requests": int(times.size),

@@ -40,6 +40,12 @@ BAD_TOPIC = "bad_topic"
 UNKNOWN_BUNDLE = "unknown_bundle"
 MISSING_FEATURES = "missing_features"
 INTERNAL = "internal"
+ID_REUSED = "id_reused"
+"""A request id still being answered for other content from the same device."""
+OVERLOADED = "overloaded"
+"""The worker is behind its input and shed the request without computing it."""
+EXPIRED = "expired"
+"""The request reached the worker past its deadline and was not computed."""
 
 ERROR_CODES: tuple[str, ...] = (
     DECODE_FAILED,
@@ -53,4 +59,7 @@ ERROR_CODES: tuple[str, ...] = (
     UNKNOWN_BUNDLE,
     MISSING_FEATURES,
     INTERNAL,
+    ID_REUSED,
+    OVERLOADED,
+    EXPIRED,
 )

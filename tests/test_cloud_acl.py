@@ -48,7 +48,7 @@ def login(broker: MosquittoBroker, creds: Path, user: str, device: str | None = 
 
 def request(manifest: Manifest, rid: int, device: str) -> bytes:
     feats, mask = pack_features([1.0, 2.0, 3.0], [True] * 3)
-    return encode(InferenceRequest(rid, device, manifest.bundle_id, time.time(), 250.0,
+    return encode(InferenceRequest(rid, device, manifest.bundle_id, time.time(), 60_000.0,
                                    feats, mask))
 
 

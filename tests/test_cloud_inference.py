@@ -184,14 +184,14 @@ def test_micro_batch_flush_rules() -> None:
 
 def test_recent_requests_lru() -> None:
     recent = RecentRequests(capacity=2)
-    assert recent.seen("d", 1) is None
-    assert recent.seen("d", 1) is PENDING
-    recent.answered("d", 1, b"reply-1")
-    assert recent.seen("d", 1) == b"reply-1"
-    assert recent.seen("e", 1) is None  # another device, same id: a new request
-    assert recent.seen("d", 2) is None  # evicts the least recently used: ("d", 1)
-    assert len(recent) == 2 and recent.seen("e", 1) is PENDING
-    assert recent.seen("d", 1) is None
+    assert recent.seen("d", 1, b"x") is None
+    assert recent.seen("d", 1, b"x") is PENDING
+    recent.answered("d", 1, b"x", b"reply-1")
+    assert recent.seen("d", 1, b"x") == b"reply-1"
+    assert recent.seen("e", 1, b"x") is None  # another device, same id: a new request
+    assert recent.seen("d", 2, b"x") is None  # evicts the least recently used: ("d", 1)
+    assert len(recent) == 2 and recent.seen("e", 1, b"x") is PENDING
+    assert recent.seen("d", 1, b"x") is None
 
 
 def test_the_single_row_path_matches_the_batch_path(bundle: tuple[Path, Manifest]) -> None:

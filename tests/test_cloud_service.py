@@ -65,7 +65,10 @@ def device_client(broker: MosquittoBroker, device: str = "dev1") -> RequestClien
 def request_bytes(manifest: Manifest, rid: int, values: list[float], device: str = "dev1",
                   measured: list[bool] | None = None) -> bytes:
     feats, mask = pack_features(values, [True] * len(values) if measured is None else measured)
-    return encode(InferenceRequest(rid, device, manifest.bundle_id, time.time(), 250.0, feats, mask))
+    # A 60 s deadline: these payloads are often built well before they are sent, and deadlines
+    # (shedding) are tested in tests/attacks/test_cloud_shedding.py.
+    return encode(InferenceRequest(rid, device, manifest.bundle_id, time.time(), 60_000.0, feats,
+                                   mask))
 
 
 def wait_replies(client: RequestClient, ids: range | list[int], timeout_s: float = 10.0) -> None:
@@ -124,8 +127,8 @@ def hostile_payloads(manifest: Manifest, rng: random.Random) -> list[bytes]:
         out.append(request_bytes(manifest, rid + 1, [1.0, inf, 2.0]))
         out.append(request_bytes(manifest, rid + 2, [1.0] * rng.choice([1, 2, 4, 64])))
         feats, mask = pack_features([1.0, 2.0, 3.0], [True] * 3)
-        out.append(encode(InferenceRequest(rid + 3, "dev1", "some-other-bundle", 0.0, 100.0,
-                                           feats, mask)))
+        out.append(encode(InferenceRequest(rid + 3, "dev1", "some-other-bundle", time.time(),
+                                           60_000.0, feats, mask)))
         out.append(request_bytes(manifest, rid + 4, [1.0, 2.0, 0.0], measured=[True, True, False]))
         out.append(request_bytes(manifest, rid + 5, [1.0, 2.0, 3.0], device="dev2"))
     out += [b"\x00" * (2 << 20)] * 3  # larger than the 1 MiB message limit

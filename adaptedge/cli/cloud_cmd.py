@@ -30,6 +30,12 @@ def register(sub: Any) -> None:
     s.add_argument("--max-batch", type=int, default=32, help="flush at N requests (default 32)")
     s.add_argument("--max-wait-ms", type=float, default=2.0,
                    help="flush when the oldest request waited T ms (default 2)")
+    s.add_argument("--max-queue-ms", type=float, default=None, metavar="MS",
+                   help="shed a request as 'overloaded' once it waited this long (default: "
+                   "half its deadline); past its deadline it is shed as 'expired'")
+    s.add_argument("--collect-telemetry", action="store_true",
+                   help="read device telemetry (only from the device its topic names) and "
+                   "count it in the stats")
     s.add_argument("--username", help="broker user name")
     s.add_argument("--password-file", help="file holding the broker password (first line)")
     s.add_argument("--tls-ca", help="CA bundle to verify the broker (implies TLS)")
@@ -46,10 +52,13 @@ def register(sub: Any) -> None:
     a.add_argument("--devices", required=True, help="comma-separated device ids (= user names)")
     a.add_argument("--out", required=True, help="output directory")
     a.add_argument("--service-user", default="adaptedge-cloud",
-                   help="user name of the cloud workers (default adaptedge-cloud)")
+                   help="user name of the cloud worker (default adaptedge-cloud)")
+    a.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="service accounts to create, one per worker: client ids are bound to "
+                   "user names, so workers cannot share one (default 1)")
     a.add_argument("--prefix", default="adaptedge", help="topic prefix (default adaptedge)")
     a.add_argument("--broker-user", metavar="USER",
-                   help="chown the password and ACL files to the account the broker runs as "
+                   help="chown the password, ACL and mosquitto.conf files to the account the broker runs as "
                    "(mosquitto: 'mosquitto'); they are 0600")
     a.add_argument("--force", action="store_true", help="replace existing credentials")
     a.set_defaults(handler=acl)
@@ -65,8 +74,10 @@ def serve(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.password_file and not args.username:
         raise CommandError("--password-file needs --username")
-    if args.max_batch < 1 or args.max_wait_ms < 0 or args.stats_every <= 0:
-        raise CommandError("--max-batch must be >= 1, --max-wait-ms >= 0, --stats-every > 0")
+    if args.max_batch < 1 or args.max_wait_ms < 0 or args.stats_every <= 0 or (
+            args.max_queue_ms is not None and not args.max_queue_ms > 0):
+        raise CommandError("--max-batch must be >= 1, --max-wait-ms >= 0, --stats-every > 0, "
+                           "--max-queue-ms > 0")
     try:
         password = read_password_file(args.password_file) if args.password_file else None
         tls = None
@@ -89,7 +100,8 @@ def serve(args: argparse.Namespace) -> int:
                                max_wait_ms=args.max_wait_ms, username=args.username,
                                password=password, tls=tls, prefix=args.prefix,
                                stats_every_s=args.stats_every, client_id=args.client_id,
-                               share=args.share)
+                               share=args.share, max_queue_ms=args.max_queue_ms,
+                               collect_telemetry=args.collect_telemetry)
             svc.start()
         except CloudError as exc:
             raise CommandError(str(exc)) from exc
@@ -98,6 +110,8 @@ def serve(args: argparse.Namespace) -> int:
             stop.wait(0.5)
         crashed = not svc.running
         svc.stop()
+    if svc.failure is not None:
+        print(f"adaptedge: error: {svc.failure}", file=sys.stderr)
     return 1 if crashed else 0
 
 
@@ -111,20 +125,24 @@ def acl(args: argparse.Namespace) -> int:
         if args.broker_user:
             system_account(args.broker_user)  # refuse before writing anything
         creds = write_credentials(args.out, devices, service_user=args.service_user,
-                                  prefix=args.prefix, overwrite=args.force)
+                                  prefix=args.prefix, overwrite=args.force, workers=args.workers)
         if args.broker_user:
-            give_to(args.broker_user, creds.password_file, creds.acl_file)
+            give_to(args.broker_user, creds.password_file, creds.acl_file, creds.conf_file)
     except CloudError as exc:
         raise CommandError(str(exc)) from exc
-    print(f"wrote {creds.password_file} ({len(creds.passwords)} accounts) and {creds.acl_file}")
+    print(f"wrote {creds.password_file} ({len(creds.passwords)} accounts), {creds.acl_file} "
+          f"and {creds.conf_file}")
     if not args.broker_user:
-        print("both are 0600: mosquitto reads them as its own user, so `chown mosquitto: "
-              "passwd acl` there (or pass --broker-user mosquitto)")
+        print("all three are 0600: mosquitto reads them as its own user, so `chown mosquitto: "
+              "passwd acl mosquitto.conf` there (or pass --broker-user mosquitto)")
     print(f"passwords: one 0600 file per account in {creds.secrets_dir}/ "
           "(give each device its own; they are not shown again)")
-    print("\nmosquitto.conf lines:\n")
+    print(f"\nmosquitto.conf settings (in {creds.conf_file}; paste them right after your "
+          "listener line, not through include_dir, which gives listener settings to a "
+          "default listener on port 1883 instead):\n")
     print(creds.mosquitto_conf())
-    print("cloud worker:\n")
-    print(f"  adaptedge cloud serve --bundle BUNDLE --broker mqtt://HOST:1883 "
-          f"--username {args.service_user} --password-file {creds.secret_file(args.service_user)}")
+    print("cloud workers (one account each):\n")
+    for worker in creds.workers:
+        print(f"  adaptedge cloud serve --bundle BUNDLE --broker mqtt://HOST:1883 "
+              f"--username {worker} --password-file {creds.secret_file(worker)}")
     return 0
