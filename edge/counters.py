@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from adaptedge.protocol.errors import EXPIRED, ID_REUSED, OVERLOADED
+
 COUNTER_NAMES: tuple[str, ...] = (
     "decisions",
     "decisions_local",
@@ -29,9 +31,9 @@ COUNTER_NAMES: tuple[str, ...] = (
 
 
 CLOUD_ERROR_COUNTERS: dict[str, str] = {
-    "id_reused": "cloud_id_reused",
-    "overloaded": "cloud_overloaded",
-    "expired": "cloud_expired",
+    ID_REUSED: "cloud_id_reused",
+    OVERLOADED: "cloud_overloaded",
+    EXPIRED: "cloud_expired",
 }
 """Cloud error codes counted on their own: the cloud refused a reused request id, shed the
 request under load, or dropped it past its deadline. Like every error reply they leave the
