@@ -79,8 +79,9 @@ def test_kill_one_of_two_workers_mid_run(
     dev.connect()
     dev.subscribe(wildcard("telemetry"))
     served: dict[str, float] = {}
+    # stats telemetry only: a worker's backlog probe travels on its telemetry topic too
     dev.on_reply = lambda msg, at: served.__setitem__(msg.source, msg.counters["received"]) \
-        if isinstance(msg, Telemetry) else None
+        if isinstance(msg, Telemetry) and "received" in msg.counters else None
     feats, mask = pack_features([0.3, -1.2, 2.0], [True] * 3)
     sent_at: list[float] = []
     kill_at = 0.0
