@@ -114,7 +114,10 @@ def _columns(x: F32, rows: npt.NDArray[np.intp], cols: npt.NDArray[np.intp]) -> 
         if len(cols) == x.shape[1] and (cols == np.arange(len(cols))).all():
             return np.ascontiguousarray(x, dtype=np.float32)
         return np.ascontiguousarray(x[:, cols], dtype=np.float32)
-    return np.ascontiguousarray(x[np.ix_(rows, cols)], dtype=np.float32)
+    picked = x.take(rows, axis=0)  # rows first: one contiguous gather, then the columns
+    if len(cols) == x.shape[1] and (cols == np.arange(len(cols))).all():
+        return np.ascontiguousarray(picked, dtype=np.float32)
+    return np.ascontiguousarray(picked.take(cols, axis=1), dtype=np.float32)
 
 
 def _move(sel: npt.NDArray[np.intp], trail: npt.NDArray[np.int64],
