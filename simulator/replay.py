@@ -1,6 +1,10 @@
 """Replay: the real ``EdgeRuntime`` over a dataset split, with a simulated clock and the
 cloud's real ``HpcInference`` in-process behind a simulated uplink (no broker).
 
+By default ``replay`` computes the same decisions column-wise (``simulator.batch_replay``:
+one batched walk, then each device's uplink); what follows describes the per-row path
+(``batched=False``, and rows or links the batched path does not model).
+
 Every escalation is encoded and decoded with the wire codec, goes through the network
 model (outages, loss, round trip, bandwidth) and, if it arrives before the deadline, is
 answered by ``HpcInference.handle_batch``. The clock only moves forward by simulated
