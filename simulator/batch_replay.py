@@ -11,7 +11,7 @@ gap to the next row; otherwise a loop over the escalations only. Costs are
 Per-row inputs not modelled here fall back to the per-row replay (``replay.replay`` decides):
 rows holding NaN or infinity (failed reads) and a bandwidth limit (wire sizes per message).
 A per-row ``size`` (items whose cost depends on it) would enter as a column next to ``X``:
-sliced with the rows in ``walk_batch`` and added to the cost key in ``_device_columns``.
+sliced with the rows in ``walk_batch`` and added to the cost key in ``device_columns``.
 """
 
 from __future__ import annotations
@@ -83,6 +83,8 @@ class LocalWalk:
     hpc_label: npt.NDArray[np.int64]
     """Per row: the HPC's answer when the escalation is sent (HPC sensors read), else -1."""
     hpc_bits: int
+    local_label: npt.NDArray[np.int64]
+    """Per row: the final node's own answer (a stop, or an escalation left unanswered)."""
 
 
 def walk_local(models: BundleModels, policy: str, X: F32) -> LocalWalk:
@@ -101,7 +103,7 @@ def walk_local(models: BundleModels, policy: str, X: F32) -> LocalWalk:
                 if (bits | hpc_bits) >> i & 1:
                     node_features[k, list(spec.features)] = True
         hpc_label[rows] = models.hpc_labels(X[rows], node_features[walk.final[rows]])
-    return LocalWalk(walk, escalated, hpc_label, hpc_bits)
+    return LocalWalk(walk, escalated, hpc_label, hpc_bits, walk.local_label)
 
 
 @dataclass
@@ -210,7 +212,7 @@ def device_columns(local: LocalWalk, manifest: Manifest, timeline: Timeline,
     sensors, read_ms, energy = _sensor_tables(local, manifest, keys)
     return {
         "row": np.arange(n), "t_start": t_start, "latency_ms": wait_ms + read_ms[inverse],
-        "label": np.where(answered, local.hpc_label, walk.local_label),
+        "label": np.where(answered, local.hpc_label, local.local_label),
         "source": SOURCE_NAMES[np.where(answered, 2, esc.view(np.int8))],
         "escalated": esc, "sensors": sensors[inverse], "request_id": request_id, "sent": sent,
         "energy_mj": energy[inverse]}
