@@ -5,6 +5,11 @@
   ``EdgeRuntime.predict_row``, and ``sklearn_p50_us``: the same decision computed by the
   scikit-learn objects (gate ``predict_proba``, then the classifier's), in the same run;
   ``agreement`` is the fraction of rows where both decide the same (stop/escalate and label).
+  ``predict_row`` is the replay path: the row is given, no sensor reader threads are involved.
+- ``ort_floor_p50_us``: the bare onnxruntime call on the same node model and rows, in the same
+  rounds: a pre-bound IOBinding (the raw C call the runtime makes), each row copied into the
+  bound input; ``local_over_floor`` = ``local_p50_us / ort_floor_p50_us``.
+  ``ort_session_run_p50_us``: ``InferenceSession.run`` with a fresh feed dict, for context.
 - ``step_p50_us``: the cost of each further policy step, from walks through a 16-node chain
   (one sensor per step, a 20-tree classifier per node) against the one-node walk.
 - ``rss_mib``: resident memory of a fresh process that imports only ``edge``, loads the
@@ -136,6 +141,38 @@ def build_bundle(out: Path, X: F32, y: npt.NDArray[np.int64],
     return write_bundle(out, manifest, files), lpc, gate
 
 
+def ort_floor(bundle: Path, file: str, n_inputs: int, n_outputs: int
+              ) -> tuple[Callable[[F32], object], Callable[[F32], object]]:
+    """The bare onnxruntime calls on ``file``: (pre-bound IOBinding, the raw C call the runtime
+    makes, the row copied into the bound input; ``InferenceSession.run`` with a fresh dict)."""
+    import onnxruntime as ort
+
+    from adaptedge.edge.session import session_options
+    from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT
+
+    session = ort.InferenceSession(str(bundle / file), session_options(),
+                                   providers=["CPUExecutionProvider"])
+    x = np.zeros((1, n_inputs), np.float32)
+    outs = [np.zeros((1, 2), np.float32) for _ in range(n_outputs)]
+    binding = session.io_binding()
+    values = [ort.OrtValue.ortvalue_from_numpy(a) for a in (x, *outs)]
+    binding.bind_ortvalue_input(MODEL_INPUT, values[0])
+    for name, value in zip((PROBA_OUTPUT, ACTION_OUTPUT), values[1:], strict=False):
+        binding.bind_ortvalue_output(name, value)
+    run, raw, options, x_row = (session._sess.run_with_iobinding, binding._iobinding,
+                                ort.RunOptions(), x[0])
+
+    def bound(row: F32) -> object:
+        x_row[...] = row
+        return run(raw, options)
+
+    def public(row: F32) -> object:
+        return session.run(None, {MODEL_INPUT: row.reshape(1, -1)})
+
+    bound.keep = (values, binding)  # type: ignore[attr-defined]
+    return bound, public
+
+
 def timed_us(fn: Callable[[F32], object], rows: F32, n_calls: int) -> list[float]:
     """Per-call wall times in µs, cycling over ``rows`` (after a warm-up)."""
     for row in rows[:50]:
@@ -208,7 +245,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         # Interleave all measurements in rounds so machine noise hits them alike.
         one_rt = EdgeRuntime.load(bundle, operating_point="one")
         chain_rt = EdgeRuntime.load(bundle, operating_point="chain")
+        floor_fn, ort_run_fn = ort_floor(bundle, "gate.onnx", rows.shape[1], 2)
         local: list[float] = []
+        floor: list[float] = []
+        ort_run: list[float] = []
         sklearn: list[float] = []
         one: list[float] = []
         chain: list[float] = []
@@ -216,6 +256,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         per_round = n_calls // rounds
         for _ in range(rounds):
             local += timed_us(rt.predict_row, rows, per_round)
+            floor += timed_us(floor_fn, rows, per_round)
+            ort_run += timed_us(ort_run_fn, rows, per_round // 4)
             sklearn += timed_us(skl_decision, rows, max(100, per_round // 20))
             one += timed_us(one_rt.predict_row, rows, per_round)
             chain += timed_us(chain_rt.predict_row, rows, per_round // 4)
@@ -235,6 +277,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "load_average_1min": round(os.getloadavg()[0], 2),
         "local_p50_us": round(local_p50, 2),
         "local_p99_us": round(pct(local, 99), 2),
+        "ort_floor_p50_us": round(pct(floor, 50), 2),
+        "local_over_floor": round(local_p50 / pct(floor, 50), 2),
+        "ort_session_run_p50_us": round(pct(ort_run, 50), 2),
         "sklearn_p50_us": round(sklearn_p50, 2),
         "sklearn_p99_us": round(pct(sklearn, 99), 2),
         "speedup_vs_sklearn": round(sklearn_p50 / local_p50, 1),

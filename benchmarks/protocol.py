@@ -1,7 +1,9 @@
 """Wire codec speed: encode+decode of a 50-feature request and its reply vs plain msgpack.
 
-Prints one JSON object. All three are measured in the same run, interleaved, so the ratio
-is meaningful on a noisy machine. Run: ``python -m benchmarks.protocol``.
+Prints one JSON object. All are measured in the same run, interleaved (medians of REPEATS), so
+the ratios are meaningful on a noisy machine. ``msgpack_roundtrip_us``: msgpack
+``unpackb(packb(...))`` of the request's feature bytes alone; ``msgpack_message_roundtrip_us``:
+of the request's fields as a plain list (the same message, no types, no validation). Run: ``python -m benchmarks.protocol``.
 """
 
 from __future__ import annotations
@@ -13,14 +15,17 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable
 
 import msgpack
+import msgspec
 import numpy as np
 
 from adaptedge.protocol import InferenceReply, InferenceRequest, decode, encode, pack_features
+from adaptedge.protocol.messages import TYPE_REQUEST, kind
 
 N_FEATURES = 50
 LOOPS = 2000
@@ -53,13 +58,19 @@ def main() -> dict[str, float]:
     def plain_rt() -> object:
         return msgpack.unpackb(msgpack.packb(raw))
 
-    samples: dict[str, list[float]] = {"request": [], "reply": [], "plain": []}
-    for fn in (request_rt, reply_rt, plain_rt):
+    fields = [kind(TYPE_REQUEST), *msgspec.structs.astuple(request)]
+
+    def plain_message_rt() -> object:
+        return msgpack.unpackb(msgpack.packb(fields))
+
+    samples: dict[str, list[float]] = {"request": [], "reply": [], "plain": [], "message": []}
+    for fn in (request_rt, reply_rt, plain_rt, plain_message_rt):
         _per_call_us(fn)  # warm up
     for _ in range(REPEATS):
         samples["request"].append(_per_call_us(request_rt))
         samples["reply"].append(_per_call_us(reply_rt))
         samples["plain"].append(_per_call_us(plain_rt))
+        samples["message"].append(_per_call_us(plain_message_rt))
     med = {k: statistics.median(v) for k, v in samples.items()}
     return {
         "n_features": N_FEATURES,
@@ -69,6 +80,9 @@ def main() -> dict[str, float]:
         "msgpack_roundtrip_us": round(med["plain"], 3),
         "request_vs_msgpack": round(med["request"] / med["plain"], 2),
         "reply_vs_msgpack": round(med["reply"] / med["plain"], 2),
+        "msgpack_message_roundtrip_us": round(med["message"], 3),
+        "request_vs_msgpack_message": round(med["request"] / med["message"], 2),
+        "load_average_1min": round(os.getloadavg()[0], 2),
     }
 
 

@@ -50,6 +50,8 @@ class CompiledNode:
     """One action only: the walk takes it without looking at scores."""
     escalate: CompiledAction | None = None
     """The node's escalate action, if it has one."""
+    all_inputs: bool = False
+    """The model takes every feature column in order: the row is copied as is."""
 
 
 @dataclass(slots=True, eq=False)
@@ -117,6 +119,7 @@ def compile_policy(manifest: Manifest, name: str, graph: PolicyGraph,
             sensors=ids,
             sensor_names=node.sensors,
             sensor_bits=sum(1 << i for i in ids),
+            all_inputs=node.model.inputs == tuple(range(len(manifest.feature_names))),
         )
     for node_id, node in graph.nodes.items():
         compiled = nodes[node_id]

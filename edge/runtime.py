@@ -299,7 +299,10 @@ class EdgeRuntime:
         while True:
             nodes.append(node.id)
             session = node.session
-            values.take(node.inputs, out=session.x_row, mode="clip")
+            if node.all_inputs:
+                session.x_row[...] = values  # cheaper than take for the identity
+            else:
+                values.take(node.inputs, out=session.x_row, mode="clip")
             session.run()
             action = best(node, session.scores_row)
             if action.kind != MOVE:

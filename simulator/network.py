@@ -92,6 +92,28 @@ class NetworkModel:
             self._normal = self._rng.standard_normal(_BLOCK).tolist()[::-1]
         return self._normal.pop()
 
+    def take_draws(self, n: int) -> tuple[list[float], list[float]]:
+        """The uniform and normal values the next ``n`` calls of ``round_trip_s`` on an up link
+        would draw (empty lists for a draw the config never makes), consumed from the same
+        blocks in the same order: a batched replay sees exactly the per-call sequence."""
+        uniform: list[float] = []
+        normal: list[float] = []
+        need = n if self.loss > 0.0 or self.sigma > 0.0 else 0
+        while need > 0:
+            if self.loss > 0.0 and not self._uniform:
+                self._uniform = self._rng.random(_BLOCK).tolist()[::-1]
+            if self.sigma > 0.0 and not self._normal:
+                self._normal = self._rng.standard_normal(_BLOCK).tolist()[::-1]
+            k = min([need] + [len(lst) for lst, on in ((self._uniform, self.loss > 0.0),
+                                                        (self._normal, self.sigma > 0.0)) if on])
+            for lst, out, on in ((self._uniform, uniform, self.loss > 0.0),
+                                 (self._normal, normal, self.sigma > 0.0)):
+                if on:
+                    out.extend(lst[:-k - 1:-1])
+                    del lst[-k:]
+            need -= k
+        return uniform, normal
+
     def round_trip_s(self, t: float, request_bytes: int, reply_bytes: int) -> float | None:
         """Seconds from sending at ``t`` until the reply arrives, or None (outage or loss).
 

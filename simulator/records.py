@@ -40,6 +40,39 @@ class DecisionColumns:
         return len(self.label)
 
 
+@dataclass(eq=False)
+class ColumnArrays:
+    """``DecisionColumns`` as numpy arrays (what the batched replay builds: no per-row objects).
+
+    ``source`` and ``device`` hold str, ``sensors`` tuples of sensor names (object arrays).
+    """
+
+    device: npt.NDArray[np.object_]
+    row: npt.NDArray[np.int64]
+    t_start: npt.NDArray[np.float64]
+    latency_ms: npt.NDArray[np.float64]
+    label: npt.NDArray[np.int64]
+    truth: npt.NDArray[np.int64]
+    source: npt.NDArray[np.object_]
+    escalated: npt.NDArray[np.bool_]
+    sent: npt.NDArray[np.bool_]
+    sensors: npt.NDArray[np.object_]
+    energy_mj: npt.NDArray[np.float64]
+    request_id: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return len(self.label)
+
+    def __eq__(self, other: object) -> bool:
+        """Same values row by row, column by column (also against ``DecisionColumns``)."""
+        if not isinstance(other, ColumnArrays | DecisionColumns):
+            return NotImplemented
+        return all(len(getattr(self, f)) == len(getattr(other, f))
+                   and all(a == b for a, b in zip(getattr(self, f), getattr(other, f),
+                                                  strict=True))
+                   for f in DecisionColumns.__dataclass_fields__)
+
+
 @dataclass
 class RunResult:
     """Decisions of one run plus what produced them."""
@@ -49,7 +82,7 @@ class RunResult:
     bundle_id: str
     operating_point: str
     classes: tuple[str, ...]
-    columns: DecisionColumns
+    columns: DecisionColumns | ColumnArrays
     outages: list[tuple[float, float]] = field(default_factory=list)
     """(start_s, end_s) of link outages, seconds from the run's start."""
     duration_s: float = 0.0
@@ -91,5 +124,5 @@ class RunResult:
                                                    c.escalated, c.sensors, strict=True)}
 
 
-def sensor_sets(columns: DecisionColumns) -> Sequence[tuple[str, ...]]:
-    return columns.sensors
+def sensor_sets(columns: DecisionColumns | ColumnArrays) -> Sequence[tuple[str, ...]]:
+    return list(columns.sensors)

@@ -1,6 +1,10 @@
 """Replay: the real ``EdgeRuntime`` over a dataset split, with a simulated clock and the
 cloud's real ``HpcInference`` in-process behind a simulated uplink (no broker).
 
+By default ``replay`` computes the same decisions column-wise (``simulator.batch_replay``:
+one batched walk, then each device's uplink); what follows describes the per-row path
+(``batched=False``, and rows or links the batched path does not model).
+
 Every escalation is encoded and decoded with the wire codec, goes through the network
 model (outages, loss, round trip, bandwidth) and, if it arrives before the deadline, is
 answered by ``HpcInference.handle_batch``. The clock only moves forward by simulated
@@ -14,6 +18,7 @@ live call.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +33,13 @@ from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
+from adaptedge.simulator.batch_replay import (
+    BundleModels,
+    column_arrays,
+    device_columns,
+    escalation_timeline,
+    walk_local,
+)
 from adaptedge.simulator.clock import SimClock
 from adaptedge.simulator.network import NetworkModel
 from adaptedge.simulator.records import DecisionColumns, RunResult
@@ -152,11 +164,13 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
            y: npt.NDArray[np.integer[Any]], *, scenario: Scenario | None = None,
            operating_point: str | None = None,
            devices: int | None = None, limit: int | None = None, cloud: bool = True,
-           prefetch: bool = True, progress: bool = False) -> RunResult:
+           prefetch: bool = True, progress: bool = False, batched: bool = True) -> RunResult:
     """Replay ``X`` (truth ``y``) through ``devices`` runtimes; every device replays the rows.
 
     ``cloud=False`` runs without an uplink (the always-local baseline: the runtime answers
-    what it would escalate on its own). ``limit`` caps rows per device.
+    what it would escalate on its own). ``limit`` caps rows per device. ``batched`` computes
+    the same decisions column-wise (``simulator.batch_replay``) when the run allows it (finite
+    rows, no bandwidth limit); ``batched=False`` drives one ``EdgeRuntime`` row by row.
     """
     scenario = scenario or Scenario()
     manifest = verify(bundle_dir)
@@ -165,6 +179,10 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
     n_rows = limit if limit is not None else (scenario.devices.limit or len(X))
     X = np.ascontiguousarray(X[:n_rows], dtype=np.float32)
     y = np.asarray(y[:n_rows])
+    if batched and not scenario.network.bandwidth_kbps and math.isfinite(
+            X.sum(dtype=np.float64)):
+        return replay_batched(Path(bundle_dir), manifest, X, y, scenario=scenario, point=point,
+                              n_devices=n_devices, cloud=cloud)
     hpc = HpcInference.load(bundle_dir) if cloud else None
     period = 1.0 / scenario.devices.rate_hz
     cols = DecisionColumns()
@@ -189,6 +207,34 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
             bar.update(len(X))
     if bar is not None:
         bar.close()
+    return RunResult(
+        mode="replay", bundle_id=manifest.bundle_id, operating_point=point,
+        classes=manifest.classes, columns=cols,
+        outages=[(o.start_s, o.end_s) for o in scenario.network.outages] if cloud else [],
+        duration_s=end_time, wall_s=time.perf_counter() - started,
+        extra={"cloud": cloud, "devices": n_devices, "rows_per_device": len(X)})
+
+
+def replay_batched(bundle_dir: Path, manifest: Manifest, X: npt.NDArray[np.float32],
+                   y: npt.NDArray[np.integer[Any]], *, scenario: Scenario, point: str,
+                   n_devices: int, cloud: bool) -> RunResult:
+    """``replay``'s decisions, column-wise: one batched walk, then each device's uplink."""
+    started = time.perf_counter()
+    models = BundleModels(manifest, bundle_dir)
+    local = walk_local(models, manifest.operating_point(point).policy, X)
+    period = 1.0 / scenario.devices.rate_hz
+    deadline_s = manifest.link.deadline_ms / 1000.0
+    escalating = np.flatnonzero(local.escalated)
+    end_time = 0.0
+    arrays = []
+    for d in range(n_devices):
+        network = (NetworkModel(scenario.network, manifest.link,
+                                seed=device_seed(scenario.seed, d)) if cloud else None)
+        timeline = escalation_timeline(escalating, period, network, deadline_s)
+        arrays.append(device_columns(local, manifest, timeline, period))
+        ends = [arrays[-1]["t_start"][-1:], timeline.end]
+        end_time = max([end_time] + [float(e.max()) for e in ends if e.size])
+    cols = column_arrays([f"dev-{d}" for d in range(n_devices)], arrays, y)
     return RunResult(
         mode="replay", bundle_id=manifest.bundle_id, operating_point=point,
         classes=manifest.classes, columns=cols,

@@ -1,12 +1,11 @@
 """The reference walk of a policy graph over a batch of rows, run on the exported ONNX models.
 
-numpy + onnxruntime only (the simulator and the edge parity tests use it). Every row starts
-at the root; nodes are processed in topological order (the manifest refuses cycles, so every
-row is routed before its next node runs); at each node the node's model runs once on all rows
-there (columns = ``model.inputs``); the first highest ``action_scores`` entry picks the action
-(a single-action node needs no scores): stop -> answer argmax ``probabilities``; acquire or
-route -> the next node, whose sensors the row then holds; escalate -> the HPC on the row (its
-sensors read, unmeasured columns 0) answers. A row pays each sensor it read once, however many
+numpy + onnxruntime only (the edge parity tests use it). The walk is ``edge.batch_walk.
+walk_batch`` (also the simulator's batched replay): every row starts at the root; at each node
+the node's model runs once on all rows there (columns = ``model.inputs``); the first highest
+``action_scores`` entry picks the action (a single-action node needs no scores): stop -> answer
+argmax ``probabilities``; acquire or route -> the next node, whose sensors the row then holds;
+escalate -> the HPC on the row (its sensors read, unmeasured columns 0) answers. A row pays each sensor it read once, however many
 nodes hold it; costs follow ``protocol.costs`` (``decision_cost`` semantics, vectorised).
 """
 
@@ -19,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from adaptedge.edge.batch_walk import ESCALATE, walk_batch
 from adaptedge.protocol.bundle import read_manifest
 from adaptedge.protocol.costs import link_cost, sensor_cost
 from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Manifest
-from adaptedge.protocol.policy_graph import MOVE_KINDS, topological_order
 
 
 @dataclass(frozen=True)
@@ -130,6 +129,11 @@ class BundleRunner:
         result = session.run(outputs, {MODEL_INPUT: np.ascontiguousarray(x)})  # type: ignore[attr-defined]
         return [np.asarray(r, dtype=np.float32) for r in result]
 
+    def _run_node(self, file: str, x: npt.NDArray[np.float32], scores: bool
+                  ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None]:
+        out = self.run(file, x, [PROBA_OUTPUT, ACTION_OUTPUT] if scores else [PROBA_OUTPUT])
+        return out[0], (out[1] if scores else None)
+
     def hpc_proba(self, X: npt.ArrayLike) -> npt.NDArray[np.float32]:
         """HPC probabilities on rows with only the HPC's sensors' columns kept (others 0)."""
         x = np.asarray(X, dtype=np.float32)
@@ -161,50 +165,13 @@ class BundleRunner:
         if x.ndim != 2 or x.shape[1] != len(m.feature_names):
             raise ValueError(f"X must be [N, {len(m.feature_names)}] (the bundle's features), "
                              f"got shape {x.shape}")
-        graph = m.policies[policy_name]
-        ids = topological_order(graph)
-        position = {node_id: k for k, node_id in enumerate(ids)}
-        n = len(x)
-        at = np.full(n, position[graph.root], dtype=np.int64)
-        done = np.zeros(n, dtype=bool)
-        escalated = np.zeros(n, dtype=bool)
-        labels = np.zeros(n, dtype=np.int64)
-        proba_out = np.zeros((n, len(m.classes)), dtype=np.float32)
-        read = np.zeros((n, len(self.sensor_names)), dtype=bool)
-        visited = np.zeros(n, dtype=np.int64)
-        final = np.empty(n, dtype=object)
-        for k, node_id in enumerate(ids):
-            rows = np.flatnonzero((at == k) & ~done)
-            if not rows.size:
-                continue
-            node = graph.nodes[node_id]
-            held = np.array([self._sensor_index[s] for s in node.sensors], dtype=np.int64)
-            read[np.ix_(rows, held)] = True
-            visited[rows] += 1
-            final[rows] = node_id
-            want = [PROBA_OUTPUT] + ([ACTION_OUTPUT] if len(node.actions) > 1 else [])
-            cols = np.array(node.model.inputs, dtype=np.int64)
-            out = self.run(node.model.file, x[np.ix_(rows, cols)], want)
-            proba = out[0]
-            choice = (np.argmax(out[1], axis=1) if len(node.actions) > 1
-                      else np.zeros(len(rows), dtype=np.int64))
-            for a, action in enumerate(node.actions):
-                sel = rows[choice == a]
-                if not sel.size:
-                    continue
-                if action.kind == "stop":
-                    labels[sel] = np.argmax(proba[choice == a], axis=1)
-                    proba_out[sel] = proba[choice == a]
-                    done[sel] = True
-                elif action.kind in MOVE_KINDS:
-                    assert action.next is not None
-                    at[sel] = position[action.next]
-                else:
-                    escalated[sel] = True
-                    done[sel] = True
-        if not done.all():
-            raise RuntimeError(f"policy {policy_name!r}: {int((~done).sum())} rows never "
-                               "reached a stop or escalate action")
+        walk = walk_batch(m, m.policies[policy_name], x, self._run_node)
+        escalated = walk.kind == ESCALATE
+        labels = walk.local_label
+        proba_out = walk.probabilities
+        read = walk.read_mask(len(self.sensor_names))
+        visited = walk.visited
+        final = np.asarray(walk.node_ids, dtype=object)[walk.final]
         esc = np.flatnonzero(escalated)
         if esc.size:
             hpc = self.hpc_proba(x[esc])

@@ -1,0 +1,125 @@
+"""The batched replay makes exactly the per-row replay's decisions (the real ``EdgeRuntime`` row
+by row): same label, source, escalation, sensors read (in order), request id, start time,
+latency and energy on every row of every device, on every bundle kind, impairments on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+import test_route
+from support.dataset_bundle import build_dataset_bundle
+
+from adaptedge.protocol import Manifest
+from adaptedge.simulator.network import NetworkConfig, NetworkModel, Outage
+from adaptedge.simulator.replay import replay
+from adaptedge.simulator.scenario import DevicesConfig, Scenario
+
+F32 = npt.NDArray[np.float32]
+SCENARIOS = {
+    "ideal": Scenario(seed=1, devices=DevicesConfig(count=2, rate_hz=20)),
+    # jitter + loss + an outage, and rows faster than round trips: the clock loop path
+    "impaired": Scenario(seed=5, devices=DevicesConfig(count=3, rate_hz=50),
+                         network=NetworkConfig(rtt_ms=120, jitter=0.8, loss=0.1,
+                                               outages=(Outage(2.0, 1.0),))),
+    # rows slower than round trips: the vectorised clock path, with loss and an outage
+    "sparse": Scenario(seed=9, devices=DevicesConfig(count=2, rate_hz=2),
+                       network=NetworkConfig(rtt_ms=300, jitter=0.5, loss=0.2,
+                                             outages=(Outage(30.0, 20.0),))),
+}
+COLUMNS = ("device", "row", "t_start", "latency_ms", "label", "truth", "source", "escalated",
+           "sent", "sensors", "request_id", "energy_mj")
+
+
+def assert_same_decisions(bundle: Path, X: F32, y: npt.NDArray[Any], point: str,
+                          **kw: Any) -> set[str]:
+    """Every scenario (and the always-local baseline): batched == per-row, column by column.
+    Returns the sources seen on the impaired link."""
+    runs = [(name, dict(scenario=s)) for name, s in SCENARIOS.items()]
+    runs.append(("no cloud", dict(scenario=SCENARIOS["impaired"], cloud=False)))
+    seen: set[str] = set()
+    for name, args in runs:
+        fast = replay(bundle, X, y, operating_point=point, **args, **kw)
+        slow = replay(bundle, X, y, operating_point=point, batched=False, **args, **kw)
+        assert fast.n == slow.n == len(X) * args["scenario"].devices.count  # type: ignore[attr-defined]
+        for col in COLUMNS:
+            a, b = getattr(fast.columns, col), getattr(slow.columns, col)
+            diff = [i for i, (u, v) in enumerate(zip(a, b, strict=True)) if u != v]
+            assert not diff, (f"{name}/{point}: column {col} differs on {len(diff)} rows, first "
+                              f"{diff[0]}: batched {a[diff[0]]!r}, per-row {b[diff[0]]!r}")
+        assert fast.duration_s == slow.duration_s
+        if name == "impaired":
+            seen |= set(fast.columns.source)
+    return seen
+
+
+def rows(n: int, width: int, seed: int) -> tuple[F32, npt.NDArray[np.int64]]:
+    X = np.random.default_rng(seed).normal(size=(n, width)).astype(np.float32)
+    return X, (X[:, 0] + X[:, -1] > 0).astype(np.int64)
+
+
+@pytest.mark.parametrize("point", ["gate", "walk"])
+def test_toy_bundle_one_node_and_acquire(toy_bundle: tuple[Path, Manifest], point: str) -> None:
+    X, y = rows(400, 3, seed=2)
+    assert assert_same_decisions(toy_bundle[0], X, y, point) == {"local", "degraded", "cloud"}
+
+
+def test_dataset_bundle(tmp_path: Path) -> None:
+    from adaptedge.trainer.data.datasets import load_dataset
+
+    manifest = build_dataset_bundle(tmp_path / "b", "heart", escalate=0.4)
+    X, y = load_dataset("heart").split("test")
+    seen = assert_same_decisions(tmp_path / "b", X, y, manifest.default_operating_point)
+    assert seen == {"local", "degraded", "cloud"}
+
+
+def test_route_bundle(tmp_path: Path) -> None:
+    graph = test_route.route_graph.__wrapped__(tmp_path)  # type: ignore[attr-defined]
+    X = test_route.route_rows(500, seed=4)
+    y = (X[:, 0] > 0).astype(np.int64)
+    seen = assert_same_decisions(graph.path, X, y, test_route.POLICY)
+    assert seen == {"local", "degraded", "cloud"}
+
+
+def test_dag_bundle(tmp_path: Path) -> None:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from adaptedge.trainer.data.datasets import load_dataset
+    from adaptedge.trainer.export.bundle import export_bundle
+    from adaptedge.trainer.hpc import fit_hpc
+    from adaptedge.trainer.methods.registry import MethodOptions, get_method
+
+    dataset = load_dataset("wall-robot")
+    hpc = fit_hpc(dataset, kind=make_pipeline(StandardScaler(), LogisticRegression(
+        max_iter=2000)), cache=False)
+    exports = get_method("dag")(dataset, hpc, MethodOptions(quick=True, extra={
+        "classifier": "lr", "lambdas": "0.02,0.1"}))
+    manifest = export_bundle(tmp_path / "dag", dataset, hpc, exports)
+    X, y = dataset.split("test")
+    multi = [p.name for p in manifest.operating_points
+             if len(manifest.policies[p.policy].nodes) > 1]
+    assert multi, "the quick DAG train gave one-node policies only"
+    seen: set[str] = set()
+    for point in multi:
+        seen |= assert_same_decisions(tmp_path / "dag", X[:600], y[:600], point)
+    assert seen == {"local", "degraded", "cloud"}, "no DAG point escalates: add a lambda"
+
+
+@pytest.mark.parametrize("loss,jitter", [(0.3, 0.0), (0.0, 0.7), (0.25, 0.4)])
+def test_network_draws_in_a_batch_match_the_calls(loss: float, jitter: float) -> None:
+    from adaptedge.protocol.manifest import LinkSpec
+
+    config = NetworkConfig(rtt_ms=50, jitter=jitter, loss=loss)
+    one, many = NetworkModel(config, LinkSpec(), seed=3), NetworkModel(config, LinkSpec(), seed=3)
+    calls = [one.round_trip_s(0.0, 10, 10) for _ in range(9000)]
+    uniform, normal = many.take_draws(9000)
+    import math
+
+    batch = [None if loss and u < loss else 0.05 * (math.exp(jitter * z) if jitter else 1.0)
+             for u, z in zip(uniform or [1.0] * 9000, normal or [0.0] * 9000, strict=True)]
+    assert calls == batch
