@@ -38,6 +38,7 @@ from adaptedge.edge.policy import (
     compile_policy,
 )
 from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor, resolve_timeouts
+from adaptedge.edge.sized import check_size, sized_cost
 from adaptedge.edge.uplink import Uplink
 from adaptedge.edge.walk import ReadSensor, Trail, best, step
 from adaptedge.protocol.bundle import open_bundle, verify
@@ -75,6 +76,7 @@ class EdgeRuntime:
         self._buf: F32 = np.zeros(self._n_features, dtype=np.float32)
         self._pool = ReaderPool(max_reader_threads)
         self._costs: dict[int, CostBreakdown] = {}
+        self._sized = manifest.size_dependent
         self._counters = new_counters()
         self._tally: dict[tuple[str, int], int] = {}
         """(source, cost key) -> decisions: the per-decision counters, summed when read."""
@@ -205,8 +207,9 @@ class EdgeRuntime:
         return out
 
     # -- prediction ----------------------------------------------------------------------------
-    def predict(self, sensors: Mapping[str, Reader]) -> Decision:
-        """Walk the policy reading live sensors (only those it asks for, in order)."""
+    def predict(self, sensors: Mapping[str, Reader], *, size: float | None = None) -> Decision:
+        """Walk the policy reading live sensors (only those it asks for, in order); ``size``:
+        the item's size, charged its own cost when the bundle's costs grow with it."""
         buf = self._buf
         buf.fill(0.0)
         names, cols, timeouts, pool = (self._sensor_names, self._sensor_cols,
@@ -221,12 +224,13 @@ class EdgeRuntime:
             buf[cols[s]] = values
             return None
 
-        return self._decide(buf, read)
+        return self._decide(buf, read, size)
 
-    def predict_row(self, x: npt.ArrayLike) -> Decision:
+    def predict_row(self, x: npt.ArrayLike, *, size: float | None = None) -> Decision:
         """Replay a fully-measured row: the walk still "reads" only the sensors it asks for.
 
-        A sensor whose columns hold NaN or infinity counts as a failed read.
+        A sensor whose columns hold NaN or infinity counts as a failed read; ``size`` as in
+        ``predict``.
         """
         row = np.asarray(x, dtype=np.float32)
         if row.ndim != 1:
@@ -240,7 +244,7 @@ class EdgeRuntime:
         # it is finite iff every value is (faster than np.isfinite for short rows).
         if (math.isfinite(sum(row.tolist())) if self._n_features <= 64
                 else bool(np.isfinite(row).all())):
-            return self._decide(row, None)
+            return self._decide(row, None, size)
         row = row.copy()
         cols, counters = self._sensor_cols, self._counters
 
@@ -252,9 +256,12 @@ class EdgeRuntime:
             counters["sensor_failures"] += 1
             return "row holds non-finite values (NaN or infinity) for this sensor"
 
-        return self._decide(row, read)
+        return self._decide(row, read, size)
 
-    def _decide(self, values: F32, read: ReadSensor | None) -> Decision:
+    def _decide(self, values: F32, read: ReadSensor | None, size: float | None = None
+                ) -> Decision:
+        if size is not None:
+            size = check_size(size)
         clock = self._clock
         t0 = clock()
         node, action, trail = (self._walk_replay(values) if read is None
@@ -279,10 +286,14 @@ class EdgeRuntime:
             if kind != STOP:
                 source, error = "degraded", SENSOR_FAILURE
         key = trail.read_bits << 1 | sent
-        cost = self._costs.get(key) or self._cost(key)
-        tally_key = (source, key)
-        tally = self._tally
-        tally[tally_key] = tally.get(tally_key, 0) + 1
+        if size is not None and self._sized:
+            cost = sized_cost(self.manifest, self._sensor_names, key, size, self._counters,
+                              source)
+        else:
+            cost = self._costs.get(key) or self._cost(key)
+            tally_key = (source, key)
+            tally = self._tally
+            tally[tally_key] = tally.get(tally_key, 0) + 1
         return Decision(
             label=self._classes[label_index], label_index=label_index,
             probabilities=probabilities, source=source, sensors_read=tuple(trail.order),

@@ -23,6 +23,7 @@ from typing import Any
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.policy_graph import ACTION_KINDS as ACTION_KINDS  # the contract's name
 from adaptedge.protocol.policy_graph import PolicyGraph, read_graph
+from adaptedge.protocol.size_poly import parse_size_poly
 
 BUNDLE_SCHEMA_VERSION = 1
 MODEL_INPUT = "x"
@@ -42,6 +43,9 @@ class SensorSpec:
     latency_ms: float = 0.0
     money: float = 0.0
     timeout_ms: float | None = None
+    size_poly: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    """``(unit, (c0, c1, ...))``: that unit costs c0 + c1 n + ... for an item of size n; its
+    plain field holds the cost at the median training size (``protocol.size_poly``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +146,15 @@ class Manifest:
         raise KeyError(name)
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(asdict(self))  # type: ignore[no-any-return]
+        out: dict[str, Any] = _jsonable(asdict(self))
+        for sensor in out["sensors"]:  # size polynomials: absent unless used (old bundles)
+            if poly := sensor.pop("size_poly"):
+                sensor["size_poly"] = dict(poly)
+        return out
+
+    @property
+    def size_dependent(self) -> bool:  # any sensor's cost grows with the item's size
+        return any(s.size_poly for s in self.sensors)
 
     @classmethod
     def from_dict(cls, raw: Any) -> Manifest:
@@ -316,6 +328,7 @@ def _parse_sensor(raw: Any, path: str, n_features: int) -> SensorSpec:
         latency_ms=r.number("latency_ms", 0.0),
         money=r.number("money", 0.0),
         timeout_ms=None if timeout is None else float(timeout),
+        size_poly=parse_size_poly(r.get("size_poly", dict, {}), r.at("size_poly")),
     )
 
 
@@ -378,11 +391,6 @@ def _parse_point(r: _Reader, policies: Mapping[str, PolicyGraph]) -> OperatingPo
         if not isinstance(value, int | float | str) or isinstance(value, bool):
             raise BundleError("params values must be numbers or strings", path=r.at(f"params.{key}"))
     return OperatingPoint(
-        name=r.text("name"),
-        policy=policy,
-        accuracy=r.number("accuracy"),
-        cost=r.number("cost"),
+        name=r.text("name"), policy=policy, accuracy=r.number("accuracy"), cost=r.number("cost"),
         escalation_rate=r.number("escalation_rate", 0.0),
-        avg_sensors_read=r.number("avg_sensors_read", 0.0),
-        params=params,
-    )
+        avg_sensors_read=r.number("avg_sensors_read", 0.0), params=params)

@@ -66,11 +66,14 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
             results[which] = {}
         if policy not in results[which]:
             X, y = dataset.split(which)
-            results[which][policy] = (runner.evaluate_hpc(X, y) if policy == "\0hpc"
-                                      else runner.evaluate(policy, X, y))
+            sizes = dataset.split_sizes(which)  # each item's own cost when costs grow with it
+            results[which][policy] = (runner.evaluate_hpc(X, y, sizes) if policy == "\0hpc"
+                                      else runner.evaluate(policy, X, y, sizes))
         return results[which][policy]
 
     hpc_scalar = hpc_cost(manifest).scalar
+    if manifest.size_dependent and dataset.sizes is not None:
+        hpc_scalar = result("\0hpc", split).mean_cost
     hpc_val = result("\0hpc", "validation")
     points = []
     for point in manifest.operating_points:
