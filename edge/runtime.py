@@ -275,7 +275,7 @@ class EdgeRuntime:
         error: str | None = None
         source: Source = "local"
         if kind == ESCALATE:
-            answer = self._escalation.ask(values, trail, read, proba)
+            answer = self._escalation.ask(values, trail, read, proba, size)
             probabilities, label_index, source = (answer.probabilities, answer.label_index,
                                                   answer.source)
             error, request_id, sent, t_cloud = (answer.error, answer.request_id, answer.sent,

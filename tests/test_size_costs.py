@@ -186,3 +186,39 @@ def test_evaluate_runtime_and_replay_charge_the_same_per_item(sized: tuple[Path,
     np.testing.assert_allclose(np.array(run.columns.energy_mj), oracle.energy_mj, rtol=1e-12)
     one = decision_cost(manifest, decisions[0].sensors_read, False, float(sizes[0]))
     assert one.energy_mj == pytest.approx(energy[0], rel=1e-12)
+
+
+def test_size_travels_on_the_wire_and_old_requests_are_unchanged() -> None:
+    import msgpack
+
+    from adaptedge.protocol.codec import decode, encode
+    from adaptedge.protocol.errors import ProtocolError
+    from adaptedge.protocol.messages import InferenceRequest
+
+    plain = InferenceRequest(1, "d", "b", 0.0, 1.0, b"\0\0\x80\x3f", b"\x01", -1, 0.0)
+    assert encode(plain).hex().startswith("9a")  # ten fields, as before sizes existed
+    assert decode(encode(plain)).size is None  # type: ignore[union-attr]
+    sized_request = InferenceRequest(1, "d", "b", 0.0, 1.0, b"\0\0\x80\x3f", b"\x01", 0, 0.9,
+                                     size=128.0)
+    wire = encode(sized_request)
+    assert wire.hex().startswith("9b") and decode(wire) == sized_request
+    fields = msgpack.unpackb(wire)
+    for bad in (-1.0, float("nan"), "big"):
+        with pytest.raises(ProtocolError, match="size"):
+            decode(msgpack.packb([*fields[:-1], bad]))
+
+
+def test_escalation_sends_the_size_when_the_hpc_cost_grows(sized: tuple[Path, Path, Path]
+                                                           ) -> None:
+    from adaptedge.edge.escalation import Escalation
+
+    data, costs, bundle = sized
+    ds = load_dataset(str(data), target="label", costs=costs)
+    X, _ = ds.split("test")
+    manifest = Manifest.from_dict(json.loads((bundle / "manifest.json").read_text()))
+    assert any(manifest.sensor(s).size_poly for s in manifest.hpc.sensors)
+
+    esc = Escalation(manifest, uplink=None, outbox=None, counters={"escalations": 0.0},
+                     clock=lambda: 0.0, device_id="d", request_id_start=1)
+    request = esc._request(X[0], 0b111, 0, 0.5, 42.0)
+    assert request.size == 42.0
