@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from adaptedge.protocol.budget_index import BudgetIndex
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.policy_graph import ACTION_KINDS as ACTION_KINDS  # the contract's name
 from adaptedge.protocol.policy_graph import PolicyGraph, read_graph
@@ -131,6 +132,8 @@ class Manifest:
     """File name -> SHA-256 hex of every file in the bundle besides ``manifest.json``."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     """Free-form provenance: method, dataset, training time, library versions."""
+    budget_index: Mapping[str, Any] | None = None
+    """Per-decision budgets: ``protocol.budget_index`` JSON (absent unless a method made one)."""
 
     # -- lookups ----------------------------------------------------------------------------
     def sensor(self, name: str) -> SensorSpec:
@@ -150,6 +153,8 @@ class Manifest:
         for sensor in out["sensors"]:  # size polynomials: absent unless used (old bundles)
             if poly := sensor.pop("size_poly"):
                 sensor["size_poly"] = dict(poly)
+        if out["budget_index"] is None:
+            del out["budget_index"]
         return out
 
     @property
@@ -305,7 +310,14 @@ def _parse_manifest(raw: Any) -> Manifest:
         default_operating_point=default,
         files=files,
         metadata=r.get("metadata", dict, {}),
+        budget_index=_parse_index(r.get("budget_index", dict, None), point_names),
     )
+
+
+def _parse_index(raw: dict[str, Any] | None, points: list[str]) -> dict[str, Any] | None:
+    if raw is not None:
+        BudgetIndex.from_dict(raw, points)  # raises BundleError naming the field
+    return raw
 
 
 def _parse_sensor(raw: Any, path: str, n_features: int) -> SensorSpec:
@@ -333,26 +345,15 @@ def _parse_sensor(raw: Any, path: str, n_features: int) -> SensorSpec:
 
 
 def _parse_link(r: _Reader) -> LinkSpec:
-    d = LinkSpec()
-    return LinkSpec(
-        request_bytes=int(r.number("request_bytes", d.request_bytes)),
-        reply_bytes=int(r.number("reply_bytes", d.reply_bytes)),
-        tx_energy_mj_per_byte=r.number("tx_energy_mj_per_byte", d.tx_energy_mj_per_byte),
-        rx_energy_mj_per_byte=r.number("rx_energy_mj_per_byte", d.rx_energy_mj_per_byte),
-        rtt_ms=r.number("rtt_ms", d.rtt_ms),
-        cloud_cost_per_call=r.number("cloud_cost_per_call", d.cloud_cost_per_call),
-        deadline_ms=r.number("deadline_ms", d.deadline_ms),
-    )
+    values: dict[str, Any] = {k: r.number(k, v) for k, v in asdict(LinkSpec()).items()}
+    return LinkSpec(**{k: int(v) if k.endswith("_bytes") else v for k, v in values.items()})
 
 
 def _parse_weights(r: _Reader) -> CostWeights:
     d = CostWeights()
-    return CostWeights(
-        energy_mj=r.number("energy_mj", d.energy_mj),
-        latency_ms=r.number("latency_ms", d.latency_ms),
-        money=r.number("money", d.money),
-        uniform=r.number("uniform", d.uniform),
-    )
+    return CostWeights(energy_mj=r.number("energy_mj", d.energy_mj),
+                       latency_ms=r.number("latency_ms", d.latency_ms),
+                       money=r.number("money", d.money), uniform=r.number("uniform", d.uniform))
 
 
 def _parse_files(r: _Reader) -> dict[str, str]:
