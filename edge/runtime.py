@@ -38,7 +38,7 @@ from adaptedge.edge.policy import (
     compile_policy,
 )
 from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor, resolve_timeouts
-from adaptedge.edge.sized import check_size, sized_cost
+from adaptedge.edge.sized import BudgetChooser, check_size, sized_cost
 from adaptedge.edge.uplink import Uplink
 from adaptedge.edge.walk import ReadSensor, Trail, best, step
 from adaptedge.protocol.bundle import open_bundle, verify
@@ -77,6 +77,7 @@ class EdgeRuntime:
         self._pool = ReaderPool(max_reader_threads)
         self._costs: dict[int, CostBreakdown] = {}
         self._sized = manifest.size_dependent
+        self._chooser: BudgetChooser | None = None
         self._counters = new_counters()
         self._tally: dict[tuple[str, int], int] = {}
         """(source, cost key) -> decisions: the per-decision counters, summed when read."""
@@ -207,9 +208,12 @@ class EdgeRuntime:
         return out
 
     # -- prediction ----------------------------------------------------------------------------
-    def predict(self, sensors: Mapping[str, Reader], *, size: float | None = None) -> Decision:
-        """Walk the policy reading live sensors (only those it asks for, in order); ``size``:
-        the item's size, charged its own cost when the bundle's costs grow with it."""
+    def predict(self, sensors: Mapping[str, Reader], *, size: float | None = None,
+                budget: float | None = None) -> Decision:
+        """Walk the policy reading live sensors (only those it asks for, in order). ``size``:
+        the item's size (its own cost is charged); ``budget``: see ``edge.sized``."""
+        if budget is not None:
+            return self._within(budget, size, lambda: self.predict(sensors, size=size))
         buf = self._buf
         buf.fill(0.0)
         names, cols, timeouts, pool = (self._sensor_names, self._sensor_cols,
@@ -226,12 +230,14 @@ class EdgeRuntime:
 
         return self._decide(buf, read, size)
 
-    def predict_row(self, x: npt.ArrayLike, *, size: float | None = None) -> Decision:
+    def predict_row(self, x: npt.ArrayLike, *, size: float | None = None,
+                    budget: float | None = None) -> Decision:
         """Replay a fully-measured row: the walk still "reads" only the sensors it asks for.
 
-        A sensor whose columns hold NaN or infinity counts as a failed read; ``size`` as in
-        ``predict``.
-        """
+        A sensor whose columns hold NaN or infinity counts as a failed read (``size``,
+        ``budget``: as in ``predict``)."""
+        if budget is not None:
+            return self._within(budget, size, lambda: self.predict_row(x, size=size))
         row = np.asarray(x, dtype=np.float32)
         if row.ndim != 1:
             row = row.reshape(-1)
@@ -341,6 +347,17 @@ class EdgeRuntime:
                     break
             assert action.next is not None
             node = action.next
+
+    def _within(self, budget: float, size: float | None, run: Callable[[], Decision]
+                ) -> Decision:
+        """``run`` one decision on the budget index's pick (``edge.sized``)."""
+        self._chooser = self._chooser or BudgetChooser(self.manifest)
+        saved, point = self._policy, self._chooser.point(size, budget)
+        self._policy = self._activate(self.manifest.operating_point(point).policy)
+        try:
+            return run()
+        finally:
+            self._policy = saved
 
     # -- helpers -------------------------------------------------------------------------------
     def _cost(self, key: int) -> CostBreakdown:

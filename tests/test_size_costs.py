@@ -8,42 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.sized_data import COSTS, write_data
 
 from adaptedge.protocol.costs import cost_columns, decision_cost, decision_costs, sensor_cost
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, Manifest, SensorSpec
 from adaptedge.trainer.data.costs import CostsError, load_costs
 from adaptedge.trainer.data.datasets import load_dataset
-
-COSTS = '''[size]
-column = "n"
-[[sensor]]
-name = "s1"
-features = ["a"]
-energy_mj = [0.5, 0.02, 0.0001]
-[[sensor]]
-name = "s2"
-features = ["b", "c"]
-energy_mj = 1.0
-latency_ms = [1.0, 0.1]
-[[sensor]]
-name = "s3"
-features = ["d"]
-energy_mj = 0.2
-'''
-
-
-def write_data(folder: Path, n_rows: int = 300) -> tuple[Path, Path]:
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(n_rows, 4))
-    y = (X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.normal(size=n_rows) > 0).astype(int)
-    sizes = rng.integers(10, 200, size=n_rows)
-    lines = ["a,b,c,d,n,label"] + [",".join(f"{v:.4f}" for v in X[i]) + f",{sizes[i]},{y[i]}"
-                                   for i in range(n_rows)]
-    data, costs = folder / "d.csv", folder / "c.toml"
-    data.write_text("\n".join(lines) + "\n")
-    costs.write_text(COSTS)
-    return data, costs
 
 
 @pytest.fixture(scope="module")
