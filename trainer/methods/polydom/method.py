@@ -27,7 +27,12 @@ from adaptedge.trainer.methods.dag.nodes import evaluate
 from adaptedge.trainer.methods.dag.problem import problem_from
 from adaptedge.trainer.methods.polydom.greedy import VARIANT_ALPHAS, greedy_sequences
 from adaptedge.trainer.methods.polydom.index import build_index
-from adaptedge.trainer.methods.polydom.lattice import candidates, expand_lattice, set_polys
+from adaptedge.trainer.methods.polydom.lattice import (
+    Accuracy,
+    candidates,
+    expand_lattice,
+    set_polys,
+)
 from adaptedge.trainer.methods.registry import INDEXED_METHODS, MethodOptions, register
 from adaptedge.trainer.policy.graph import Graph
 
@@ -74,28 +79,39 @@ def _graphs(bank: ClassifierBank, masks: Sequence[int], method: str,
     return out
 
 
-@register("polydom")
-def train_polydom(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
-    """The candidate sets of PolyDom's pruned lattice, one stop-only graph each."""
-    eps = float(options.extra.get("epsilon", 0.01))
-    delta = float(options.extra.get("delta", 0.0))
-    bank = _bank(dataset, hpc, options)
-    lattice = expand_lattice(bank.problem.n_sensors, bank_accuracy(bank), epsilon=eps,
-                             delta=delta)
-    return _graphs(bank, candidates(lattice, sensor_polys(dataset)), "polydom")
+def polydom_graphs(bank: ClassifierBank, dataset: Any, epsilon: float, delta: float = 0.0,
+                   accuracy: Accuracy | None = None) -> tuple[list[Graph], int]:
+    """PolyDom's candidate graphs and how many sets its lattice expansion expanded."""
+    lattice = expand_lattice(bank.problem.n_sensors, accuracy or bank_accuracy(bank),
+                             epsilon=epsilon, delta=delta)
+    return _graphs(bank, candidates(lattice, sensor_polys(dataset)), "polydom"), lattice.expanded
 
 
-def _greedy(dataset: Any, hpc: Any, options: MethodOptions, method: str) -> list[Graph]:
-    bank = _bank(dataset, hpc, options)
-    costs = sensor_polys(dataset) @ median_size(dataset) ** np.arange(
-        sensor_polys(dataset).shape[1], dtype=np.float64)
-    result = greedy_sequences(bank.problem.n_sensors, bank_accuracy(bank), costs,
+def greedy_graphs(bank: ClassifierBank, dataset: Any, method: str,
+                  accuracy: Accuracy | None = None) -> tuple[list[Graph], int]:
+    """A Greedy variant's graphs (every set of every sequence) and how many sets it expanded."""
+    polys = sensor_polys(dataset)
+    costs = polys @ median_size(dataset) ** np.arange(polys.shape[1], dtype=np.float64)
+    result = greedy_sequences(bank.problem.n_sensors, accuracy or bank_accuracy(bank), costs,
                               VARIANT_ALPHAS[method])
     where: dict[int, list[str]] = {}
     for q, seq in enumerate(result.sequences):
         for pos, mask in enumerate(seq):
             where.setdefault(mask, []).append(f"{q}.{pos}")
-    return _graphs(bank, list(where), method, {m: " ".join(v) for m, v in where.items()})
+    graphs = _graphs(bank, list(where), method, {m: " ".join(v) for m, v in where.items()})
+    return graphs, result.expanded
+
+
+@register("polydom")
+def train_polydom(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
+    """The candidate sets of PolyDom's pruned lattice, one stop-only graph each."""
+    eps = float(options.extra.get("epsilon", 0.01))
+    delta = float(options.extra.get("delta", 0.0))
+    return polydom_graphs(_bank(dataset, hpc, options), dataset, eps, delta)[0]
+
+
+def _greedy(dataset: Any, hpc: Any, options: MethodOptions, method: str) -> list[Graph]:
+    return greedy_graphs(_bank(dataset, hpc, options), dataset, method)[0]
 
 
 @register("greedy")
