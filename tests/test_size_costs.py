@@ -193,3 +193,27 @@ def test_escalation_sends_the_size_when_the_hpc_cost_grows(sized: tuple[Path, Pa
                      clock=lambda: 0.0, device_id="d", request_id_start=1)
     request = esc._request(X[0], 0b111, 0, 0.5, 42.0)
     assert request.size == 42.0
+
+
+@pytest.mark.broker
+def test_hil_charges_each_item_like_evaluate(sized: tuple[Path, Path, Path],
+                                             tmp_path: Path) -> None:
+    """Real mosquitto, real device process: per-item energy equals the oracle's."""
+    from adaptedge.simulator.hil import HilOptions, run_hil
+    from adaptedge.simulator.scenario import DevicesConfig, Scenario
+    from adaptedge.trainer.policy.oracle import BundleRunner
+
+    data, costs, bundle = sized
+    ds = load_dataset(str(data), target="label", costs=costs)
+    X, y = ds.split("test")
+    runner = BundleRunner.from_dir(bundle)
+    point = runner.manifest.operating_point(runner.manifest.default_operating_point)
+    oracle = runner.evaluate(point.policy, X, y, ds.split_sizes("test"))
+    scenario = Scenario(seed=2, devices=DevicesConfig(count=1, rate_hz=200, limit=30))
+    hil = run_hil(bundle, str(data), scenario=scenario, truth=y,
+                  options=HilOptions(devices=1, broker="mosquitto", workdir=tmp_path,
+                                     timeout_s=120, target="label", costs=str(costs)))
+    rows = np.asarray(hil.columns.row)
+    np.testing.assert_allclose(np.asarray(hil.columns.energy_mj), oracle.energy_mj[rows],
+                               rtol=1e-12)
+    assert len(rows) == 30
