@@ -3,7 +3,7 @@ Prediction, section 6), on the synthetic setting and on one real dataset with a 
 with the item's size.
 
 1. ``expansions``: feature sets expanded (= models trained) vs number of features on the
-   synthetic data (interaction 0.9): PolyDom at two epsilons, Greedy (all alphas),
+   synthetic data (interaction 0.9, ``--rows`` rows): PolyDom at two epsilons, Greedy (all alphas),
    NaiveExpandAll (2^n). Accuracies come from the node-classifier bank on VALIDATION.
 2. ``index``: index size (stored entries) and lookup time (p50/p99 µs per (size, budget)
    query, one process, one run) of PolyDom vs PolyDomIndexAll vs NaiveLookup, over candidate
@@ -19,7 +19,7 @@ with the item's size.
    on satimage (bands) and letter (4x4).
 
 Writes ``<out>/polydom.json`` and PNGs ``polydom-*.png``; prints the JSON.
-Run: ``python -m benchmarks.polydom [--quick] [--out DIR]``.
+Run: ``python -m benchmarks.polydom [--quick] [--out DIR] [--rows N] [--parts a,b]``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 METHODS = ("polydom", "greedy", "greedy-acc", "greedy-cost")
+PARTS = ("expansions", "index", "accuracy", "real", "anti_monotonicity")
 
 
 def cached(fn: Any) -> Any:
@@ -60,7 +61,8 @@ def bank_for(dataset: Any) -> Any:
     return ClassifierBank(problem, kind="lr", seed=0)
 
 
-def expansions(sizes: list[int], epsilons: tuple[float, ...]) -> list[dict[str, Any]]:
+def expansions(sizes: list[int], epsilons: tuple[float, ...], n_rows: int
+               ) -> list[dict[str, Any]]:
     from adaptedge.trainer.methods.polydom.greedy import ALPHAS, greedy_sequences
     from adaptedge.trainer.methods.polydom.lattice import expand_lattice
     from adaptedge.trainer.methods.polydom.method import bank_accuracy
@@ -68,7 +70,7 @@ def expansions(sizes: list[int], epsilons: tuple[float, ...]) -> list[dict[str, 
 
     rows = []
     for n in sizes:
-        ds = synthetic_polydom(n, n_rows=2000, interaction=0.9, seed=n)
+        ds = synthetic_polydom(n, n_rows=n_rows, interaction=0.9, seed=n)
         acc = cached(bank_accuracy(bank_for(ds)))
         row: dict[str, Any] = {"features": n, "naive_expand_all": 2 ** n}
         for eps in sorted(epsilons, reverse=True):  # larger epsilon expands a subset (3.9)
@@ -216,9 +218,11 @@ def check(result: dict[str, Any]) -> dict[str, Any]:
     ten = next((r for r in result["expansions"] if r["features"] == 10), None)
     twelve = next((r for r in result["index"] if r["features"] == 12), None)
     return {"over_budget_total": over,
+            "accuracy_experiment_expanded_fraction": {m: v["expanded"] / 1024
+                                                      for m, v in acc.items()},
             "polydom_minus_best_greedy_min": worst_gap,
             "expanded_fraction_at_10": None if ten is None else
-            max(v for k, v in ten.items() if k.startswith("polydom")) / ten["naive_expand_all"],
+            {k: v / ten["naive_expand_all"] for k, v in ten.items() if k.startswith("polydom")},
             "lookup_p50_us_at_12": None if twelve is None else twelve["polydom_p50_us"]}
 
 
@@ -256,9 +260,10 @@ def plot(result: dict[str, Any], out: Path) -> None:
         sizes = list(data["methods"]["polydom"]["by_size"])
         fig, axes = plt.subplots(1, len(sizes), figsize=(4 * len(sizes), 3.5), squeeze=False)
         for ax, size in zip(axes[0], sizes, strict=True):
-            for method, m in data["methods"].items():
+            for (method, m), style in zip(data["methods"].items(), ("-", "--", ":", "-."),
+                                          strict=True):
                 ax.plot(data["budgets"], [r["accuracy"] for r in m["by_size"][size]],
-                        marker=".", label=method)
+                        marker=".", linestyle=style, label=method)
             ax.set(xscale="log", xlabel="budget (mJ)", ylabel="test accuracy",
                    title=f"{block}: size {size}")
         axes[0][0].legend(fontsize=7)
@@ -271,6 +276,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--rows", type=int, default=8000,
+                        help="rows of the synthetic accuracy data (default 8000)")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help=f"comma-separated parts to (re)run, merged into the JSON: {PARTS} "
+                        "(none: recompute the acceptance and the plots)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -278,19 +288,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     started = time.perf_counter()
     budgets = [float(b) for b in np.geomspace(5, 400, 8 if args.quick else 14)]
-    result: dict[str, Any] = {
-        "expansions": expansions([4, 6, 8, 10], (0.01, 0.03)),
-        "index": index_timing([6, 8, 10, 12], 5000 if args.quick else 20000),
-        "accuracy": accuracy_vs_budget(synthetic_polydom(10, n_rows=2000, interaction=0.9,
-                                                         seed=10),
-                                       budgets, [100.0, 500.0, 1000.0], 0.01),
-        "real": accuracy_vs_budget(real_dataset(), [float(b) for b in np.geomspace(1, 120, 10)],
-                                   [8.0, 24.0, 64.0], 0.01),
-        "anti_monotonicity": anti_monotonicity(("satimage:bands", "letter:4x4")),
+    parts = set(args.parts.split(","))
+    path = out / "polydom.json"
+    result: dict[str, Any] = json.loads(path.read_text()) if parts != set(PARTS) else {}
+    runs = {
+        "expansions": lambda: expansions([4, 6, 8, 10], (0.01, 0.03), args.rows),
+        "index": lambda: index_timing([6, 8, 10, 12], 5000 if args.quick else 20000),
+        "accuracy": lambda: accuracy_vs_budget(
+            synthetic_polydom(10, n_rows=args.rows, interaction=0.9, seed=10),
+            budgets, [100.0, 500.0, 1000.0], 0.01),
+        "real": lambda: accuracy_vs_budget(
+            real_dataset(), [float(b) for b in np.geomspace(1, 120, 10)], [8.0, 24.0, 64.0],
+            0.01),
+        "anti_monotonicity": lambda: anti_monotonicity(("satimage:bands", "letter:4x4")),
     }
+    for part in PARTS:
+        if part in parts:
+            result[part] = runs[part]()
     result["acceptance"] = check(result)
-    result["seconds"] = round(time.perf_counter() - started, 1)
-    (out / "polydom.json").write_text(json.dumps(result, indent=2))
+    if parts & set(PARTS):
+        result["seconds"] = round(time.perf_counter() - started, 1)
+    for part in ("accuracy", "expansions"):
+        if part in parts:
+            result[f"{part}_rows"] = args.rows
+    path.write_text(json.dumps(result, indent=2))
     plot(result, out)
     print(json.dumps({k: result[k] for k in ("acceptance", "expansions", "index",
                                              "anti_monotonicity", "seconds")}, indent=2))
