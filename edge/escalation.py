@@ -64,6 +64,7 @@ class Escalation:
         self._device_id = device_id
         index = {spec.name: i for i, spec in enumerate(manifest.sensors)}
         self.hpc_sensors = tuple(index[name] for name in manifest.hpc.sensors)
+        self._hpc_sized = any(manifest.sensors[i].size_poly for i in self.hpc_sensors)
         self._sensor_cols = [np.asarray(s.features, dtype=np.intp) for s in manifest.sensors]
         self._n_classes = len(manifest.classes)
         self._deadline_s = manifest.link.deadline_ms / 1000.0
@@ -71,8 +72,10 @@ class Escalation:
         self._ids = RequestIds(request_id_start)
 
     def ask(self, values: F32, trail: Trail, read: ReadSensor | None,
-            local: F32) -> CloudAnswer:
-        """Escalate a decision whose walk read ``trail`` and whose local answer is ``local``."""
+            local: F32, size: float | None = None) -> CloudAnswer:
+        """Escalate a decision whose walk read ``trail`` and whose local answer is ``local``;
+        the item's ``size`` travels with it when the HPC's sensors cost more on bigger items."""
+        size = size if self._hpc_sized else None
         counters = self._counters
         counters["escalations"] += 1
         label = int(local.argmax())
@@ -83,10 +86,10 @@ class Escalation:
             if uplink is not None:
                 counters["uplink_down"] += 1
             # offline: kept with what was measured, for store-and-forward
-            self._record(self._request(values, trail.read_bits, label, float(local[label])))
+            self._record(self._request(values, trail.read_bits, label, float(local[label]), size))
             return answer
         trail.read(self.hpc_sensors, read, stop_at_failure=False)
-        request = self._request(values, trail.read_bits, label, float(local[label]))
+        request = self._request(values, trail.read_bits, label, float(local[label]), size)
         answer.request_id = request.request_id
         self._record(request)
         answer.sent = True
@@ -120,13 +123,14 @@ class Escalation:
         keep_escalation(self.outbox, request, self._counters)
 
     def _request(self, values: F32, read_bits: int, label: int,
-                 confidence: float) -> InferenceRequest:
+                 confidence: float, size: float | None = None) -> InferenceRequest:
         features, mask = pack_features(values, self._mask(read_bits))
         request_id = self._ids.next()
         return InferenceRequest(
             request_id=request_id, device=self._device_id, bundle_id=self.manifest.bundle_id,
             sent_at=self._clock(), deadline_ms=self.manifest.link.deadline_ms,
-            features=features, mask=mask, local_label=label, local_confidence=confidence)
+            features=features, mask=mask, local_label=label, local_confidence=confidence,
+            size=size)
 
     def _mask(self, read_bits: int) -> npt.NDArray[np.bool_]:
         mask = self._masks.get(read_bits)

@@ -38,13 +38,13 @@ from adaptedge.edge.policy import (
     compile_policy,
 )
 from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor, resolve_timeouts
+from adaptedge.edge.sized import BudgetChooser, check_size, point_within_budget, sized_cost
 from adaptedge.edge.uplink import Uplink
 from adaptedge.edge.walk import ReadSensor, Trail, best, step
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.costs import CostBreakdown, decision_cost
 from adaptedge.protocol.errors import BundleError
-from adaptedge.protocol.manifest import Manifest, OperatingPoint
-from adaptedge.protocol.operating_points import within_budget
+from adaptedge.protocol.manifest import Manifest
 
 F32 = npt.NDArray[np.float32]
 _MAX_CACHED_SETS = 4096
@@ -75,6 +75,8 @@ class EdgeRuntime:
         self._buf: F32 = np.zeros(self._n_features, dtype=np.float32)
         self._pool = ReaderPool(max_reader_threads)
         self._costs: dict[int, CostBreakdown] = {}
+        self._sized = manifest.size_dependent
+        self._chooser: BudgetChooser | None = None
         self._counters = new_counters()
         self._tally: dict[tuple[str, int], int] = {}
         """(source, cost key) -> decisions: the per-decision counters, summed when read."""
@@ -205,8 +207,12 @@ class EdgeRuntime:
         return out
 
     # -- prediction ----------------------------------------------------------------------------
-    def predict(self, sensors: Mapping[str, Reader]) -> Decision:
-        """Walk the policy reading live sensors (only those it asks for, in order)."""
+    def predict(self, sensors: Mapping[str, Reader], *, size: float | None = None,
+                budget: float | None = None) -> Decision:
+        """Walk the policy reading live sensors (only those it asks for, in order). ``size``:
+        the item's size (its own cost is charged); ``budget``: see ``edge.sized``."""
+        if budget is not None:
+            return self._within(budget, size, lambda: self.predict(sensors, size=size))
         buf = self._buf
         buf.fill(0.0)
         names, cols, timeouts, pool = (self._sensor_names, self._sensor_cols,
@@ -221,13 +227,16 @@ class EdgeRuntime:
             buf[cols[s]] = values
             return None
 
-        return self._decide(buf, read)
+        return self._decide(buf, read, size)
 
-    def predict_row(self, x: npt.ArrayLike) -> Decision:
+    def predict_row(self, x: npt.ArrayLike, *, size: float | None = None,
+                    budget: float | None = None) -> Decision:
         """Replay a fully-measured row: the walk still "reads" only the sensors it asks for.
 
-        A sensor whose columns hold NaN or infinity counts as a failed read.
-        """
+        A sensor whose columns hold NaN or infinity counts as a failed read (``size``,
+        ``budget``: as in ``predict``)."""
+        if budget is not None:
+            return self._within(budget, size, lambda: self.predict_row(x, size=size))
         row = np.asarray(x, dtype=np.float32)
         if row.ndim != 1:
             row = row.reshape(-1)
@@ -240,7 +249,7 @@ class EdgeRuntime:
         # it is finite iff every value is (faster than np.isfinite for short rows).
         if (math.isfinite(sum(row.tolist())) if self._n_features <= 64
                 else bool(np.isfinite(row).all())):
-            return self._decide(row, None)
+            return self._decide(row, None, size)
         row = row.copy()
         cols, counters = self._sensor_cols, self._counters
 
@@ -252,9 +261,12 @@ class EdgeRuntime:
             counters["sensor_failures"] += 1
             return "row holds non-finite values (NaN or infinity) for this sensor"
 
-        return self._decide(row, read)
+        return self._decide(row, read, size)
 
-    def _decide(self, values: F32, read: ReadSensor | None) -> Decision:
+    def _decide(self, values: F32, read: ReadSensor | None, size: float | None = None
+                ) -> Decision:
+        if size is not None:
+            size = check_size(size)
         clock = self._clock
         t0 = clock()
         node, action, trail = (self._walk_replay(values) if read is None
@@ -268,7 +280,7 @@ class EdgeRuntime:
         error: str | None = None
         source: Source = "local"
         if kind == ESCALATE:
-            answer = self._escalation.ask(values, trail, read, proba)
+            answer = self._escalation.ask(values, trail, read, proba, size)
             probabilities, label_index, source = (answer.probabilities, answer.label_index,
                                                   answer.source)
             error, request_id, sent, t_cloud = (answer.error, answer.request_id, answer.sent,
@@ -279,10 +291,14 @@ class EdgeRuntime:
             if kind != STOP:
                 source, error = "degraded", SENSOR_FAILURE
         key = trail.read_bits << 1 | sent
-        cost = self._costs.get(key) or self._cost(key)
-        tally_key = (source, key)
-        tally = self._tally
-        tally[tally_key] = tally.get(tally_key, 0) + 1
+        if size is not None and self._sized:
+            cost = sized_cost(self.manifest, self._sensor_names, key, size, self._counters,
+                              source)
+        else:
+            cost = self._costs.get(key) or self._cost(key)
+            tally_key = (source, key)
+            tally = self._tally
+            tally[tally_key] = tally.get(tally_key, 0) + 1
         return Decision(
             label=self._classes[label_index], label_index=label_index,
             probabilities=probabilities, source=source, sensors_read=tuple(trail.order),
@@ -334,6 +350,17 @@ class EdgeRuntime:
             assert action.next is not None
             node = action.next
 
+    def _within(self, budget: float, size: float | None, run: Callable[[], Decision]
+                ) -> Decision:
+        """``run`` one decision on the budget index's pick (``edge.sized``)."""
+        self._chooser = self._chooser or BudgetChooser(self.manifest)
+        saved, point = self._policy, self._chooser.point(size, budget)
+        self._policy = self._activate(self.manifest.operating_point(point).policy)
+        try:
+            return run()
+        finally:
+            self._policy = saved
+
     # -- helpers -------------------------------------------------------------------------------
     def _cost(self, key: int) -> CostBreakdown:
         """Cost of reading sensor set ``key >> 1`` (bit i = sensor i); escalated if ``key & 1``."""
@@ -363,12 +390,3 @@ class EdgeRuntime:
         return (f"EdgeRuntime(bundle={self.manifest.bundle_id!r}, "
                 f"operating_point={self._point!r}, device={self.device_id!r})")
 
-
-def point_within_budget(points: Sequence[OperatingPoint], budget: float) -> OperatingPoint:
-    """The most accurate point whose cost is <= ``budget`` (the cheaper one on ties)."""
-    best = within_budget(points, budget)
-    if best is None:
-        cheapest = min(points, key=lambda p: p.cost)
-        raise OperatingPointError(f"no operating point costs <= {budget:g}; the cheapest is "
-                                  f"{cheapest.name!r} at {cheapest.cost:g}")
-    return points[best]

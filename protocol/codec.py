@@ -67,9 +67,19 @@ def encode(message: Message) -> bytes:
     except AttributeError:
         encoder = _encoder()
     try:
-        return encoder.encode(message)  # type: ignore[no-any-return]
+        data: bytes = encoder.encode(message)
+        if type(message) is InferenceRequest and message.size is None:
+            return _without_size(data)
+        return data
     except (TypeError, ValueError, OverflowError) as exc:  # msgspec.EncodeError is a ValueError
         raise ProtocolError(E.BAD_FIELD, f"cannot encode {type(message).__name__}: {exc}") from exc
+
+
+def _without_size(data: bytes) -> bytes:
+    """A request without a size as older devices send it: the 11-element fixarray's trailing
+    nil dropped (header 0x9b -> 0x9a)."""
+    assert data[0] == 0x9B and data[-1] == 0xC0, "request layout changed"
+    return b"\x9a" + data[1:-1]
 
 
 def decode(data: bytes | bytearray | memoryview) -> Message:
@@ -94,6 +104,7 @@ def decode(data: bytes | bytearray | memoryview) -> Message:
                 and not (nbytes & 31 and mask[-1] >> ((nbytes >> 2) & 7))
                 and math.isfinite(message.sent_at + message.deadline_ms
                                   + message.local_confidence)
+                and (message.size is None or math.isfinite(message.size))
                 and ((0x7F not in top and 0xFF not in top) or _all_finite(features)
                      or _measured_finite(features, mask))):
             return message  # type: ignore[no-any-return]
@@ -222,8 +233,12 @@ def _float32_bytes(value: Any, name: str, limit: int) -> None:
 
 
 def _check_request(obj: list[Any]) -> None:
-    fields = _arity(obj, 10, "request", optional=2)
-    _, rid, device, bundle_id, sent_at, deadline_ms, features, mask, label, confidence = fields
+    fields = _arity(obj, 11, "request", optional=3)
+    _, rid, device, bundle_id, sent_at, deadline_ms, features, mask, label, confidence, size = fields
+    if size is not _OMITTED and size is not None:
+        _number(size, "size")
+        if size < 0:
+            raise ProtocolError(E.BAD_FIELD, f"size must be >= 0, got {size}")
     label = NO_LABEL if label is _OMITTED else label
     confidence = 0.0 if confidence is _OMITTED else confidence
     _float32_bytes(features, "features", MAX_FEATURES)

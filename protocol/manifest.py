@@ -20,9 +20,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from adaptedge.protocol.budget_index import BudgetIndex
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.policy_graph import ACTION_KINDS as ACTION_KINDS  # the contract's name
 from adaptedge.protocol.policy_graph import PolicyGraph, read_graph
+from adaptedge.protocol.size_poly import parse_size_poly
 
 BUNDLE_SCHEMA_VERSION = 1
 MODEL_INPUT = "x"
@@ -42,6 +44,9 @@ class SensorSpec:
     latency_ms: float = 0.0
     money: float = 0.0
     timeout_ms: float | None = None
+    size_poly: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    """``(unit, (c0, c1, ...))``: that unit costs c0 + c1 n + ... for an item of size n; its
+    plain field holds the cost at the median training size (``protocol.size_poly``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +132,8 @@ class Manifest:
     """File name -> SHA-256 hex of every file in the bundle besides ``manifest.json``."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     """Free-form provenance: method, dataset, training time, library versions."""
+    budget_index: Mapping[str, Any] | None = None
+    """Per-decision budgets: ``protocol.budget_index`` JSON (absent unless a method made one)."""
 
     # -- lookups ----------------------------------------------------------------------------
     def sensor(self, name: str) -> SensorSpec:
@@ -142,7 +149,17 @@ class Manifest:
         raise KeyError(name)
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(asdict(self))  # type: ignore[no-any-return]
+        out: dict[str, Any] = _jsonable(asdict(self))
+        for sensor in out["sensors"]:  # size polynomials: absent unless used (old bundles)
+            if poly := sensor.pop("size_poly"):
+                sensor["size_poly"] = dict(poly)
+        if out["budget_index"] is None:
+            del out["budget_index"]
+        return out
+
+    @property
+    def size_dependent(self) -> bool:  # any sensor's cost grows with the item's size
+        return any(s.size_poly for s in self.sensors)
 
     @classmethod
     def from_dict(cls, raw: Any) -> Manifest:
@@ -293,7 +310,14 @@ def _parse_manifest(raw: Any) -> Manifest:
         default_operating_point=default,
         files=files,
         metadata=r.get("metadata", dict, {}),
+        budget_index=_parse_index(r.get("budget_index", dict, None), point_names),
     )
+
+
+def _parse_index(raw: dict[str, Any] | None, points: list[str]) -> dict[str, Any] | None:
+    if raw is not None:
+        BudgetIndex.from_dict(raw, points)  # raises BundleError naming the field
+    return raw
 
 
 def _parse_sensor(raw: Any, path: str, n_features: int) -> SensorSpec:
@@ -316,30 +340,20 @@ def _parse_sensor(raw: Any, path: str, n_features: int) -> SensorSpec:
         latency_ms=r.number("latency_ms", 0.0),
         money=r.number("money", 0.0),
         timeout_ms=None if timeout is None else float(timeout),
+        size_poly=parse_size_poly(r.get("size_poly", dict, {}), r.at("size_poly")),
     )
 
 
 def _parse_link(r: _Reader) -> LinkSpec:
-    d = LinkSpec()
-    return LinkSpec(
-        request_bytes=int(r.number("request_bytes", d.request_bytes)),
-        reply_bytes=int(r.number("reply_bytes", d.reply_bytes)),
-        tx_energy_mj_per_byte=r.number("tx_energy_mj_per_byte", d.tx_energy_mj_per_byte),
-        rx_energy_mj_per_byte=r.number("rx_energy_mj_per_byte", d.rx_energy_mj_per_byte),
-        rtt_ms=r.number("rtt_ms", d.rtt_ms),
-        cloud_cost_per_call=r.number("cloud_cost_per_call", d.cloud_cost_per_call),
-        deadline_ms=r.number("deadline_ms", d.deadline_ms),
-    )
+    values: dict[str, Any] = {k: r.number(k, v) for k, v in asdict(LinkSpec()).items()}
+    return LinkSpec(**{k: int(v) if k.endswith("_bytes") else v for k, v in values.items()})
 
 
 def _parse_weights(r: _Reader) -> CostWeights:
     d = CostWeights()
-    return CostWeights(
-        energy_mj=r.number("energy_mj", d.energy_mj),
-        latency_ms=r.number("latency_ms", d.latency_ms),
-        money=r.number("money", d.money),
-        uniform=r.number("uniform", d.uniform),
-    )
+    return CostWeights(energy_mj=r.number("energy_mj", d.energy_mj),
+                       latency_ms=r.number("latency_ms", d.latency_ms),
+                       money=r.number("money", d.money), uniform=r.number("uniform", d.uniform))
 
 
 def _parse_files(r: _Reader) -> dict[str, str]:
@@ -378,11 +392,6 @@ def _parse_point(r: _Reader, policies: Mapping[str, PolicyGraph]) -> OperatingPo
         if not isinstance(value, int | float | str) or isinstance(value, bool):
             raise BundleError("params values must be numbers or strings", path=r.at(f"params.{key}"))
     return OperatingPoint(
-        name=r.text("name"),
-        policy=policy,
-        accuracy=r.number("accuracy"),
-        cost=r.number("cost"),
+        name=r.text("name"), policy=policy, accuracy=r.number("accuracy"), cost=r.number("cost"),
         escalation_rate=r.number("escalation_rate", 0.0),
-        avg_sensors_read=r.number("avg_sensors_read", 0.0),
-        params=params,
-    )
+        avg_sensors_read=r.number("avg_sensors_read", 0.0), params=params)

@@ -49,7 +49,9 @@ class InferenceRequest(msgspec.Struct, tag=kind(TYPE_REQUEST), **_STRUCT):  # ty
     ``features`` holds every feature of the bundle as little-endian float32 (4 bytes each);
     ``mask`` marks which were measured (``numpy.packbits`` little bit order). Unmeasured
     slots are sent as 0.0. ``deadline_ms`` counts from ``sent_at`` (device clock): after it,
-    the device has answered on its own and a reply is only counted as late.
+    the device has answered on its own and a reply is only counted as late. ``size``: the
+    item's size, sent only when the HPC's cost grows with it (left off the wire when None, so
+    such requests are byte-identical to those of older devices, which still decode).
     """
 
     request_id: RequestId
@@ -61,6 +63,7 @@ class InferenceRequest(msgspec.Struct, tag=kind(TYPE_REQUEST), **_STRUCT):  # ty
     mask: bytes
     local_label: Annotated[int, Meta(ge=NO_LABEL, lt=MAX_CLASSES)] = NO_LABEL
     local_confidence: float = 0.0
+    size: Annotated[float, Meta(ge=0)] | None = None
 
     @property
     def n_features(self) -> int:

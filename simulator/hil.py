@@ -57,6 +57,10 @@ class HilOptions:
     remote_sensors: bool = False
     """Devices read every sensor over MQTT from a ``RemoteSensorServer`` (the simulator serves
     the recorded rows after each sensor's latency) instead of replaying the data themselves."""
+    target: str | None = None
+    """Label column of a CSV replay file."""
+    costs: str | None = None
+    """Costs file of the data: with a ``[size]`` column each item pays its own size's cost."""
 
 
 @contextmanager
@@ -175,7 +179,8 @@ def _plan(bundle_dir: str | Path, data: str, scenario: Scenario, opts: HilOption
     if truth is None or (opts.remote_sensors and rows is None):
         from adaptedge.trainer.data.datasets import load_dataset
 
-        rows, truth = load_dataset(data).split(opts.split)  # type: ignore[arg-type]
+        dataset = load_dataset(data, target=opts.target, costs=opts.costs)
+        rows, truth = dataset.split(opts.split)  # type: ignore[arg-type]
     limit = opts.limit if opts.limit is not None else (scenario.devices.limit or len(truth))
     workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="adaptedge-hil-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -231,7 +236,9 @@ def _device_argv(run: _Run, name: str, url: str, device_url: str) -> list[str]:
     if run.opts.remote_sensors:
         return [sys.executable, "-m", "adaptedge.simulator.remote_device", *common,
                 "--sensor-broker", url, "--count", str(run.limit), *pace]
-    return adaptedge_command("edge", "run", *common, "--replay", run.data,
+    data = [*(["--target", run.opts.target] if run.opts.target else []),
+            *(["--costs", run.opts.costs] if run.opts.costs else [])]
+    return adaptedge_command("edge", "run", *common, "--replay", run.data, *data,
                              "--split", run.opts.split, "--limit", str(run.limit), *pace)
 
 

@@ -31,6 +31,7 @@ from adaptedge.cloud import HpcInference
 from adaptedge.edge import EdgeRuntime
 from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.codec import decode, encode
+from adaptedge.protocol.costs import sensor_cost
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
 from adaptedge.simulator.batch_replay import (
@@ -164,13 +165,17 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
            y: npt.NDArray[np.integer[Any]], *, scenario: Scenario | None = None,
            operating_point: str | None = None,
            devices: int | None = None, limit: int | None = None, cloud: bool = True,
-           prefetch: bool = True, progress: bool = False, batched: bool = True) -> RunResult:
+           prefetch: bool = True, progress: bool = False, batched: bool = True,
+           sizes: npt.ArrayLike | None = None) -> RunResult:
     """Replay ``X`` (truth ``y``) through ``devices`` runtimes; every device replays the rows.
 
+    ``sizes`` (one per row): each item's size, charged its own cost when the bundle's costs
+    grow with it (``EdgeRuntime.predict_row(x, size=)``).
     ``cloud=False`` runs without an uplink (the always-local baseline: the runtime answers
     what it would escalate on its own). ``limit`` caps rows per device. ``batched`` computes
     the same decisions column-wise (``simulator.batch_replay``) when the run allows it (finite
-    rows, no bandwidth limit); ``batched=False`` drives one ``EdgeRuntime`` row by row.
+    rows, no bandwidth limit, no per-item sizes yet); ``batched=False`` drives one ``EdgeRuntime``
+    row by row.
     """
     scenario = scenario or Scenario()
     manifest = verify(bundle_dir)
@@ -179,7 +184,8 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
     n_rows = limit if limit is not None else (scenario.devices.limit or len(X))
     X = np.ascontiguousarray(X[:n_rows], dtype=np.float32)
     y = np.asarray(y[:n_rows])
-    if batched and not scenario.network.bandwidth_kbps and math.isfinite(
+    sized = sizes is not None and any(s.size_poly for s in manifest.sensors)
+    if batched and not sized and not scenario.network.bandwidth_kbps and math.isfinite(
             X.sum(dtype=np.float64)):
         return replay_batched(Path(bundle_dir), manifest, X, y, scenario=scenario, point=point,
                               n_devices=n_devices, cloud=cloud)
@@ -201,7 +207,8 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
                                      rows=X if prefetch else None)
         rt = EdgeRuntime.load(bundle_dir, uplink=uplink, operating_point=point, clock=clock,
                               device_id=device_id, request_id_start=1)
-        _replay_device(rt, uplink, clock, X, y, period, device_id, manifest, cols)
+        _replay_device(rt, uplink, clock, X, y, period, device_id, manifest, cols,
+                       None if sizes is None else np.asarray(sizes, dtype=np.float64)[:n_rows])
         end_time = max(end_time, clock.now)
         if bar is not None:
             bar.update(len(X))
@@ -246,7 +253,8 @@ def replay_batched(bundle_dir: Path, manifest: Manifest, X: npt.NDArray[np.float
 def _replay_device(rt: Any, uplink: SimulatedUplink | None, clock: SimClock,
                    X: npt.NDArray[np.float32],
                    y: npt.NDArray[np.integer[Any]], period: float, device_id: str,
-                   manifest: Manifest, cols: DecisionColumns) -> None:
+                   manifest: Manifest, cols: DecisionColumns,
+                   sizes: npt.NDArray[np.float64] | None = None) -> None:
     sensor_latency = {s.name: s.latency_ms for s in manifest.sensors}
     latency_of: dict[tuple[str, ...], float] = {}
     predict = rt.predict_row
@@ -261,10 +269,13 @@ def _replay_device(rt: Any, uplink: SimulatedUplink | None, clock: SimClock,
         t0 = clock.advance_to(i * period)
         if uplink is not None:
             uplink.row_index = i
-        decision = predict(X[i])
+        size = None if sizes is None else float(sizes[i])
+        decision = predict(X[i], size=size)
         sensors = decision.sensors_read
         wait_ms = (clock.now - t0) * 1000.0
-        read_ms = latency_of.get(sensors)
+        read_ms = latency_of.get(sensors) if size is None else sum(
+            sensor_cost(manifest.sensor(s), manifest.cost_weights, size).latency_ms
+            for s in sensors)
         if read_ms is None:
             read_ms = latency_of[sensors] = sum(sensor_latency[s] for s in sensors)
         a_device(device_id)

@@ -92,7 +92,7 @@ MALFORMED = [
     ("old-version", msgpack.packb(_req_fields(kind=kind(1, 0))), E.BAD_SCHEMA_VERSION),
     ("unknown-type", msgpack.packb(_req_fields(kind=kind(99))), E.BAD_TYPE),
     ("too-few-fields", msgpack.packb(_req_fields()[:-3]), E.BAD_FIELD),
-    ("too-many-fields", msgpack.packb([*_req_fields(), 1]), E.BAD_FIELD),
+    ("too-many-fields", msgpack.packb([*_req_fields(), 1, 1]), E.BAD_FIELD),
     ("negative-id", msgpack.packb(_req_fields(id=-1)), E.BAD_FIELD),
     ("empty-device", msgpack.packb(_req_fields(device="")), E.BAD_FIELD),
     ("features-not-multiple-of-4", msgpack.packb(_req_fields(features=b"\0" * 5)), E.BAD_FEATURES),

@@ -16,7 +16,7 @@ from adaptedge.protocol.manifest import Manifest
 from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.export.bundle import export_bundle
 from adaptedge.trainer.hpc import fit_hpc
-from adaptedge.trainer.methods.registry import MethodOptions, get_method
+from adaptedge.trainer.methods.registry import INDEXED_METHODS, MethodOptions, get_method
 from adaptedge.trainer.policy.frontier import (
     pareto_frontier,
     pick_near_accuracy,
@@ -69,6 +69,12 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
     if not candidates:
         raise TrainError(f"method {method!r} returned no candidate policies on {dataset.name}")
     frontier = pareto_frontier(candidates)
+    index = None
+    if method in INDEXED_METHODS:  # every indexed model ships: it may be best at some size
+        from adaptedge.trainer.methods.polydom.method import budget_index
+
+        index = budget_index(method, candidates, dataset)
+        frontier = candidates
     if budget is not None:
         default = pick_within_budget(frontier, budget)
     else:
@@ -87,5 +93,6 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
         "extra": {k: v if isinstance(v, int | float | str | bool) else repr(v)
                   for k, v in sorted((extra or {}).items())},
     }
-    export_bundle(out, dataset, hpc, frontier, default=default.name, metadata=meta, force=force)
+    export_bundle(out, dataset, hpc, frontier, default=default.name, metadata=meta, force=force,
+                  budget_index=index)
     return verify(out)

@@ -48,6 +48,9 @@ def register(sub: Any) -> None:
                        help="pick the most accurate operating point costing at most this")
     run.add_argument("--replay", required=True, metavar="DATA",
                      help="dataset name or CSV path (trainer.data.datasets.load_dataset)")
+    run.add_argument("--target", help="label column of a CSV/TSV replay file")
+    run.add_argument("--costs", help="costs file of the data (a [size] column: each item is "
+                     "charged its own size's cost)")
     run.add_argument("--split", default="test", choices=("train", "validation", "test"))
     run.add_argument("--limit", type=int, help="replay at most N rows")
     run.add_argument("--rate", type=float, help="decisions per second (default: as fast as "
@@ -155,12 +158,14 @@ def _replay_data(args: argparse.Namespace) -> tuple[Any, np.ndarray, np.ndarray]
     from adaptedge.trainer.data.datasets import load_dataset
 
     try:
-        dataset = load_dataset(args.replay)
+        dataset = load_dataset(args.replay, target=args.target, costs=args.costs)
         X, y = dataset.split(args.split)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     if args.limit is not None:
         X, y = X[: args.limit], y[: args.limit]
+    sizes = dataset.split_sizes(args.split)
+    args.sizes = None if sizes is None else sizes[: len(X)]  # each item's own size
     return dataset, X, y
 
 
@@ -257,6 +262,7 @@ def _replay(args: argparse.Namespace, rt: Any, uplink: Any, log: _Log, truth: li
     print(f"adaptedge edge: device {args.device} replaying {len(X)} rows of {args.replay} "
           f"({args.split}){rate}, operating point {rt.operating_point}", file=sys.stderr,
           flush=True)
+    sizes = getattr(args, "sizes", None)
     started = time.monotonic()
     every = args.telemetry_every
     next_telemetry = started + every if every > 0 else math.inf
@@ -270,7 +276,7 @@ def _replay(args: argparse.Namespace, rt: Any, uplink: Any, log: _Log, truth: li
         row = X[i]
         for name, cols in columns.items():
             current[name] = row[cols]
-        d = rt.predict(sensors)
+        d = rt.predict(sensors, size=None if sizes is None else float(sizes[i]))
         log.latencies.append(d.timings["total"] * 1000.0)
         log.write("decision", _record(i, d, truth[i], time.monotonic() - started))
         if time.monotonic() >= next_telemetry:

@@ -37,6 +37,8 @@ def register(sub: Any) -> None:
     p.add_argument("--grouping", help="sensor grouping used at training")
     p.add_argument("--seed", type=int, default=0, help="split seed used at training (default 0)")
     p.add_argument("--split", choices=("validation", "test"), default="test")
+    p.add_argument("--budget", type=float, help="per-decision budget (training-scalar units): "
+                   "each item runs the model the bundle's budget index picks for its size")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=run)
 
@@ -66,11 +68,14 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
             results[which] = {}
         if policy not in results[which]:
             X, y = dataset.split(which)
-            results[which][policy] = (runner.evaluate_hpc(X, y) if policy == "\0hpc"
-                                      else runner.evaluate(policy, X, y))
+            sizes = dataset.split_sizes(which)  # each item's own cost when costs grow with it
+            results[which][policy] = (runner.evaluate_hpc(X, y, sizes) if policy == "\0hpc"
+                                      else runner.evaluate(policy, X, y, sizes))
         return results[which][policy]
 
     hpc_scalar = hpc_cost(manifest).scalar
+    if manifest.size_dependent and dataset.sizes is not None:
+        hpc_scalar = result("\0hpc", split).mean_cost
     hpc_val = result("\0hpc", "validation")
     points = []
     for point in manifest.operating_points:
@@ -106,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
     except (DatasetError, CostsError) as exc:
         raise CommandError(str(exc)) from exc
     with open_bundle(args.bundle) as root:
+        if args.budget is not None:
+            return _run_budget(root, dataset, args)
         report = evaluate_bundle(root, dataset, args.split)
     if args.json:
         print(json.dumps(report, indent=2))
@@ -136,3 +143,24 @@ def render(report: dict[str, Any], title: str) -> str:
                      f"accuracy {best['accuracy']:.4f}, cost {best['cost']:.4g}, "
                      f"cost reduction {reduction}")
     return "\n".join(lines)
+
+
+def _run_budget(root: Path, dataset: Any, args: argparse.Namespace) -> int:
+    from adaptedge.protocol.bundle import verify
+    from adaptedge.trainer.policy.budgeted import budget_report
+    from adaptedge.trainer.policy.oracle import BundleRunner
+
+    verify(root)
+    X, y = dataset.split(args.split)
+    try:
+        report = budget_report(BundleRunner.from_dir(root), X, y,
+                               dataset.split_sizes(args.split), args.budget)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"budget {args.budget:g} on {dataset.name} ({args.split}): accuracy "
+              f"{report['accuracy']:.4f}, mean cost {report['mean_cost']:.4g}, over budget "
+              f"{report['over_budget']}, no model {report['no_model']} of {report['items']}")
+    return 0

@@ -14,6 +14,14 @@ error (``protocol.manifest.CostWeights``); ``[link]`` optionally overrides ``Lin
     latency_ms = 2.0
     money = 0.0
     timeout_ms = 50             # optional
+
+A cost may grow with the item's size ``n``: ``[size] column = "n"`` names the CSV column holding
+each item's size (never a feature), and any sensor cost may then be a list of non-negative
+polynomial coefficients, ``energy_mj = [0.5, 0.02, 0.0001]`` meaning 0.5 + 0.02 n + 0.0001 n^2
+(a plain number is still a constant)::
+
+    [size]
+    column = "n"
 """
 
 from __future__ import annotations
@@ -62,13 +70,51 @@ def load_costs(path: str | Path, feature_names: Sequence[str]
         raise CostsError(f"{p}: costs file not found") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise CostsError(f"{p}: not valid TOML ({exc})") from exc
-    unknown = sorted(set(raw) - {"weights", "link", "sensor"})
+    unknown = sorted(set(raw) - {"weights", "link", "sensor", "size"})
     if unknown:
-        raise CostsError(f"{p}: unknown top-level keys {unknown} (expected weights, link, sensor)")
+        raise CostsError(f"{p}: unknown top-level keys {unknown} (expected weights, link, sensor,"
+                         " size)")
+    size_column = _parse_size(raw.get("size"), p)
+    feature_names = [f for f in feature_names if f != size_column]
     weights = _parse_weights(raw.get("weights", "energy"), p)
     link = _parse_link(raw.get("link", {}), p)
-    sensors = _parse_sensors(raw.get("sensor"), p, list(feature_names))
+    sensors = _parse_sensors(raw.get("sensor"), p, list(feature_names), size_column is not None)
     return sensors, weights, link
+
+
+def size_column(path: str | Path) -> str | None:
+    """The costs file's ``[size] column`` (the CSV column of item sizes), or None."""
+    p = Path(path)
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (FileNotFoundError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None  # load_costs reports it
+    return _parse_size(raw.get("size"), p)
+
+
+def _parse_size(raw: Any, p: Path) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != {"column"}:
+        raise CostsError(f'{p}: size: must be a table with one key, column = "NAME"')
+    column = raw["column"]
+    if not isinstance(column, str) or not column:
+        raise CostsError(f"{p}: size.column: must be a non-empty column name")
+    return column
+
+
+def _cost(value: Any, where: str, sized: bool) -> tuple[float, tuple[float, ...] | None]:
+    """A sensor cost: a number (constant) or polynomial coefficients in the item's size."""
+    if not isinstance(value, list):
+        return _number(value, where), None
+    if not sized:
+        raise CostsError(f"{where}: a polynomial cost needs the items' sizes: add [size] "
+                         'column = "NAME" (the CSV column holding each item\'s size)')
+    if not 1 <= len(value) <= 8:
+        raise CostsError(f"{where}: give 1..8 polynomial coefficients [c0, c1, ...], "
+                         f"got {len(value)}")
+    coeffs = tuple(_number(c, f"{where}[{k}]") for k, c in enumerate(value))
+    return coeffs[0], coeffs
 
 
 def _number(value: Any, where: str) -> float:
@@ -110,7 +156,8 @@ def _parse_link(raw: Any, p: Path) -> LinkSpec:
     return LinkSpec(**values)
 
 
-def _parse_sensors(raw: Any, p: Path, feature_names: list[str]) -> tuple[SensorSpec, ...]:
+def _parse_sensors(raw: Any, p: Path, feature_names: list[str], sized: bool = False
+                   ) -> tuple[SensorSpec, ...]:
     if not isinstance(raw, list) or not raw:
         raise CostsError(f"{p}: needs at least one [[sensor]] table")
     index = {name: i for i, name in enumerate(feature_names)}
@@ -142,17 +189,29 @@ def _parse_sensors(raw: Any, p: Path, feature_names: list[str]) -> tuple[SensorS
             owner[feat] = name
             cols.append(index[feat])
         timeout = item.get("timeout_ms")
+        units = {u: _cost(item.get(u, 0.0), f"{where}.{u}", sized) for u in _SENSOR_NUMBERS}
         sensors.append(SensorSpec(
             name=name, features=tuple(cols),
-            energy_mj=_number(item.get("energy_mj", 0.0), f"{where}.energy_mj"),
-            latency_ms=_number(item.get("latency_ms", 0.0), f"{where}.latency_ms"),
-            money=_number(item.get("money", 0.0), f"{where}.money"),
+            energy_mj=units["energy_mj"][0], latency_ms=units["latency_ms"][0],
+            money=units["money"][0],
             timeout_ms=None if timeout is None else _number(timeout, f"{where}.timeout_ms"),
+            size_poly=tuple((u, c) for u, (_, c) in units.items() if c is not None),
         ))
     missing = [f for f in feature_names if f not in owner]
     if missing:
         raise CostsError(f"{p}: features not assigned to any sensor: {missing}")
     return tuple(sensors)
+
+
+def at_reference_size(sensors: Sequence[SensorSpec], size: float) -> tuple[SensorSpec, ...]:
+    """The sensors with each polynomial unit's plain field set to its cost at ``size`` (the
+    median training size: what size-unaware code charges)."""
+    out = []
+    for s in sensors:
+        values: dict[str, Any] = {unit: float(np.polynomial.polynomial.polyval(size, coeffs))
+                                  for unit, coeffs in s.size_poly}
+        out.append(dataclasses.replace(s, **values) if values else s)
+    return tuple(out)
 
 
 def feature_sensor_index(sensors: Sequence[SensorSpec], n_features: int) -> npt.NDArray[np.int64]:

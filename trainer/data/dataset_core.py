@@ -43,6 +43,15 @@ class Dataset:
     cost_weights: CostWeights
     link: LinkSpec = field(default_factory=LinkSpec)
     description: str = ""
+    sizes: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64],
+                 npt.NDArray[np.float64]] | None = None
+    """Each item's size (train, validation, test) when sensor costs grow with it, else None."""
+
+    def split_sizes(self, name: SplitName) -> npt.NDArray[np.float64] | None:
+        """The item sizes of a split (None: costs do not depend on the size)."""
+        if self.sizes is None:
+            return None
+        return self.sizes[("train", "validation", "test").index(name)]
 
     def split(self, name: SplitName) -> tuple[Floats, Labels]:
         """``(X, y)`` of "train", "validation" or "test"."""

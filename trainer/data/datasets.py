@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from adaptedge.trainer.data.builtin_datasets import BUILTINS
-from adaptedge.trainer.data.costs import load_costs
+from adaptedge.trainer.data.costs import at_reference_size, load_costs, size_column
 from adaptedge.trainer.data.csv_dataset import csv_dataset
 from adaptedge.trainer.data.dataset_core import (
     Dataset,
@@ -67,9 +69,32 @@ def load_dataset(name_or_path: str, *, target: str | None = None, costs: str | P
         if grouping is not None:
             raise DatasetError("give either a costs file or a grouping, not both (the costs "
                                "file defines the sensors)")
+        dataset = with_size_column(dataset, size_column(costs))
         sensors, weights, link = load_costs(costs, dataset.feature_names)
+        if dataset.sizes is not None:
+            sensors = at_reference_size(sensors, float(np.median(dataset.sizes[0])))
         dataset = Dataset(**{**dataset.__dict__, "sensors": sensors, "cost_weights": weights,
                              "link": link,
                              "description": dataset.description + f" Sensors and costs from "
                              f"{Path(costs).name}."})
     return dataset
+
+
+def with_size_column(dataset: Dataset, column: str | None) -> Dataset:
+    """``dataset`` with feature ``column`` moved out of the features into the item sizes."""
+    if column is None:
+        return dataset
+    if column not in dataset.feature_names:
+        raise DatasetError(f"the costs file's size column {column!r} is not in the data "
+                           f"(columns: {list(dataset.feature_names)})")
+    j = dataset.feature_names.index(column)
+    keep = [i for i in range(dataset.n_features) if i != j]
+    sizes = tuple(np.asarray(X[:, j], dtype=np.float64) for X in
+                  (dataset.X_train, dataset.X_val, dataset.X_test))
+    if any((~np.isfinite(n)).any() or (n < 0).any() for n in sizes):
+        raise DatasetError(f"size column {column!r} must hold finite numbers >= 0")
+    return Dataset(**{**dataset.__dict__,
+                      "X_train": dataset.X_train[:, keep], "X_val": dataset.X_val[:, keep],
+                      "X_test": dataset.X_test[:, keep],
+                      "feature_names": tuple(n for n in dataset.feature_names if n != column),
+                      "sizes": (sizes[0], sizes[1], sizes[2])})

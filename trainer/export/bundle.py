@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +80,13 @@ def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
 
 def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
                   policies: Sequence[Graph], *, default: str | None = None,
-                  metadata: Mapping[str, Any] | None = None, force: bool = False) -> Manifest:
+                  metadata: Mapping[str, Any] | None = None, force: bool = False,
+                  budget_index: Mapping[str, Any] | None = None) -> Manifest:
     """Write the bundle to ``out_dir`` (an existing bundle there only with ``force``) and
-    return the validated manifest."""
+    return the validated manifest (``budget_index``: ``protocol.budget_index`` JSON)."""
     manifest, files = build_bundle(dataset, hpc, policies, default=default, metadata=metadata)
+    if budget_index is not None:
+        manifest = replace(manifest, budget_index=dict(budget_index))
     return write_bundle(out_dir, manifest, files, force=force)
 
 

@@ -26,7 +26,13 @@ METHOD_MODULES: dict[str, str] = {
     "dag": "adaptedge.trainer.methods.dag.method",
     "static": "adaptedge.trainer.methods.dag.method",
     "cascade": "adaptedge.trainer.methods.dag.method",
+    "polydom": "adaptedge.trainer.methods.polydom.method",
+    "greedy": "adaptedge.trainer.methods.polydom.method",
+    "greedy-acc": "adaptedge.trainer.methods.polydom.method",
+    "greedy-cost": "adaptedge.trainer.methods.polydom.method",
 }
+INDEXED_METHODS = ("polydom", "greedy", "greedy-acc", "greedy-cost")
+"""Methods whose bundles carry a ``budget_index`` (per-decision budgets on the device)."""
 
 
 @dataclass(frozen=True)

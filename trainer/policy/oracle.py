@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from adaptedge.edge.batch_walk import ESCALATE, walk_batch
 from adaptedge.protocol.bundle import read_manifest
-from adaptedge.protocol.costs import link_cost, sensor_cost
+from adaptedge.protocol.costs import cost_columns, decision_costs
 from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Manifest
 
 
@@ -94,14 +94,8 @@ class BundleRunner:
         self._sessions: dict[str, object] = {}
         self.sensor_names = tuple(s.name for s in manifest.sensors)
         self._sensor_index = {n: i for i, n in enumerate(self.sensor_names)}
-        w = manifest.cost_weights
-        per_sensor = [sensor_cost(s, w) for s in manifest.sensors]
-        self._sensor_costs = np.array(
-            [[c.scalar, c.energy_mj, c.latency_ms, c.money, c.bytes] for c in per_sensor],
-            dtype=np.float64).reshape(len(per_sensor), 5)
-        link = link_cost(manifest.link, w)
-        self._link_cost = np.array([link.scalar, link.energy_mj, link.latency_ms, link.money,
-                                    link.bytes], dtype=np.float64)
+        self._sensor_costs, self._link_cost = cost_columns(manifest.sensors, manifest.link,
+                                                           manifest.cost_weights)
 
     @classmethod
     def from_dir(cls, bundle_dir: str | Path) -> BundleRunner:
@@ -148,15 +142,20 @@ class BundleRunner:
         mask[[self._sensor_index[n] for n in self.manifest.hpc.sensors]] = True
         return mask
 
-    def costs(self, sensors_read: npt.NDArray[np.bool_], escalated: npt.NDArray[np.bool_]
-              ) -> npt.NDArray[np.float64]:
-        """[N, 5] scalar, energy_mj, latency_ms, money, bytes — ``decision_cost`` per row."""
-        return sensors_read.astype(np.float64) @ self._sensor_costs + \
-            escalated.astype(np.float64)[:, None] * self._link_cost[None, :]
+    def costs(self, sensors_read: npt.NDArray[np.bool_], escalated: npt.NDArray[np.bool_],
+              sizes: npt.ArrayLike | None = None) -> npt.NDArray[np.float64]:
+        """[N, 5] scalar, energy_mj, latency_ms, money, bytes — ``decision_cost`` per row (each
+        row at its own size when ``sizes`` is given and costs grow with the size)."""
+        per_sensor = self._sensor_costs
+        if sizes is not None and self.manifest.size_dependent:
+            m = self.manifest
+            per_sensor = cost_columns(m.sensors, m.link, m.cost_weights, sizes)[0]
+        return decision_costs(sensors_read, escalated, per_sensor, self._link_cost)
 
-    def evaluate(self, policy_name: str, X: npt.ArrayLike, y: npt.ArrayLike | None = None
-                 ) -> PolicyResult:
-        """Walk ``policy_name`` on every row of ``X`` (full feature rows) in one batch."""
+    def evaluate(self, policy_name: str, X: npt.ArrayLike, y: npt.ArrayLike | None = None,
+                 sizes: npt.ArrayLike | None = None) -> PolicyResult:
+        """Walk ``policy_name`` on every row of ``X`` (full feature rows) in one batch; with
+        ``sizes`` (one per row) each row pays its own size's costs."""
         m = self.manifest
         if policy_name not in m.policies:
             raise KeyError(f"no policy {policy_name!r} in the bundle (it has "
@@ -178,7 +177,7 @@ class BundleRunner:
             labels[esc] = np.argmax(hpc, axis=1)
             proba_out[esc] = hpc
             read[esc] |= self.hpc_sensor_mask()
-        c = self.costs(read, escalated)
+        c = self.costs(read, escalated, sizes)
         return PolicyResult(
             policy=policy_name, labels=labels, probabilities=proba_out, escalated=escalated,
             sensors_read=read, sensor_names=self.sensor_names, nodes_visited=visited,
@@ -186,14 +185,15 @@ class BundleRunner:
             money=c[:, 3], bytes=np.rint(c[:, 4]).astype(np.int64),
             y=None if y is None else np.asarray(y, dtype=np.int64))
 
-    def evaluate_hpc(self, X: npt.ArrayLike, y: npt.ArrayLike | None = None) -> PolicyResult:
+    def evaluate_hpc(self, X: npt.ArrayLike, y: npt.ArrayLike | None = None,
+                     sizes: npt.ArrayLike | None = None) -> PolicyResult:
         """Always-cloud: the HPC on every row, its sensors read and the link paid each time."""
         x = np.asarray(X, dtype=np.float32)
         n = len(x)
         proba = self.hpc_proba(x)
         read = np.tile(self.hpc_sensor_mask(), (n, 1))
         escalated = np.ones(n, dtype=bool)
-        c = self.costs(read, escalated)
+        c = self.costs(read, escalated, sizes)
         return PolicyResult(
             policy="hpc", labels=np.argmax(proba, axis=1).astype(np.int64), probabilities=proba,
             escalated=escalated, sensors_read=read, sensor_names=self.sensor_names,
@@ -204,8 +204,8 @@ class BundleRunner:
 
 
 def evaluate_policy(bundle: str | Path | Manifest, policy_name: str, X: npt.ArrayLike,
-                    y: npt.ArrayLike | None = None, *, root: str | Path | None = None
-                    ) -> PolicyResult:
+                    y: npt.ArrayLike | None = None, *, root: str | Path | None = None,
+                    sizes: npt.ArrayLike | None = None) -> PolicyResult:
     """Evaluate one policy of a bundle directory (or of ``Manifest`` + ``root``) on ``X``."""
     if isinstance(bundle, Manifest):
         if root is None:
@@ -214,4 +214,4 @@ def evaluate_policy(bundle: str | Path | Manifest, policy_name: str, X: npt.Arra
         runner = BundleRunner(bundle, lambda name: (base / name).read_bytes())
     else:
         runner = BundleRunner.from_dir(bundle)
-    return runner.evaluate(policy_name, X, y)
+    return runner.evaluate(policy_name, X, y, sizes)

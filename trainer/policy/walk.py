@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from adaptedge.protocol.costs import decision_costs
+from adaptedge.protocol.costs import at_sizes, decision_costs
 from adaptedge.trainer.policy.graph import FloatArray, Graph, GraphNode, Metrics
 
 IntArray = NDArray[np.int64]
@@ -36,6 +36,14 @@ class CostTable:
     sensor_costs: FloatArray
     link_cost: float
     hpc_sensors: BoolArray
+    size_poly: FloatArray | None = None
+    """[S, D] each sensor's scalar cost as coefficients in the item's size (None: constant)."""
+
+    def item_costs(self, sizes: NDArray[np.floating] | None) -> FloatArray:
+        """Sensor costs for ``decision_costs``: [S], or each item's own [N, S, 1]."""
+        if sizes is None or self.size_poly is None:
+            return self.sensor_costs
+        return at_sizes(self.size_poly, sizes)[:, :, None]
 
     def index(self, names: Sequence[str]) -> IntArray:
         position = {n: i for i, n in enumerate(self.sensor_names)}
@@ -95,8 +103,10 @@ def choose(scores: FloatArray, band: float) -> tuple[IntArray, FloatArray]:
 
 
 def walk(graph: Graph, X: NDArray[np.floating], hpc_proba: NDArray[np.floating],
-         table: CostTable, outputs: NodeOutputs | None = None) -> WalkResult:
-    """Walk every row of ``X`` (full feature rows; ``hpc_proba``: the HPC's answers)."""
+         table: CostTable, outputs: NodeOutputs | None = None,
+         sizes: NDArray[np.floating] | None = None) -> WalkResult:
+    """Walk every row of ``X`` (full feature rows; ``hpc_proba``: the HPC's answers); with
+    ``sizes`` each row pays its own size's sensor costs (``CostTable.size_poly``)."""
     n = len(hpc_proba)
     get = outputs or model_outputs(X)
     answer = np.full(n, -1, dtype=np.int64)
@@ -138,5 +148,8 @@ def walk(graph: Graph, X: NDArray[np.floating], hpc_proba: NDArray[np.floating],
             else:
                 assert action.next is not None
                 arriving.setdefault(action.next, []).append(sel)
-    cost = decision_costs(read, escalated, table.sensor_costs, table.link_cost)
+    per_sensor = table.item_costs(sizes)
+    cost = decision_costs(read, escalated, per_sensor, table.link_cost)
+    if cost.ndim == 2:
+        cost = cost[:, 0]
     return WalkResult(answer, escalated, read, cost, actions, visits, margin)

@@ -1,0 +1,177 @@
+"""``adaptedge train --method polydom|greedy|greedy-acc|greedy-cost``.
+
+Every feature set's model comes from the node-classifier bank (``trainer.methods.dag.bank``)
+and its accuracy is measured on VALIDATION (never test). Each kept set is exported as a
+stop-only graph (``static_graph``); ``budget_index`` builds the bundle's index over them
+(``protocol.budget_index``), with each model's worst-case cost as a polynomial in the size.
+
+Options (``--param``): ``epsilon`` (default 0.01) and ``delta`` (0) for PolyDom's pruning,
+``classifier`` (lr, hgb; default lr).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from adaptedge.protocol.budget_index import BudgetIndex, IndexedModel, cost_at
+from adaptedge.protocol.costs import size_polynomials
+from adaptedge.trainer.methods.dag.bank import ClassifierBank
+from adaptedge.trainer.methods.dag.baselines import static_graph
+from adaptedge.trainer.methods.dag.nodes import evaluate
+from adaptedge.trainer.methods.dag.problem import problem_from
+from adaptedge.trainer.methods.polydom.greedy import VARIANT_ALPHAS, greedy_sequences
+from adaptedge.trainer.methods.polydom.index import build_index
+from adaptedge.trainer.methods.polydom.lattice import (
+    Accuracy,
+    candidates,
+    expand_lattice,
+    set_polys,
+)
+from adaptedge.trainer.methods.registry import INDEXED_METHODS, MethodOptions, register
+from adaptedge.trainer.policy.graph import Graph
+
+__all__ = ["INDEXED_METHODS", "budget_index"]
+
+
+def sensor_polys(dataset: Any) -> npt.NDArray[np.float64]:
+    """[S, D]: each sensor's training-scalar cost as coefficients in the item's size."""
+    return size_polynomials(dataset.sensors, dataset.cost_weights)[:, 0, :]
+
+
+def median_size(dataset: Any) -> float:
+    return 0.0 if dataset.sizes is None else float(np.median(dataset.sizes[0]))
+
+
+def bank_accuracy(bank: ClassifierBank) -> Any:
+    y = bank.problem.splits["val"].y
+    n = bank.problem.n_sensors
+
+    def accuracy(mask: int) -> float:
+        sensors = tuple(s for s in range(n) if mask >> s & 1)
+        return float((bank.proba(sensors, "val").argmax(axis=1) == y).mean())
+
+    return accuracy
+
+
+def _bank(dataset: Any, hpc: Any, options: MethodOptions) -> ClassifierBank:
+    kind = str(options.extra.get("classifier", "lr"))
+    if kind not in ("lr", "hgb"):
+        raise ValueError(f"classifier must be lr or hgb, got {kind!r}")
+    return ClassifierBank(problem_from(dataset, hpc), kind=kind,  # type: ignore[arg-type]
+                          max_iter=30 if options.quick else 60, seed=options.seed)
+
+
+def _graphs(bank: ClassifierBank, masks: Sequence[int], method: str,
+            extra: Mapping[int, str] | None = None) -> list[Graph]:
+    n = bank.problem.n_sensors
+    out = []
+    for i, mask in enumerate(masks):
+        g = static_graph(bank, tuple(s for s in range(n) if mask >> s & 1))
+        g = g.with_validation(evaluate(g, bank, "val"))
+        params = dict(g.params, mask=str(mask), **({"seq": extra[mask]} if extra else {}))
+        out.append(replace(g, name=f"{method}-{i:03d}", method=method, params=params))
+    return out
+
+
+def polydom_graphs(bank: ClassifierBank, dataset: Any, epsilon: float, delta: float = 0.0,
+                   accuracy: Accuracy | None = None) -> tuple[list[Graph], int]:
+    """PolyDom's candidate graphs and how many sets its lattice expansion expanded."""
+    lattice = expand_lattice(bank.problem.n_sensors, accuracy or bank_accuracy(bank),
+                             epsilon=epsilon, delta=delta)
+    return _graphs(bank, candidates(lattice, sensor_polys(dataset)), "polydom"), lattice.expanded
+
+
+def greedy_graphs(bank: ClassifierBank, dataset: Any, method: str,
+                  accuracy: Accuracy | None = None) -> tuple[list[Graph], int]:
+    """A Greedy variant's graphs (every set of every sequence) and how many sets it expanded."""
+    polys = sensor_polys(dataset)
+    costs = polys @ median_size(dataset) ** np.arange(polys.shape[1], dtype=np.float64)
+    result = greedy_sequences(bank.problem.n_sensors, accuracy or bank_accuracy(bank), costs,
+                              VARIANT_ALPHAS[method])
+    where: dict[int, list[str]] = {}
+    for q, seq in enumerate(result.sequences):
+        for pos, mask in enumerate(seq):
+            where.setdefault(mask, []).append(f"{q}.{pos}")
+    graphs = _graphs(bank, list(where), method, {m: " ".join(v) for m, v in where.items()})
+    return graphs, result.expanded
+
+
+@register("polydom")
+def train_polydom(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
+    """The candidate sets of PolyDom's pruned lattice, one stop-only graph each."""
+    eps = float(options.extra.get("epsilon", 0.01))
+    delta = float(options.extra.get("delta", 0.0))
+    return polydom_graphs(_bank(dataset, hpc, options), dataset, eps, delta)[0]
+
+
+def _greedy(dataset: Any, hpc: Any, options: MethodOptions, method: str) -> list[Graph]:
+    return greedy_graphs(_bank(dataset, hpc, options), dataset, method)[0]
+
+
+@register("greedy")
+def train_greedy(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
+    """Greedy: one nested sequence per trade-off alpha, every prefix exported."""
+    return _greedy(dataset, hpc, options, "greedy")
+
+
+@register("greedy-acc")
+def train_greedy_acc(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
+    """GreedyAcc: the most accurate next sensor (alpha 0)."""
+    return _greedy(dataset, hpc, options, "greedy-acc")
+
+
+@register("greedy-cost")
+def train_greedy_cost(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
+    """GreedyCost: the cheapest next sensor at the median size."""
+    return _greedy(dataset, hpc, options, "greedy-cost")
+
+
+def worst_case_poly(graph: Graph, dataset: Any) -> npt.NDArray[np.float64]:
+    """Coefficients of the most a decision of ``graph`` can cost (every sensor of every node)."""
+    names = [s.name for s in dataset.sensors]
+    read = {s for node in graph.nodes.values() for s in node.sensors}
+    mask = sum(1 << names.index(s) for s in read)
+    out: npt.NDArray[np.float64] = set_polys([mask], sensor_polys(dataset))[0]
+    return out
+
+
+def budget_index(method: str, graphs: Sequence[Graph], dataset: Any) -> dict[str, Any]:
+    """The bundle's ``budget_index`` over ``graphs`` (all indexed, none dropped)."""
+    if any("escalate" in (a.kind for a in n.actions) for g in graphs for n in g.nodes.values()):
+        raise ValueError("budget indexes hold stop-only graphs (no escalation)")
+    polys = np.array([worst_case_poly(g, dataset) for g in graphs])
+    accs = [g.validation.accuracy for g in graphs]
+    names = [g.name for g in graphs]
+    if method == "polydom":
+        return build_index(names, polys, accs).to_dict()
+    return greedy_index(names, polys, accs, [str(g.params["seq"]) for g in graphs],
+                        median_size(dataset)).to_dict()
+
+
+def greedy_index(names: Sequence[str], polys: npt.NDArray[np.float64], accs: Sequence[float],
+                 seqs: Sequence[str], median: float) -> BudgetIndex:
+    """Sequences (by ``"q.pos"`` tags) and the skyline at the median size."""
+    models = [IndexedModel(n, float(a), tuple(float(c) for c in p))
+              for n, a, p in zip(names, accs, polys, strict=True)]
+    placed = [[(int(t.split(".")[0]), int(t.split(".")[1])) for t in s.split()] for s in seqs]
+    n_seq = 1 + max(q for tags in placed for q, _ in tags)
+    slots: list[list[tuple[int, int]]] = [[] for _ in range(n_seq)]
+    for m, tags in enumerate(placed):
+        for q, pos in tags:
+            slots[q].append((pos, m))
+    sequences = [[m for _, m in sorted(seq)] for seq in slots]
+    order = sorted(range(len(models)), key=lambda m: (cost_at(models[m].cost, median),
+                                                      -models[m].accuracy))
+    skyline, best = [], -math.inf
+    for m in order:
+        if models[m].accuracy > best:
+            skyline.append([m, placed[m][0][0]])
+            best = models[m].accuracy
+    return BudgetIndex("greedy", models, median_size=median, skyline=skyline,
+                       sequences=sequences)
