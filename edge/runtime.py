@@ -50,6 +50,22 @@ F32 = npt.NDArray[np.float32]
 _MAX_CACHED_SETS = 4096
 
 
+DEFAULT_DEVICE_ID = "edge"
+
+
+def resolve_device_id(device_id: str | None, uplink: Uplink | None) -> str:
+    """The one device id of a runtime: the uplink's (its topics carry it), else the given one,
+    else ``DEFAULT_DEVICE_ID``. Two different ids are refused."""
+    own = getattr(uplink, "device_id", None)
+    if isinstance(own, str):
+        if device_id is not None and device_id != own:
+            raise EdgeError(f"device_id {device_id!r} differs from the uplink's device id "
+                            f"{own!r}: the cloud would answer on {own!r}'s topic and refuse "
+                            "the requests; give the id once (to the uplink)")
+        return own
+    return DEFAULT_DEVICE_ID if device_id is None else device_id
+
+
 class EdgeRuntime:
     """The device half of adaptedge. Build it with ``EdgeRuntime.load``."""
 
@@ -88,7 +104,7 @@ class EdgeRuntime:
     @classmethod
     def load(cls, bundle_dir: str | os.PathLike[str], *, uplink: Uplink | None = None,
              operating_point: str | float | None = None,
-             clock: Callable[[], float] = time.monotonic, device_id: str = "edge",
+             clock: Callable[[], float] = time.monotonic, device_id: str | None = None,
              sensor_timeouts_ms: Mapping[str, float] | None = None,
              outbox: Outbox | None = None, max_reader_threads: int = 4,
              request_id_start: int | None = None, preload_all: bool = False,
@@ -106,8 +122,11 @@ class EdgeRuntime:
         ``edge.sensors.DEFAULT_TIMEOUT_MS``, 1 s; ``math.inf``: no timeout). ``request_id_start``
         fixes the first request id (default: a random 63-bit base, so a restarted device does
         not reuse ids the cloud may still remember, whatever its clock says). ``trust``: public keys (``signing.pub``
-        paths); when given, only a bundle signed by one of them loads.
+        paths); when given, only a bundle signed by one of them loads. ``device_id`` defaults
+        to the uplink's own ``device_id`` (an ``MqttUplink``'s), else ``"edge"``; a different
+        one is refused, since the cloud answers on the uplink's topics only.
         """
+        device_id = resolve_device_id(device_id, uplink)
         cleanup = ExitStack()
         try:
             root = Path(cleanup.enter_context(open_bundle(bundle_dir)))  # a .tar stays extracted

@@ -50,6 +50,8 @@ class HilOptions:
     broker: str = "auto"
     """auto | mosquitto | amqtt | mqtt://HOST:PORT (an existing broker)."""
     split: str = "test"
+    target: str | None = None
+    """Label column when ``data`` is a CSV/TSV file (passed on to every device)."""
     outage_mode: Literal["proxy", "pause"] = "proxy"
     timeout_s: float = 300.0
     workdir: Path | None = None
@@ -175,7 +177,7 @@ def _plan(bundle_dir: str | Path, data: str, scenario: Scenario, opts: HilOption
     if truth is None or (opts.remote_sensors and rows is None):
         from adaptedge.trainer.data.datasets import load_dataset
 
-        rows, truth = load_dataset(data).split(opts.split)  # type: ignore[arg-type]
+        rows, truth = load_dataset(data, target=opts.target).split(opts.split)  # type: ignore[arg-type]
     limit = opts.limit if opts.limit is not None else (scenario.devices.limit or len(truth))
     workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="adaptedge-hil-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -231,7 +233,8 @@ def _device_argv(run: _Run, name: str, url: str, device_url: str) -> list[str]:
     if run.opts.remote_sensors:
         return [sys.executable, "-m", "adaptedge.simulator.remote_device", *common,
                 "--sensor-broker", url, "--count", str(run.limit), *pace]
-    return adaptedge_command("edge", "run", *common, "--replay", run.data,
+    target = [] if run.opts.target is None else ["--target", run.opts.target]
+    return adaptedge_command("edge", "run", *common, "--replay", run.data, *target,
                              "--split", run.opts.split, "--limit", str(run.limit), *pace)
 
 
@@ -239,9 +242,14 @@ def _refuse_failed_devices(procs: ProcessSet, codes: dict[str, int | None],
                            budget_s: float) -> None:
     failed = {n: c for n, c in codes.items() if c != 0}
     if failed:
-        detail = "; ".join(f"{n}: exit {c}: {procs.log(n)[-400:]}" for n, c in failed.items())
-        raise HilError(f"edge device(s) failed or timed out after {budget_s:g} s: {detail} "
-                       f"(logs in {procs.log_dir})")
+        detail = "; ".join(f"{n}: {_how_it_ended(c, budget_s)}: {procs.log(n)[-400:].strip()}"
+                           for n, c in failed.items())
+        raise HilError(f"edge device(s) failed: {detail} (logs in {procs.log_dir})")
+
+
+def _how_it_ended(code: int | None, budget_s: float) -> str:
+    """A device's end in words: its exit status, or the time limit it ran past."""
+    return f"still running after {budget_s:g} s (killed)" if code is None else f"exit {code}"
 
 
 def _extra(run: _Run, proxy: ImpairedProxy | None, t_origin: float,

@@ -47,7 +47,8 @@ def register(sub: Any) -> None:
     point.add_argument("--budget", type=float,
                        help="pick the most accurate operating point costing at most this")
     run.add_argument("--replay", required=True, metavar="DATA",
-                     help="dataset name or CSV path (trainer.data.datasets.load_dataset)")
+                     help="dataset name or CSV/TSV path (trainer.data.datasets.load_dataset)")
+    run.add_argument("--target", metavar="COL", help="label column of a CSV/TSV --replay file")
     run.add_argument("--split", default="test", choices=("train", "validation", "test"))
     run.add_argument("--limit", type=int, help="replay at most N rows")
     run.add_argument("--rate", type=float, help="decisions per second (default: as fast as "
@@ -155,7 +156,7 @@ def _replay_data(args: argparse.Namespace) -> tuple[Any, np.ndarray, np.ndarray]
     from adaptedge.trainer.data.datasets import load_dataset
 
     try:
-        dataset = load_dataset(args.replay)
+        dataset = load_dataset(args.replay, target=args.target)
         X, y = dataset.split(args.split)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc

@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
                                options=HilOptions(devices=scenario.devices.count,
                                                   limit=scenario.devices.limit or None,
                                                   broker=args.broker, split=args.split,
+                                                  target=args.target,
                                                   outage_mode=args.outage_mode,
                                                   timeout_s=args.timeout,
                                                   remote_sensors=args.remote_sensors))

@@ -1,0 +1,138 @@
+"""Issue 21, a practitioner's first day: own CSV data reaches the device, the README's Python
+snippet answers from the cloud, missing values get one documented behaviour everywhere."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adaptedge.cli.main import main as cli
+from adaptedge.protocol import Manifest
+from adaptedge.simulator.brokers import MosquittoBroker
+
+Bundle = tuple[Path, Manifest]
+
+
+def write_csv(path: Path, *, n: int = 400, seed: int = 0, bad_cell: str | None = None) -> Path:
+    """A CSV of four numeric features and a text label; ``bad_cell`` replaces row 7's 'c'."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    y = X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.normal(size=n) > 0
+    lines = ["a,b,c,d,label"]
+    for i, (row, t) in enumerate(zip(X, y, strict=True)):
+        cells = [f"{v:.4f}" for v in row]
+        if bad_cell is not None and i == 6:
+            cells[2] = bad_cell
+        lines.append(",".join(cells) + (",yes" if t else ",no"))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def csv_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(CSV file, bundle trained on it by the real trainer)."""
+    from adaptedge.trainer.api import train_bundle
+
+    root = tmp_path_factory.mktemp("own-data")
+    data = write_csv(root / "data.csv")
+    train_bundle(str(data), "confidence", root / "bundle", target="label", quick=True,
+                 progress=False)
+    return data, root / "bundle"
+
+
+# -- 1. own data reaches the device ---------------------------------------------------------
+
+def test_edge_run_replays_own_csv_with_target(csv_bundle: tuple[Path, Path],
+                                              tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    data, bundle = csv_bundle
+    journal = tmp_path / "decisions.jsonl"
+    assert cli(["edge", "run", "--bundle", str(bundle), "--replay", str(data),
+                "--target", "label", "--limit", "15", "--json-out", str(journal)]) == 0
+    out = capsys.readouterr().out
+    assert "decisions 15:" in out
+    assert journal.read_text().count('"kind": "decision"') == 15
+
+
+def test_edge_run_csv_without_target_is_one_line(csv_bundle: tuple[Path, Path],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    data, bundle = csv_bundle
+    assert cli(["edge", "run", "--bundle", str(bundle), "--replay", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert "--target" in err and "Traceback" not in err
+
+
+@pytest.mark.broker
+def test_simulate_hil_passes_target_to_devices(csv_bundle: tuple[Path, Path], tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    data, bundle = csv_bundle
+    code = cli(["simulate", "--hil", "--bundle", str(bundle), "--data", str(data),
+                "--target", "label", "--limit", "8", "--broker", "mosquitto",
+                "--timeout", "60", "--report", str(tmp_path / "report"), "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "8 decisions on 1 device(s) (hil)" in captured.out
+
+
+def test_hil_failure_message_tells_exit_from_timeout() -> None:
+    from adaptedge.simulator.hil import _how_it_ended
+
+    assert _how_it_ended(2, 600.0) == "exit 2"
+    assert "still running after 600 s" in _how_it_ended(None, 600.0)
+
+
+# -- 2. one device id: the README snippet works as written ---------------------------------
+
+@pytest.fixture()
+def cloud(toy_bundle: Bundle, mosquitto: MosquittoBroker) -> Iterator[object]:
+    from adaptedge.cloud import CloudService
+
+    svc = CloudService(toy_bundle[0], mosquitto.url, client_id="first-day-cloud")
+    svc.start()
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+@pytest.mark.broker
+def test_readme_snippet_gets_cloud_answers(toy_bundle: Bundle, mosquitto: MosquittoBroker,
+                                           cloud: object) -> None:
+    from adaptedge.edge import EdgeRuntime, MqttUplink
+
+    path, _ = toy_bundle
+    url = mosquitto.url
+    # As the README writes it: the device id is given once, to the uplink.
+    rt = EdgeRuntime.load(path, uplink=MqttUplink(url, "dev1").start(), operating_point="gate")
+    uplink = rt.uplink
+    assert uplink is not None and uplink.wait_connected(10.0)  # type: ignore[attr-defined]
+    try:
+        assert rt.device_id == "dev1"
+        rows = np.random.default_rng(3).normal(scale=2.0, size=(300, 3)).astype(np.float32)
+        decisions = []
+        for row in rows:
+            d = rt.predict({"a": lambda r=row: r[:2], "b": lambda r=row: r[2:]})
+            if d.escalated:
+                decisions.append(d)
+            if len(decisions) >= 5:
+                break
+        assert len(decisions) == 5
+        assert [d.source for d in decisions] == ["cloud"] * 5, [d.error for d in decisions]
+    finally:
+        rt.close()
+        uplink.close()  # type: ignore[attr-defined]
+
+
+def test_two_different_device_ids_are_refused(toy_bundle: Bundle) -> None:
+    from adaptedge.edge import EdgeRuntime, MqttUplink
+    from adaptedge.edge.errors import EdgeError
+
+    uplink = MqttUplink("mqtt://127.0.0.1:1", "dev1")  # never started: no network
+    with pytest.raises(EdgeError, match="'dev2' differs from the uplink's device id 'dev1'"):
+        EdgeRuntime.load(toy_bundle[0], uplink=uplink, device_id="dev2")
+    rt = EdgeRuntime.load(toy_bundle[0])
+    assert rt.device_id == "edge"
+    rt.close()
