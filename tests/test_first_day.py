@@ -136,3 +136,46 @@ def test_two_different_device_ids_are_refused(toy_bundle: Bundle) -> None:
     rt = EdgeRuntime.load(toy_bundle[0])
     assert rt.device_id == "edge"
     rt.close()
+
+
+# -- 4. --param mistakes: one line from one table --------------------------------------------
+
+@pytest.mark.parametrize(("method", "param", "words"), [
+    ("dag", "lambda=1", ["unknown dag options ['lambda']", "lambdas, escalation"]),
+    ("dag", "max_nodes=abc", ["max_nodes must be >= 1 (an integer), got 'abc'", "dag options:"]),
+    ("adapt-gbrt", "warm_start=maybe", ["warm_start must be true or false, got 'maybe'",
+                                         "adapt-gbrt options: warm_start"]),
+    ("confidence", "k=3", ["unknown confidence options ['k']", "takes no --param"]),
+    ("dag", "escalation=sometimes", ["escalation must be one of both, on, off"]),
+])
+def test_param_mistakes_are_one_line_before_training(method: str, param: str, words: list[str],
+                                                     tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    started = time.monotonic()
+    assert cli(["train", "--data", "heart", "--method", method, "--param", param,
+                "--out", str(tmp_path / "b"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for word in words:
+        assert word in err, err
+    assert time.monotonic() - started < 5.0, "refused after training, not before"
+    assert not (tmp_path / "b").exists()
+
+
+def test_param_table_converts_strings_and_python_values() -> None:
+    from adaptedge.trainer.methods.dag.sweep import CLASSIFIER_CHOICES
+    from adaptedge.trainer.methods.params import DAG_PARAMS, ParamError, check_params
+
+    assert check_params("dag", {"max_nodes": "12", "lambdas": "0.5,1", "escalation": "on"}) == {
+        "max_nodes": 12, "lambdas": (0.5, 1.0), "escalation": "on"}
+    assert check_params("adapt-gbrt", {"warm_start": "no"}) == {"warm_start": False}
+    assert check_params("adapt-gbrt", {"warm_start": False, "grid": {"gamma": [1e-3]}}) == {
+        "warm_start": False, "grid": {"gamma": [1e-3]}}
+    with pytest.raises(ParamError, match="grid must be a dict"):
+        check_params("adapt-gbrt", {"grid": "gamma=1"})
+    with pytest.raises(ParamError, match="max_nodes must be >= 1"):
+        check_params("dag", {"max_nodes": 2.5})
+    classifier = next(p for p in DAG_PARAMS if p.key == "classifier")
+    assert classifier.choices == CLASSIFIER_CHOICES

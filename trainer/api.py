@@ -16,6 +16,7 @@ from adaptedge.protocol.manifest import Manifest
 from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.export.bundle import export_bundle
 from adaptedge.trainer.hpc import fit_hpc
+from adaptedge.trainer.methods.params import check_params
 from adaptedge.trainer.methods.registry import MethodOptions, get_method
 from adaptedge.trainer.policy.frontier import (
     pareto_frontier,
@@ -59,6 +60,7 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
     started = time.perf_counter()
     show = progress and sys.stderr.isatty()
     method_fn = get_method(method)
+    extra = check_params(method, extra or {})  # before any fit: a typo costs no training
     dataset = load_dataset(data, target=target, costs=costs, grouping=grouping, seed=seed)
     hpc = fit_hpc(dataset, kind=hpc_kind, seed=seed, n_jobs=n_jobs, onnx_path=hpc_onnx,
                   progress=show)

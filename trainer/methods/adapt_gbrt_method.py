@@ -9,6 +9,7 @@ Sweeps (P_full, γ) from an empty bought set (the paper) and from each warm-star
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier, gate_score_from
 from adaptedge.trainer.methods.cart import quantize
 from adaptedge.trainer.methods.gating import CostModel, parallel_map, proba
+from adaptedge.trainer.methods.params import check_params
 from adaptedge.trainer.methods.registry import MethodOptions, register
 from adaptedge.trainer.policy.frontier import pareto_frontier
 from adaptedge.trainer.policy.graph import FloatArray, Graph
@@ -73,6 +75,7 @@ def sweep_settings(dataset: Any, hpc: Any, options: MethodOptions, cost_model: C
 @register("adapt-gbrt")
 def adapt_gbrt_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
     """Sweep (P_full, γ) and the gate threshold; return the validation-Pareto graphs."""
+    options = replace(options, extra=check_params("adapt-gbrt", options.extra))
     cost_model = CostModel.build(dataset.sensors, dataset.cost_weights, dataset.link,
                                  dataset.n_features, hpc.sensors)
     jobs = [(params, dataset.X_train, dataset.y_train, hpc.oof_proba_train)
