@@ -179,3 +179,73 @@ def test_param_table_converts_strings_and_python_values() -> None:
         check_params("dag", {"max_nodes": 2.5})
     classifier = next(p for p in DAG_PARAMS if p.key == "classifier")
     assert classifier.choices == CLASSIFIER_CHOICES
+
+
+# -- 3. missing values: refused in data files, a failed read on a device ---------------------
+
+@pytest.mark.parametrize("cell", ["NaN", "nan", "", "inf", " -Infinity"])
+def test_missing_values_in_a_csv_are_refused_on_every_path(cell: str, csv_bundle: tuple[Path, Path],
+                                                           tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    _, bundle = csv_bundle
+    bad = write_csv(tmp_path / "bad.csv", bad_cell=cell)
+    commands = [
+        ["train", "--data", str(bad), "--target", "label", "--method", "confidence", "--quick",
+         "--out", str(tmp_path / "b"), "--no-progress"],
+        ["evaluate", "--bundle", str(bundle), "--data", str(bad), "--target", "label"],
+        ["edge", "run", "--bundle", str(bundle), "--replay", str(bad), "--target", "label"],
+        ["simulate", "--bundle", str(bundle), "--data", str(bad), "--target", "label",
+         "--report", str(tmp_path / "r"), "--no-progress"],
+    ]
+    for argv in commands:
+        assert cli(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "column 'c' row 7" in err and "Traceback" not in err, (argv, err)
+        assert err.count("\n") == 1, err
+
+
+def test_missing_values_on_a_device_are_failed_reads(toy_bundle: Bundle) -> None:
+    from adaptedge.edge import EdgeRuntime
+
+    rt = EdgeRuntime.load(toy_bundle[0], operating_point="walk")
+    try:
+        d = rt.predict_row([0.5, float("nan"), 1.0])
+        assert d.label in rt.manifest.classes
+        assert "a" in d.failed_sensors and rt.counters["sensor_failures"] == 1
+        d = rt.predict({"a": lambda: [0.5, 0.2], "b": lambda: [float("nan")]})
+        assert d.label in rt.manifest.classes
+        assert "b" not in d.sensors_read or "b" in d.failed_sensors
+    finally:
+        rt.close()
+
+
+# -- 10. the suite never writes to the user's cache; adaptedge cache info|clear -------------
+
+def test_the_suite_uses_a_private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from adaptedge.trainer.data.cache import cache_root
+
+    assert cache_root().is_relative_to(tmp_path_factory.getbasetemp())
+    assert not cache_root().is_relative_to(Path.home() / ".cache")
+
+
+def test_cache_info_and_clear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "cache"
+    monkeypatch.setenv("ADAPTEDGE_CACHE_DIR", str(root))
+    (root / "hpc").mkdir(parents=True)
+    (root / "hpc" / "fit.pkl").write_bytes(b"x" * 3000)
+    (root / "demo" / "bundles").mkdir(parents=True)
+    (root / "demo" / "bundles" / "m.json").write_text("{}")
+    (root / "mine.txt").write_text("not adaptedge's")
+    assert cli(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert str(root) in out and "2.9 KiB" in out and "1 files" in out
+    assert cli(["cache", "clear", "hpc"]) == 0
+    assert not (root / "hpc").exists() and (root / "demo").exists()
+    assert cli(["cache", "clear"]) == 0
+    assert "removed" in capsys.readouterr().out
+    assert not (root / "demo").exists()
+    assert (root / "mine.txt").read_text() == "not adaptedge's"  # only known parts go
+    assert cli(["cache", "clear", "models"]) == 2
+    assert "unknown cache part 'models'" in capsys.readouterr().err

@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "edge_cmd",
     "cloud_cmd",
     "simulate",
+    "cache_cmd",
 )
 
 
