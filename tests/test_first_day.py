@@ -249,3 +249,31 @@ def test_cache_info_and_clear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert (root / "mine.txt").read_text() == "not adaptedge's"  # only known parts go
     assert cli(["cache", "clear", "models"]) == 2
     assert "unknown cache part 'models'" in capsys.readouterr().err
+
+
+# -- 5. progress without a terminal; a budget below every point keeps the run ---------------
+
+def test_training_logs_progress_and_keeps_a_run_below_every_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from adaptedge.protocol.bundle import verify
+
+    monkeypatch.setenv("ADAPTEDGE_PROGRESS_EVERY", "0")
+    data = write_csv(tmp_path / "data.csv")
+    out = tmp_path / "b"
+    assert cli(["train", "--data", str(data), "--target", "label", "--method", "confidence",
+                "--quick", "--budget", "0.01", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    # stderr is not a terminal here: periodic lines with stage, done/total and ETA
+    assert "[adaptedge] confidence: 3 steps" in captured.err
+    assert "[adaptedge] confidence: 1/3 (33%)" in captured.err and "ETA" in captured.err
+    assert "[adaptedge] confidence: 3/3 (100%)" in captured.err
+    assert "\r" not in captured.err
+    # the finished run is written, with a warning and the rule that chose the default
+    assert "warning: no operating point costs <= 0.01" in captured.err
+    manifest = verify(out)
+    cheapest = min(manifest.operating_points, key=lambda p: p.cost)
+    assert manifest.default_operating_point == cheapest.name
+    assert "default operating point: the cheapest point: --budget 0.01 is below every" \
+        in captured.out
+    assert "stratified 60/20/20 split" in captured.out  # where the split came from

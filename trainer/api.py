@@ -19,6 +19,7 @@ from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.methods.params import check_params
 from adaptedge.trainer.methods.registry import MethodOptions, get_method
 from adaptedge.trainer.policy.frontier import (
+    BudgetError,
     pareto_frontier,
     pick_near_accuracy,
     pick_within_budget,
@@ -30,6 +31,29 @@ DEFAULT_TOLERANCE = 0.01
 
 class TrainError(ValueError):
     """Training produced nothing usable (e.g. a method returned no candidate policies)."""
+
+
+def choose_default(frontier: list[Any], hpc_accuracy: float, budget: float | None
+                   ) -> tuple[Any, str]:
+    """The default operating point and the rule that chose it, in words. A budget below every
+    point keeps the finished run: the cheapest point, with a warning on stderr."""
+    if budget is None:
+        point = pick_near_accuracy(frontier, hpc_accuracy, DEFAULT_TOLERANCE)
+        near = point.validation.accuracy >= hpc_accuracy - DEFAULT_TOLERANCE
+        return point, (f"the cheapest point within {DEFAULT_TOLERANCE:g} of the HPC's validation "
+                       f"accuracy {hpc_accuracy:.4f}" if near else
+                       f"the most accurate point (none is within {DEFAULT_TOLERANCE:g} of the "
+                       f"HPC's validation accuracy {hpc_accuracy:.4f})")
+    try:
+        return pick_within_budget(frontier, budget), (
+            f"the most accurate point with validation cost <= --budget {budget:g}")
+    except BudgetError as exc:
+        point = min(frontier, key=lambda p: p.validation.cost)
+        print(f"adaptedge: warning: {exc}; the bundle is written anyway with the cheapest point "
+              f"as default (choose another at run time: edge run --budget/--operating-point)",
+              file=sys.stderr)
+        return point, (f"the cheapest point: --budget {budget:g} is below every point "
+                       f"(the cheapest costs {point.validation.cost:.4g})")
 
 
 def library_versions() -> dict[str, str]:
@@ -58,7 +82,7 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
     """
     out = check_target(out, force=force)  # absolute: "--out ." stays valid once replaced
     started = time.perf_counter()
-    show = progress and sys.stderr.isatty()
+    show = progress  # a bar on a terminal, periodic log lines otherwise (trainer.progress)
     method_fn = get_method(method)
     extra = check_params(method, extra or {})  # before any fit: a typo costs no training
     dataset = load_dataset(data, target=target, costs=costs, grouping=grouping, seed=seed)
@@ -71,10 +95,7 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
     if not candidates:
         raise TrainError(f"method {method!r} returned no candidate policies on {dataset.name}")
     frontier = pareto_frontier(candidates)
-    if budget is not None:
-        default = pick_within_budget(frontier, budget)
-    else:
-        default = pick_near_accuracy(frontier, hpc.val_accuracy, DEFAULT_TOLERANCE)
+    default, rule = choose_default(frontier, hpc.val_accuracy, budget)
     meta: dict[str, Any] = {
         "method": method,
         "dataset": dataset.name,
@@ -82,6 +103,7 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
         "seed": seed,
         "quick": quick,
         "budget": budget,
+        "default_rule": rule,
         "n_candidates": len(candidates),
         "hpc_seconds": round(hpc_seconds, 3),
         "train_seconds": round(time.perf_counter() - started, 3),

@@ -101,5 +101,8 @@ def render(m: Any, out: Path) -> str:
         mark = " *" if p.name == m.default_operating_point else ""
         lines.append(f"{p.name + mark:<{w}}{p.accuracy:>9.4f}{p.cost:>10.4g}"
                      f"{p.escalation_rate:>10.3f}{p.avg_sensors_read:>9.2f}")
-    lines += ["", f"* default operating point. Bundle {m.bundle_id} written to {out}"]
+    rule = m.metadata.get("default_rule")
+    lines += ["", f"* default operating point{': ' + rule if rule else ''}.",
+              f"Data: {m.metadata.get('dataset_description', '?')}",
+              f"Bundle {m.bundle_id} written to {out}"]
     return "\n".join(lines)
