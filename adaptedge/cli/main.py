@@ -95,6 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"adaptedge: error: {message}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (``adaptedge inspect B | head``): stop quietly, as cat does.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print("adaptedge: interrupted", file=sys.stderr)
         return 130
