@@ -14,6 +14,7 @@ from typing import Any
 from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.trainer.data.datasets import load_dataset
+from adaptedge.trainer.data.frames import tabular_source
 from adaptedge.trainer.export.bundle import export_bundle
 from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.methods.params import check_params
@@ -66,7 +67,7 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def train_bundle(data: str, method: str, out: str | Path, *, target: str | None = None,
+def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None = None,
                  costs: str | Path | None = None, grouping: str | None = None,
                  budget: float | None = None, quick: bool = False, seed: int = 0,
                  n_jobs: int = 1, progress: bool = True, hpc_kind: Any = "auto",
@@ -74,12 +75,27 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
                  force: bool = False) -> Manifest:
     """Train ``method`` on ``data`` and write a verified bundle to ``out``; returns its manifest.
 
+    ``data``: a built-in dataset name, a CSV/TSV path (with ``target``), a pandas DataFrame
+    (with ``target``) or an ``(X, y)`` pair (``trainer.data.frames``).
+
     The bundle holds the validation frontier of the method's sweep. The default operating
     point is the most accurate within ``budget`` when given, else the cheapest whose validation
     accuracy is within 1% of the HPC's (else the most accurate). Training time, method,
     dataset, seed and library versions go into the manifest metadata. ``out`` must be new, an
     empty directory or, with ``force``, a bundle to replace (checked before training).
     """
+    with tabular_source(data, target) as (source, column):
+        return _train_bundle(source, method, out, target=column, costs=costs,
+                             grouping=grouping, budget=budget, quick=quick, seed=seed,
+                             n_jobs=n_jobs, progress=progress, hpc_kind=hpc_kind,
+                             hpc_onnx=hpc_onnx, extra=extra, force=force)
+
+
+def _train_bundle(data: str, method: str, out: str | Path, *, target: str | None,
+                  costs: str | Path | None, grouping: str | None, budget: float | None,
+                  quick: bool, seed: int, n_jobs: int, progress: bool, hpc_kind: Any,
+                  hpc_onnx: str | Path | None, extra: Mapping[str, Any] | None,
+                  force: bool) -> Manifest:
     out = check_target(out, force=force)  # absolute: "--out ." stays valid once replaced
     started = time.perf_counter()
     show = progress  # a bar on a terminal, periodic log lines otherwise (trainer.progress)

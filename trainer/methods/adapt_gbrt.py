@@ -62,6 +62,7 @@ from adaptedge.trainer.methods.gating import (
     sigmoid,
     softplus,
 )
+from adaptedge.trainer.methods.hpc_oof import HPC_CONSTRAINT, oof_hpc_proba
 
 FloatArray = NDArray[np.float64]
 
@@ -112,6 +113,7 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         "sensor_costs": ["array-like", None],
         "initial_sensors": ["array-like", None],
         "random_state": ["random_state"],
+        "hpc": HPC_CONSTRAINT,
     }
 
     def __init__(
@@ -133,6 +135,7 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         sensor_costs: Sequence[float] | None = None,
         initial_sensors: Sequence[int] | None = None,
         random_state: int | None = None,
+        hpc: Any = "auto",
     ) -> None:
         self.p_full = p_full
         self.gamma = gamma
@@ -150,12 +153,18 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.sensor_costs = sensor_costs
         self.initial_sensors = initial_sensors
         self.random_state = random_state
+        self.hpc = hpc
 
     # -- fitting ----------------------------------------------------------------------------
     def fit(
-        self, X: NDArray[np.floating], y: NDArray[np.integer], hpc_proba: NDArray[np.floating]
+        self, X: NDArray[np.floating], y: NDArray[np.integer],
+        hpc_proba: NDArray[np.floating] | None = None,
     ) -> AdaptGbrtClassifier:
+        """``hpc_proba``: the HPC's out-of-fold probabilities on these rows; without them, the
+        ``hpc`` estimator's are computed here (``trainer.methods.hpc_oof``)."""
         self._validate_params()
+        if hpc_proba is None:
+            hpc_proba = oof_hpc_proba(self.hpc, X, y, self.random_state)
         X32, yi, P = _check_inputs(X, y, hpc_proba)
         started = time.perf_counter()
         n, d = X32.shape

@@ -49,6 +49,7 @@ from adaptedge.trainer.methods.gating import (
     sigmoid,
     softplus,
 )
+from adaptedge.trainer.methods.hpc_oof import HPC_CONSTRAINT, oof_hpc_proba
 from adaptedge.trainer.methods.registry import MethodOptions, register
 from adaptedge.trainer.policy.frontier import pareto_frontier
 from adaptedge.trainer.policy.graph import Graph
@@ -80,6 +81,7 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         "feature_sensor": ["array-like", None],
         "sensor_costs": ["array-like", None],
         "random_state": ["random_state"],
+        "hpc": HPC_CONSTRAINT,
     }
 
     def __init__(
@@ -96,6 +98,7 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         feature_sensor: Sequence[int] | None = None,
         sensor_costs: Sequence[float] | None = None,
         random_state: int | None = None,
+        hpc: Any = "auto",
     ) -> None:
         self.p_full = p_full
         self.gamma = gamma
@@ -108,10 +111,15 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.feature_sensor = feature_sensor
         self.sensor_costs = sensor_costs
         self.random_state = random_state
+        self.hpc = hpc
 
     def fit(self, X: NDArray[np.floating], y: NDArray[np.integer],
-            hpc_proba: NDArray[np.floating]) -> AdaptLinClassifier:
+            hpc_proba: NDArray[np.floating] | None = None) -> AdaptLinClassifier:
+        """``hpc_proba``: the HPC's out-of-fold probabilities on these rows; without them, the
+        ``hpc`` estimator's are computed here (``trainer.methods.hpc_oof``)."""
         self._validate_params()
+        if hpc_proba is None:
+            hpc_proba = oof_hpc_proba(self.hpc, X, y, self.random_state)
         X32, yi, P = _check_inputs(X, y, hpc_proba)
         n, d = X32.shape
         n_classes = P.shape[1]
