@@ -277,3 +277,20 @@ def test_training_logs_progress_and_keeps_a_run_below_every_budget(
     assert "default operating point: the cheapest point: --budget 0.01 is below every" \
         in captured.out
     assert "stratified 60/20/20 split" in captured.out  # where the split came from
+
+
+# -- 6. the stored description agrees with the costs actually used ---------------------------
+
+def test_description_names_the_costs_file_not_uniform_costs(tmp_path: Path) -> None:
+    from adaptedge.trainer.data.datasets import load_dataset
+
+    data = write_csv(tmp_path / "data.csv")
+    costs = tmp_path / "costs.toml"
+    costs.write_text('[weights]\nenergy_mj = 1.0\n\n[[sensor]]\nname = "ab"\n'
+                     'features = ["a", "b"]\nenergy_mj = 3.0\n\n[[sensor]]\nname = "cd"\n'
+                     'features = ["c", "d"]\nenergy_mj = 0.5\n')
+    plain = load_dataset(str(data), target="label").description
+    assert "uniform cost" in plain
+    described = load_dataset(str(data), target="label", costs=costs).description
+    assert "uniform cost" not in described and "nominal" not in described
+    assert described.endswith("Sensors and costs from costs.toml.")

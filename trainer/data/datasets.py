@@ -12,7 +12,7 @@ from pathlib import Path
 
 from adaptedge.trainer.data.builtin_datasets import BUILTINS
 from adaptedge.trainer.data.costs import load_costs
-from adaptedge.trainer.data.csv_dataset import csv_dataset
+from adaptedge.trainer.data.csv_dataset import CSV_COST_NOTE, csv_dataset
 from adaptedge.trainer.data.dataset_core import (
     Dataset,
     DatasetError,
@@ -70,6 +70,6 @@ def load_dataset(name_or_path: str, *, target: str | None = None, costs: str | P
         sensors, weights, link = load_costs(costs, dataset.feature_names)
         dataset = Dataset(**{**dataset.__dict__, "sensors": sensors, "cost_weights": weights,
                              "link": link,
-                             "description": dataset.description + f" Sensors and costs from "
-                             f"{Path(costs).name}."})
+                             "description": dataset.description.replace(CSV_COST_NOTE, "")
+                             + f" Sensors and costs from {Path(costs).name}."})
     return dataset
