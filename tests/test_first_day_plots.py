@@ -132,7 +132,7 @@ def test_inspect_table_has_columns_units_and_short_labels(
     rows = out[head + 1: head + 3]
     # walk (cost 8) is the cheaper point: P1, and the default (*)
     assert rows[0].split()[:3] == ["P2", "gate", "gate"]
-    assert rows[1].split()[:3] == ["P1*", "walk", "walk"]
+    assert rows[1].split()[:4] == ["P1", "walk", "*", "walk"]
     for row in rows:  # every column is separated by at least two spaces
         assert len([c for c in row.split("  ") if c.strip()]) == 7, row
 

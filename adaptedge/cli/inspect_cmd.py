@@ -97,7 +97,7 @@ def point_table(m: Manifest) -> list[str]:
     unit = cost_unit(m)
     head = ("", "operating point", "policy", "accuracy", f"cost ({unit})", "escalate",
             "sensors read")
-    rows = [(labels[p.name] + ("*" if p.name == m.default_operating_point else ""), p.name,
+    rows = [(labels[p.name], p.name + (" *" if p.name == m.default_operating_point else ""),
              p.policy, f"{p.accuracy:.4f}", f"{p.cost:.4g}", f"{p.escalation_rate:.3f}",
              f"{p.avg_sensors_read:.2f}") for p in m.operating_points]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]

@@ -62,7 +62,7 @@ from adaptedge.trainer.methods.gating import (
     sigmoid,
     softplus,
 )
-from adaptedge.trainer.methods.hpc_oof import HPC_CONSTRAINT, oof_hpc_proba
+from adaptedge.trainer.methods.hpc_oof import HPC_CONSTRAINT, hpc_proba_for
 
 FloatArray = NDArray[np.float64]
 
@@ -93,7 +93,8 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     """Gate + LPC as boosted trees that adaptively approximate an HPC.
 
     ``fit(X, y, hpc_proba=P)`` takes class indices ``y`` in ``range(P.shape[1])`` and the HPC's
-    (out-of-fold) class probabilities ``P`` on the same rows.
+    (out-of-fold) class probabilities ``P`` on the same rows; ``fit(X, y)`` computes them from
+    the ``hpc`` parameter (``trainer.methods.hpc_oof``).
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
@@ -156,16 +157,10 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.hpc = hpc
 
     # -- fitting ----------------------------------------------------------------------------
-    def fit(
-        self, X: NDArray[np.floating], y: NDArray[np.integer],
-        hpc_proba: NDArray[np.floating] | None = None,
-    ) -> AdaptGbrtClassifier:
-        """``hpc_proba``: the HPC's out-of-fold probabilities on these rows; without them, the
-        ``hpc`` estimator's are computed here (``trainer.methods.hpc_oof``)."""
-        self._validate_params()
-        if hpc_proba is None:
-            hpc_proba = oof_hpc_proba(self.hpc, X, y, self.random_state)
-        X32, yi, P = _check_inputs(X, y, hpc_proba)
+    def fit(self, X: NDArray[np.floating], y: NDArray[np.integer],
+            hpc_proba: NDArray[np.floating] | None = None) -> AdaptGbrtClassifier:
+        self._validate_params()  # hpc_proba: see trainer.methods.hpc_oof.hpc_proba_for
+        X32, yi, P = _check_inputs(X, y, hpc_proba_for(self, X, y, hpc_proba))
         started = time.perf_counter()
         n, d = X32.shape
         n_classes = P.shape[1]

@@ -49,7 +49,7 @@ from adaptedge.trainer.methods.gating import (
     sigmoid,
     softplus,
 )
-from adaptedge.trainer.methods.hpc_oof import HPC_CONSTRAINT, oof_hpc_proba
+from adaptedge.trainer.methods.hpc_oof import HPC_CONSTRAINT, hpc_proba_for
 from adaptedge.trainer.methods.registry import MethodOptions, register
 from adaptedge.trainer.policy.frontier import pareto_frontier
 from adaptedge.trainer.policy.graph import Graph
@@ -115,12 +115,9 @@ class AdaptLinClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
 
     def fit(self, X: NDArray[np.floating], y: NDArray[np.integer],
             hpc_proba: NDArray[np.floating] | None = None) -> AdaptLinClassifier:
-        """``hpc_proba``: the HPC's out-of-fold probabilities on these rows; without them, the
-        ``hpc`` estimator's are computed here (``trainer.methods.hpc_oof``)."""
+        """``hpc_proba``: see ``trainer.methods.hpc_oof.hpc_proba_for``."""
         self._validate_params()
-        if hpc_proba is None:
-            hpc_proba = oof_hpc_proba(self.hpc, X, y, self.random_state)
-        X32, yi, P = _check_inputs(X, y, hpc_proba)
+        X32, yi, P = _check_inputs(X, y, hpc_proba_for(self, X, y, hpc_proba))
         n, d = X32.shape
         n_classes = P.shape[1]
         feature_sensor, sensor_costs = _sensor_layout(self.feature_sensor, self.sensor_costs, d)

@@ -34,3 +34,11 @@ def oof_hpc_proba(hpc: Any, X: Any, y: Any, random_state: int | None) -> NDArray
     cv = StratifiedKFold(n_splits=folds, shuffle=True, random_state=random_state)
     proba = cross_val_predict(model, X, y, cv=cv, method="predict_proba")
     return np.asarray(proba, dtype=np.float64)
+
+
+def hpc_proba_for(estimator: Any, X: Any, y: Any, given: Any) -> Any:
+    """``given`` (the caller's HPC probabilities) when there are some, else the out-of-fold
+    probabilities of ``estimator.hpc``."""
+    if given is not None:
+        return given
+    return oof_hpc_proba(estimator.hpc, X, y, estimator.random_state)
