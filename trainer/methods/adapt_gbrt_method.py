@@ -82,7 +82,8 @@ def adapt_gbrt_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Gr
             for params in sweep_settings(dataset, hpc, options, cost_model)]
     models = parallel_map(_fit_one, jobs, options.n_jobs, options.progress, "adapt-gbrt")
     weights = tuple(options.extra.get("margin_weights", MARGIN_WEIGHTS))
-    return gate_sweep("adapt-gbrt", models, dataset, hpc, cost_model, weights)
+    return gate_sweep("adapt-gbrt", models, dataset, hpc, cost_model, weights,
+                      progress=options.progress)
 
 
 def variant_name(method: str, model: AdaptGbrtClassifier, cost_model: CostModel
@@ -103,10 +104,13 @@ def variant_name(method: str, model: AdaptGbrtClassifier, cost_model: CostModel
 
 
 def gate_sweep(method: str, models: Sequence[AdaptGbrtClassifier], dataset: Any, hpc: Any,
-               cost_model: CostModel, margin_weights: Sequence[float] = (0.0,)) -> list[Graph]:
+               cost_model: CostModel, margin_weights: Sequence[float] = (0.0,), *,
+               progress: bool = False) -> list[Graph]:
     """Every (model, margin weight, threshold) walked on validation; the validation front."""
+    from adaptedge.trainer.progress import track
+
     candidates: list[Graph] = []
-    for model in models:
+    for model in track(models, f"{method} gate thresholds", len(models), progress):
         if not model.sensors_bought_.any():
             continue  # a node that reads nothing: always-escalate is the HPC itself
         # every tree runs once per model; the variants below only shift and compare
