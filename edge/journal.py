@@ -109,6 +109,16 @@ def _percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else math.nan
 
 
+def _count_reasons(decisions: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Degraded decisions by their ``error`` (``deadline``, ``unknown_bundle``, ...)."""
+    counts: dict[str, int] = {}
+    for d in decisions:
+        if d.get("source") == "degraded":
+            reason = str(d.get("error") or "unknown")
+            counts[reason] = counts.get(reason, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def summarize(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The run's summary from its journal lines (those of any kind, in order).
 
@@ -147,6 +157,7 @@ def summarize(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "by_source": {s: sum(d["source"] == s for d in decisions) for s in SOURCES},
         "accuracy": rate(sum(bool(d.get("correct")) for d in decisions)),
         "escalation_rate": rate(sum(bool(d["escalated"]) for d in decisions)),
+        "degraded_by_reason": _count_reasons(decisions),
         "sensor_failures": float(sum(len(d.get("failed_sensors") or {}) for d in decisions)),
         "late_replies": float(counters.get("late_replies", 0.0)),
         "duplicate_replies": float(counters.get("duplicate_replies", 0.0)),

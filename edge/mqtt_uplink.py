@@ -36,8 +36,8 @@ log = logging.getLogger("edge.mqtt")
 
 
 def parse_broker_url(url: str) -> tuple[str, int, bool]:
-    """``mqtt://host[:port]`` or ``mqtts://host[:port]`` -> (host, port, tls)."""
-    parts = urlsplit(url)
+    """``mqtt://host[:port]``, ``mqtts://host[:port]`` or ``host:port`` -> (host, port, tls)."""
+    parts = urlsplit(url if "://" in url else f"mqtt://{url}")
     if parts.scheme not in ("mqtt", "mqtts", "tcp", "ssl") or not parts.hostname:
         raise UplinkConfigError(f"broker URL {url!r} is not mqtt://HOST[:PORT] or "
                                 "mqtts://HOST[:PORT]")

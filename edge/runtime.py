@@ -39,7 +39,7 @@ from adaptedge.edge.policy import (
 )
 from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor, resolve_timeouts
 from adaptedge.edge.sized import BudgetChooser, check_size, point_within_budget, sized_cost
-from adaptedge.edge.uplink import Uplink
+from adaptedge.edge.uplink import Uplink, resolve_device_id
 from adaptedge.edge.walk import ReadSensor, Trail, best, step
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.costs import CostBreakdown, decision_cost
@@ -90,7 +90,7 @@ class EdgeRuntime:
     @classmethod
     def load(cls, bundle_dir: str | os.PathLike[str], *, uplink: Uplink | None = None,
              operating_point: str | float | None = None,
-             clock: Callable[[], float] = time.monotonic, device_id: str = "edge",
+             clock: Callable[[], float] = time.monotonic, device_id: str | None = None,
              sensor_timeouts_ms: Mapping[str, float] | None = None,
              outbox: Outbox | None = None, max_reader_threads: int = 4,
              request_id_start: int | None = None, preload_all: bool = False,
@@ -108,8 +108,11 @@ class EdgeRuntime:
         ``edge.sensors.DEFAULT_TIMEOUT_MS``, 1 s; ``math.inf``: no timeout). ``request_id_start``
         fixes the first request id (default: a random 63-bit base, so a restarted device does
         not reuse ids the cloud may still remember, whatever its clock says). ``trust``: public keys (``signing.pub``
-        paths); when given, only a bundle signed by one of them loads.
+        paths); when given, only a bundle signed by one of them loads. ``device_id`` defaults
+        to the uplink's own ``device_id`` (an ``MqttUplink``'s), else ``"edge"``; a different
+        one is refused, since the cloud answers on the uplink's topics only.
         """
+        device_id = resolve_device_id(device_id, uplink)
         cleanup = ExitStack()
         try:
             root = Path(cleanup.enter_context(open_bundle(bundle_dir)))  # a .tar stays extracted

@@ -52,3 +52,19 @@ class RequestIds:
         rid = self._next
         self._next = (rid + 1) & MAX_REQUEST_ID
         return rid
+
+
+DEFAULT_DEVICE_ID = "edge"
+
+
+def resolve_device_id(device_id: str | None, uplink: Uplink | None) -> str:
+    """The one device id of a runtime: the uplink's (its topics carry it), else the given one,
+    else ``DEFAULT_DEVICE_ID``. Two different ids are refused."""
+    own = getattr(uplink, "device_id", None)
+    if isinstance(own, str):
+        if device_id is not None and device_id != own:
+            raise EdgeError(f"device_id {device_id!r} differs from the uplink's device id "
+                            f"{own!r}: the cloud would answer on {own!r}'s topic and refuse "
+                            "the requests; give the id once (to the uplink)")
+        return own
+    return DEFAULT_DEVICE_ID if device_id is None else device_id

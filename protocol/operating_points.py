@@ -64,3 +64,13 @@ def cheapest(points: Sequence[Scored]) -> int | None:
     if not points:
         return None
     return min(range(len(points)), key=lambda i: (points[i].cost, -points[i].accuracy, i))
+
+
+def short_labels(points: Sequence[Scored]) -> list[str]:
+    """Short readable labels P1, P2, ... numbered from the cheapest, in the order given (tables
+    and plots show them beside the full names)."""
+    order = sorted(range(len(points)), key=lambda i: (points[i].cost, -points[i].accuracy, i))
+    labels = [""] * len(points)
+    for rank, i in enumerate(order, start=1):
+        labels[i] = f"P{rank}"
+    return labels

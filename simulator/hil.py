@@ -50,6 +50,8 @@ class HilOptions:
     broker: str = "auto"
     """auto | mosquitto | amqtt | mqtt://HOST:PORT (an existing broker)."""
     split: str = "test"
+    target: str | None = None
+    """Label column when ``data`` is a CSV/TSV file (passed on to every device)."""
     outage_mode: Literal["proxy", "pause"] = "proxy"
     timeout_s: float = 300.0
     workdir: Path | None = None
@@ -57,8 +59,6 @@ class HilOptions:
     remote_sensors: bool = False
     """Devices read every sensor over MQTT from a ``RemoteSensorServer`` (the simulator serves
     the recorded rows after each sensor's latency) instead of replaying the data themselves."""
-    target: str | None = None
-    """Label column of a CSV replay file."""
     costs: str | None = None
     """Costs file of the data: with a ``[size]`` column each item pays its own size's cost."""
 
@@ -246,9 +246,14 @@ def _refuse_failed_devices(procs: ProcessSet, codes: dict[str, int | None],
                            budget_s: float) -> None:
     failed = {n: c for n, c in codes.items() if c != 0}
     if failed:
-        detail = "; ".join(f"{n}: exit {c}: {procs.log(n)[-400:]}" for n, c in failed.items())
-        raise HilError(f"edge device(s) failed or timed out after {budget_s:g} s: {detail} "
-                       f"(logs in {procs.log_dir})")
+        detail = "; ".join(f"{n}: {_how_it_ended(c, budget_s)}: {procs.log(n)[-400:].strip()}"
+                           for n, c in failed.items())
+        raise HilError(f"edge device(s) failed: {detail} (logs in {procs.log_dir})")
+
+
+def _how_it_ended(code: int | None, budget_s: float) -> str:
+    """A device's end in words: its exit status, or the time limit it ran past."""
+    return f"still running after {budget_s:g} s (killed)" if code is None else f"exit {code}"
 
 
 def _extra(run: _Run, proxy: ImpairedProxy | None, t_origin: float,

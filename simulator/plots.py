@@ -18,84 +18,110 @@ def _pyplot() -> Any:
     return plt
 
 
+def _spread_labels(pts: Sequence[dict[str, Any]], span: tuple[float, float, float, float],
+                   taken: list[tuple[float, float]], min_gap: float = 0.06
+                   ) -> list[dict[str, Any]]:
+    """The points whose label fits: not within ``min_gap`` (axes fraction) of a label already
+    placed. Main and baseline points go first, so they are always named."""
+    x0, x1, y0, y1 = span
+    out = []
+    for p in sorted(pts, key=lambda p: (not p.get("main"), p["group"] != "baseline")):
+        fx = (p["energy_mj"] - x0) / ((x1 - x0) or 1.0)
+        fy = (p["accuracy"] - y0) / ((y1 - y0) or 1.0)
+        if all(abs(fx - a) > min_gap or abs(fy - b) > min_gap for a, b in taken):
+            taken.append((fx, fy))
+            out.append(p)
+    return out
+
+
 def frontier_plot(points: Sequence[dict[str, Any]], path: Path, *, title: str) -> Path:
-    """Accuracy vs mean energy per decision; one series per group (bundle or baseline)."""
+    """Accuracy vs mean energy per decision; one series per group (a bundle's method, or the
+    baselines). Points carry short labels (``short``: P1, P2, ... by cost; the report's table
+    maps them to operating point names); labels that would overlap are left out."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    fig, ax = plt.subplots(figsize=(7.2, 4.8))
     groups: dict[str, list[dict[str, Any]]] = {}
     for p in points:
         groups.setdefault(p["group"], []).append(p)
     markers = "osD^v<>Px*"
     for i, (group, pts) in enumerate(groups.items()):
         pts = sorted(pts, key=lambda p: p["energy_mj"])
-        xs = [p["energy_mj"] for p in pts]
-        ys = [p["accuracy"] for p in pts]
         style = "-" if group != "baseline" and len(pts) > 1 else ""
-        ax.plot(xs, ys, style + markers[i % len(markers)], label=group, alpha=0.85)
-        many = group != "baseline" and len(pts) > 4
-        for p in pts:
-            if many and not p.get("main"):
-                continue  # too many to name: the report's table lists them all
-            ax.annotate(p["label"] if len(p["label"]) <= 28 else p["label"][:26] + "…",
-                        (p["energy_mj"], p["accuracy"]), fontsize=7,
-                        textcoords="offset points", xytext=(4, 3))
+        ax.plot([p["energy_mj"] for p in pts], [p["accuracy"] for p in pts],
+                style + markers[i % len(markers)], label=group, alpha=0.85)
         for p in pts:
             if p.get("main"):
-                ax.plot([p["energy_mj"]], [p["accuracy"]], "*", color="black", markersize=12,
-                        label="operating point run", zorder=5)
+                ax.plot([p["energy_mj"]], [p["accuracy"]], "*", color="black", markersize=13,
+                        label=f"this run: {p.get('short', p['label'])}", zorder=5)
+    xs = [p["energy_mj"] for p in points]
+    ys = [p["accuracy"] for p in points]
+    span = (min(xs), max(xs), min(ys), max(ys))
+    for p in _spread_labels(points, span, []):
+        ax.annotate(p.get("short", p["label"]), (p["energy_mj"], p["accuracy"]), fontsize=8,
+                    textcoords="offset points", xytext=(5, 4))
+    ax.margins(x=0.12, y=0.08)
     ax.set_xlabel("mean energy per decision (mJ)")
     ax.set_ylabel("accuracy")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
     return _save(fig, path)
 
 
 def cost_breakdown_plot(rows: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Stacked bars: mean energy per decision spent on sensors, link and idle, per run."""
+    """Stacked bars: mean energy per decision spent on sensors, link and idle, per run; and,
+    when the bundle has money costs, money on sensors and cloud calls (else no empty panel)."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(9.0, 4.0))
+    money_s = np.asarray([r["cost"]["sensor_money"] for r in rows], dtype=float)
+    money_c = np.asarray([r["cost"]["cloud_money"] for r in rows], dtype=float)
+    has_money = bool(money_s.any() or money_c.any())
+    fig, axes = plt.subplots(1, 2 if has_money else 1, figsize=(9.0 if has_money else 5.6, 4.0),
+                             squeeze=False)
     names = [r["label"] for r in rows]
     x = np.arange(len(rows))
     bottom = np.zeros(len(rows))
+    ax = axes[0][0]
     for key, label in (("sensor_energy_mj", "sensors"), ("link_energy_mj", "radio link"),
                        ("idle_energy_mj", "idle")):
         vals = np.asarray([r["cost"][key] for r in rows], dtype=float)
-        axes[0].bar(x, vals, bottom=bottom, label=label)
+        ax.bar(x, vals, bottom=bottom, label=label)
         bottom += vals
-    axes[0].set_xticks(x, names, rotation=20, fontsize=8)
-    axes[0].set_ylabel("mJ per decision")
-    axes[0].set_title("energy by where it is spent")
-    axes[0].legend(fontsize=8)
-    money_s = np.asarray([r["cost"]["sensor_money"] for r in rows], dtype=float)
-    money_c = np.asarray([r["cost"]["cloud_money"] for r in rows], dtype=float)
-    axes[1].bar(x, money_s, label="sensors")
-    axes[1].bar(x, money_c, bottom=money_s, label="cloud calls")
-    axes[1].set_xticks(x, names, rotation=20, fontsize=8)
-    if not (money_s.any() or money_c.any()):
-        axes[1].text(0.5, 0.5, "no money costs in this bundle", ha="center", va="center",
-                     transform=axes[1].transAxes, fontsize=9, color="gray")
-    axes[1].set_ylabel("money per decision (bundle units)")
-    axes[1].set_title("money")
-    axes[1].legend(fontsize=8)
-    fig.tight_layout()
+    ax.set_xticks(x, names, fontsize=8)
+    ax.set_ylabel("mJ per decision")
+    ax.set_title("energy by where it is spent")
+    ax.legend(fontsize=8)
+    if has_money:
+        ax = axes[0][1]
+        ax.bar(x, money_s, label="sensors")
+        ax.bar(x, money_c, bottom=money_s, label="cloud calls")
+        ax.set_xticks(x, names, fontsize=8)
+        ax.set_ylabel("money per decision (bundle units)")
+        ax.set_title("money")
+        ax.legend(fontsize=8)
     return _save(fig, path)
 
 
 def latency_cdf_plot(series: Mapping[str, Sequence[float]], path: Path) -> Path:
+    """Cumulative distribution of decision latency, log scale with plain-number ticks."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    floor = 0.01  # ms: a log axis has no 0; faster decisions are drawn at 10 µs
     for label, values in series.items():
-        v = np.sort(np.asarray(values, dtype=float))
+        v = np.sort(np.maximum(np.asarray(values, dtype=float), floor))
         if not v.size:
             continue
         ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=label)
-    ax.set_xlabel("decision latency (ms)")
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.set_xlabel("decision latency (ms, log scale)")
     ax.set_ylabel("fraction of decisions")
-    ax.set_xscale("symlog", linthresh=1.0)
     ax.set_ylim(0, 1.01)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
     ax.set_title("latency CDF")
     return _save(fig, path)
 
@@ -121,6 +147,7 @@ def rates_over_time_plot(rates: dict[str, list[float]], outages: Sequence[Sequen
 def _save(fig: Any, path: Path) -> Path:
     plt = _pyplot()
     path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -39,6 +39,32 @@ that the simulator scores.
 """
 
 
+ALWAYS_CLOUD = "always cloud (HPC)"
+ALWAYS_LOCAL = "always local (LPC)"
+"""The two baselines, named alike in the summary, the frontier, the tables and the plots."""
+
+
+def group_names(manifests: Sequence[Any]) -> list[str]:
+    """Legend names of bundles: their method (and dataset), with the bundle id only to tell
+    two bundles of the same method apart."""
+    names = [f"{m.metadata.get('method', 'bundle')}" for m in manifests]
+    return [f"{n} ({m.bundle_id[:8]})" if names.count(n) > 1 else n
+            for n, m in zip(names, manifests, strict=True)]
+
+
+def short_labels(points: list[dict[str, Any]]) -> None:
+    """Give each bundle point a short label, P1, P2, ... by energy within its group (``short``);
+    baselines keep their names."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for p in points:
+        if p["group"] != "baseline":
+            groups.setdefault(p["group"], []).append(p)
+    prefixes = "PQRSTUVW"
+    for g, pts in enumerate(groups.values()):
+        for i, p in enumerate(sorted(pts, key=lambda p: p["energy_mj"]), start=1):
+            p["short"] = f"{prefixes[g % len(prefixes)]}{i}"
+
+
 @dataclass
 class ReportData:
     title: str
@@ -98,10 +124,12 @@ def evaluate(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any], *
     nf = frontier_rows if frontier_rows is not None else n
     Xf, yf = X[:nf], y[:nf]
     frontier: list[dict[str, Any]] = []
+    others = [verify(other) for other in compare]
+    names = group_names([manifest, *others])
     for op in manifest.operating_points:
         run = replay(bundle_dir, Xf, yf, scenario=quiet, operating_point=op.name,
                      limit=len(Xf), progress=progress)
-        point = _point(op.name, f"bundle {manifest.bundle_id[:8]}", run, energy)
+        point = _point(op.name, names[0], run, energy)
         point["main"] = op.name == main.operating_point
         frontier.append(point)
     if nf == n:
@@ -109,21 +137,21 @@ def evaluate(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any], *
     else:
         frontier += list(_baselines(bundle_dir, Xf, yf, quiet, main.operating_point, energy,
                                     progress)[:2])
-    for other in compare:
-        other_manifest = verify(other)
+    for other, other_manifest, name in zip(compare, others, names[1:], strict=True):
         other_energy = EnergyModel(other_manifest, scenario.energy)
         for op in other_manifest.operating_points:
             run = replay(other, Xf, yf, scenario=quiet, operating_point=op.name,
                          limit=len(Xf), progress=progress)
-            frontier.append(_point(op.name, f"bundle {other_manifest.bundle_id[:8]}", run,
-                                   other_energy))
+            frontier.append(_point(op.name, name, run, other_energy))
+    short_labels(frontier)
     main_point = _point(f"{main.mode}: {main.operating_point}", "run", main, energy)
     breakdown = [{**main_point, "label": f"this run ({main.mode})"},
                  {**hpc_point, "label": "always cloud"}, {**local_point, "label": "always local"}]
-    latency = {f"{main.mode} ({main.operating_point})": list(main.columns.latency_ms),
-               "LPC always": list(local.columns.latency_ms)}
-    notes = [f"frontier on the first {len(Xf)} rows; summary baselines on the run's {len(Xs)} "
-             "rows"] if nf != n else []
+    latency = {f"this run, {main.mode} ({main.operating_point})": list(main.columns.latency_ms),
+               ALWAYS_LOCAL: list(local.columns.latency_ms)}
+    notes = [f"the frontier uses the first {len(Xf)} rows and the summary the run's {len(Xs)} "
+             "rows, so their always-cloud and always-local accuracies may differ"
+             ] if nf != n else []
     return ReportData(
         title=title or f"adaptedge simulation of bundle {manifest.bundle_id}",
         main=main, energy=energy, frontier=frontier, breakdown=breakdown, latency=latency,
@@ -136,10 +164,11 @@ def _baselines(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any],
                ) -> tuple[dict[str, Any], dict[str, Any], RunResult]:
     """Always-cloud (the HPC on every row) and always-local (the runtime with no uplink)."""
     hpc_acc = float(np.mean(hpc_answers(bundle_dir, X) == np.asarray(y)))
-    hpc_point = _point("HPC always", "baseline", None, energy, accuracy=hpc_acc, escalated=True)
+    hpc_point = _point(ALWAYS_CLOUD, "baseline", None, energy, accuracy=hpc_acc,
+                       escalated=True)
     local = replay(bundle_dir, X, y, scenario=scenario, operating_point=point, cloud=False,
                    limit=len(X), progress=progress)
-    local_point = _point(f"LPC always ({point})", "baseline", local, energy)
+    local_point = _point(f"{ALWAYS_LOCAL} ({point})", "baseline", local, energy)
     return hpc_point, local_point, local
 
 
@@ -234,7 +263,7 @@ def render_markdown(body: dict[str, Any], data: ReportData) -> str:
              "|---|---|---|---|---|",
              f"| this run | {_f(s['accuracy'])} | {_f(c['energy_mj'])} | {_f(c['money'], 4)} | "
              f"{_f(s['sent_rate'])} |"]
-    for key, name in (("hpc_always", "always cloud (HPC)"), ("lpc_always", "always local (LPC)")):
+    for key, name in (("hpc_always", ALWAYS_CLOUD), ("lpc_always", ALWAYS_LOCAL)):
         b = body["baselines"].get(key)
         if b:
             lines.append(f"| {name} | {_f(b['accuracy'])} | {_f(b['energy_mj'])} | "
@@ -254,10 +283,11 @@ def render_markdown(body: dict[str, Any], data: ReportData) -> str:
               f"| **total** | **{_f(c['energy_mj'])}** | **{_f(c['money'], 4)}** | "
               f"training scalar {_f(c['scalar'])} |", "",
               "## Accuracy vs cost (frontier)", "",
-              "| point | group | accuracy | energy mJ | money | sent to cloud |",
-              "|---|---|---|---|---|---|"]
+              *[f"Note: {n}.\n" for n in body.get("notes", [])[:1]],
+              "| label | point | group | accuracy | energy mJ | money | sent to cloud |",
+              "|---|---|---|---|---|---|---|"]
     for p in body["frontier"]:
-        lines.append(f"| {p['label']} | {p['group']} | {_f(p['accuracy'])} | "
+        lines.append(f"| {p.get('short', '')} | {p['label']} | {p['group']} | {_f(p['accuracy'])} | "
                      f"{_f(p['energy_mj'])} | {_f(p['money'], 4)} | {_f(p['sent_rate'])} |")
     eff = body.get("outage_effect") or {}
     if data.main.outages:
@@ -284,7 +314,7 @@ def summary_table(body: dict[str, Any]) -> str:
     c = s["cost_per_decision"]
     rows = [("this run (" + s["operating_point"] + ")", s["accuracy"], c["energy_mj"], c["money"],
              s["sent_rate"])]
-    for key, name in (("hpc_always", "always cloud (HPC)"), ("lpc_always", "always local (LPC)")):
+    for key, name in (("hpc_always", ALWAYS_CLOUD), ("lpc_always", ALWAYS_LOCAL)):
         b = body["baselines"].get(key)
         if b:
             rows.append((name, b["accuracy"], b["energy_mj"], b["money"], b["sent_rate"]))

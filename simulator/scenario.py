@@ -126,9 +126,24 @@ def scenario_from_dict(raw: dict[str, Any], where: str = "scenario") -> Scenario
     )
 
 
+SHIPPED_SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+
+
+def shipped_scenarios() -> list[str]:
+    """Names of the scenarios that ship with adaptedge (``ideal``, ``flaky-link``, ...)."""
+    return sorted(p.stem for p in SHIPPED_SCENARIOS.glob("*.toml"))
+
+
 def load_scenario(path: str | Path) -> Scenario:
-    """Read a TOML scenario file; ``ScenarioError`` names the file and what is wrong."""
+    """Read a TOML scenario file, or a shipped scenario by name (``flaky-link``);
+    ``ScenarioError`` names the file and what is wrong."""
     p = Path(path)
+    if not p.exists() and p.name == str(path) and p.suffix in ("", ".toml"):
+        shipped = SHIPPED_SCENARIOS / f"{p.stem}.toml"
+        if not shipped.is_file():
+            raise ScenarioError(f"scenario file {p} does not exist, nor a shipped scenario "
+                                f"{p.stem!r}; shipped: {', '.join(shipped_scenarios())}")
+        p = shipped
     try:
         raw = tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:

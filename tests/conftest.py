@@ -16,6 +16,24 @@ from support.toy_bundle import build_toy_bundle
 from adaptedge.protocol import Manifest
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The suite never writes to the user's cache: HPC fits, demo bundles (also of the
+    subprocesses tests start, which inherit the environment) go to a temporary directory."""
+    cache = tmp_path_factory.mktemp("adaptedge-cache")
+    saved = {k: os.environ.get(k) for k in ("ADAPTEDGE_CACHE_DIR", "XDG_CACHE_HOME")}
+    os.environ["ADAPTEDGE_CACHE_DIR"] = str(cache)
+    os.environ["XDG_CACHE_HOME"] = str(cache / "xdg")
+    try:
+        yield cache
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 @pytest.fixture(scope="session")
 def global_random_seed() -> int:
     """Seed for randomised tests; CI may vary it with ADAPTEDGE_TEST_SEED."""

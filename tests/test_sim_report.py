@@ -40,8 +40,8 @@ def test_report_files_and_outage(toy_bundle: tuple[Path, Manifest], tmp_path: Pa
     body = json.loads(paths["json"].read_text())
     assert body["summary"]["decisions"] == 300
     labels = [p["label"] for p in body["frontier"]]
-    assert {"gate", "walk", "HPC always"} <= set(labels)
-    assert any(label.startswith("LPC always") for label in labels)
+    assert {"gate", "walk", "always cloud (HPC)"} <= set(labels)
+    assert any(label.startswith("always local (LPC)") for label in labels)
     effect = body["outage_effect"]
     assert 80 <= effect["decisions_in_outage"] <= 120  # 2 s at 50 Hz, minus queueing drift
     assert effect["degraded_rate_in_outage"] > effect["degraded_rate_outside"]

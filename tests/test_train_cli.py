@@ -133,9 +133,11 @@ def test_cli_errors_are_one_line(trained: Path, tmp_path: Path,
                     "unknown dataset 'nope'")
     _one_line_error(capsys, ["train", "--data", "heart", "--method", TINY, "--param", "oops",
                              "--out", out], "expected KEY=VALUE")
-    _one_line_error(capsys, ["train", "--data", "heart", "--method", TINY, "--hpc", "hgb",
-                             "--budget", "0.5", "--no-progress", "--out", out],
-                    "raise --budget")
+    # a budget below every point keeps the finished run: written, with a warning (issue 21)
+    kept = str(tmp_path / "kept")
+    assert main(["train", "--data", "heart", "--method", TINY, "--hpc", "hgb", "--budget", "0.5",
+                 "--no-progress", "--out", kept]) == 0
+    assert "raise --budget" in capsys.readouterr().err and Path(kept, "manifest.json").exists()
     _one_line_error(capsys, ["evaluate", "--bundle", str(trained), "--data", "thyroid"],
                     "do not match dataset 'thyroid'")
     _one_line_error(capsys, ["evaluate", "--bundle", str(tmp_path / "none"), "--data", "heart"],

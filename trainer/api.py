@@ -14,10 +14,13 @@ from typing import Any
 from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.trainer.data.datasets import load_dataset
+from adaptedge.trainer.data.frames import tabular_source
 from adaptedge.trainer.export.bundle import export_bundle
 from adaptedge.trainer.hpc import fit_hpc
+from adaptedge.trainer.methods.params import check_params
 from adaptedge.trainer.methods.registry import INDEXED_METHODS, MethodOptions, get_method
 from adaptedge.trainer.policy.frontier import (
+    BudgetError,
     pareto_frontier,
     pick_near_accuracy,
     pick_within_budget,
@@ -31,6 +34,29 @@ class TrainError(ValueError):
     """Training produced nothing usable (e.g. a method returned no candidate policies)."""
 
 
+def choose_default(frontier: list[Any], hpc_accuracy: float, budget: float | None
+                   ) -> tuple[Any, str]:
+    """The default operating point and the rule that chose it, in words. A budget below every
+    point keeps the finished run: the cheapest point, with a warning on stderr."""
+    if budget is None:
+        point = pick_near_accuracy(frontier, hpc_accuracy, DEFAULT_TOLERANCE)
+        near = point.validation.accuracy >= hpc_accuracy - DEFAULT_TOLERANCE
+        return point, (f"the cheapest point within {DEFAULT_TOLERANCE:g} of the HPC's validation "
+                       f"accuracy {hpc_accuracy:.4f}" if near else
+                       f"the most accurate point (none is within {DEFAULT_TOLERANCE:g} of the "
+                       f"HPC's validation accuracy {hpc_accuracy:.4f})")
+    try:
+        return pick_within_budget(frontier, budget), (
+            f"the most accurate point with validation cost <= --budget {budget:g}")
+    except BudgetError as exc:
+        point = min(frontier, key=lambda p: p.validation.cost)
+        print(f"adaptedge: warning: {exc}; the bundle is written anyway with the cheapest point "
+              f"as default (choose another at run time: edge run --budget/--operating-point)",
+              file=sys.stderr)
+        return point, (f"the cheapest point: --budget {budget:g} is below every point "
+                       f"(the cheapest costs {point.validation.cost:.4g})")
+
+
 def library_versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
     for dist in ("adaptedge", "numpy", "scikit-learn", "onnx", "onnxruntime", "skl2onnx"):
@@ -41,7 +67,7 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def train_bundle(data: str, method: str, out: str | Path, *, target: str | None = None,
+def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None = None,
                  costs: str | Path | None = None, grouping: str | None = None,
                  budget: float | None = None, quick: bool = False, seed: int = 0,
                  n_jobs: int = 1, progress: bool = True, hpc_kind: Any = "auto",
@@ -49,16 +75,32 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
                  force: bool = False) -> Manifest:
     """Train ``method`` on ``data`` and write a verified bundle to ``out``; returns its manifest.
 
+    ``data``: a built-in dataset name, a CSV/TSV path (with ``target``), a pandas DataFrame
+    (with ``target``) or an ``(X, y)`` pair (``trainer.data.frames``).
+
     The bundle holds the validation frontier of the method's sweep. The default operating
     point is the most accurate within ``budget`` when given, else the cheapest whose validation
     accuracy is within 1% of the HPC's (else the most accurate). Training time, method,
     dataset, seed and library versions go into the manifest metadata. ``out`` must be new, an
     empty directory or, with ``force``, a bundle to replace (checked before training).
     """
+    with tabular_source(data, target) as (source, column):
+        return _train_bundle(source, method, out, target=column, costs=costs,
+                             grouping=grouping, budget=budget, quick=quick, seed=seed,
+                             n_jobs=n_jobs, progress=progress, hpc_kind=hpc_kind,
+                             hpc_onnx=hpc_onnx, extra=extra, force=force)
+
+
+def _train_bundle(data: str, method: str, out: str | Path, *, target: str | None,
+                  costs: str | Path | None, grouping: str | None, budget: float | None,
+                  quick: bool, seed: int, n_jobs: int, progress: bool, hpc_kind: Any,
+                  hpc_onnx: str | Path | None, extra: Mapping[str, Any] | None,
+                  force: bool) -> Manifest:
     out = check_target(out, force=force)  # absolute: "--out ." stays valid once replaced
     started = time.perf_counter()
-    show = progress and sys.stderr.isatty()
+    show = progress  # a bar on a terminal, periodic log lines otherwise (trainer.progress)
     method_fn = get_method(method)
+    extra = check_params(method, extra or {})  # before any fit: a typo costs no training
     dataset = load_dataset(data, target=target, costs=costs, grouping=grouping, seed=seed)
     hpc = fit_hpc(dataset, kind=hpc_kind, seed=seed, n_jobs=n_jobs, onnx_path=hpc_onnx,
                   progress=show)
@@ -75,10 +117,7 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
 
         index = budget_index(method, candidates, dataset)
         frontier = candidates
-    if budget is not None:
-        default = pick_within_budget(frontier, budget)
-    else:
-        default = pick_near_accuracy(frontier, hpc.val_accuracy, DEFAULT_TOLERANCE)
+    default, rule = choose_default(frontier, hpc.val_accuracy, budget)
     meta: dict[str, Any] = {
         "method": method,
         "dataset": dataset.name,
@@ -86,6 +125,7 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
         "seed": seed,
         "quick": quick,
         "budget": budget,
+        "default_rule": rule,
         "n_candidates": len(candidates),
         "hpc_seconds": round(hpc_seconds, 3),
         "train_seconds": round(time.perf_counter() - started, 3),

@@ -120,11 +120,9 @@ def _oof(template: Any, d: Dataset, seed: int, progress: bool) -> npt.NDArray[np
 
 
 def _bar(items: list[Any], progress: bool, desc: str) -> Any:
-    if not progress:
-        return items
-    from tqdm import tqdm
+    from adaptedge.trainer.progress import track
 
-    return tqdm(items, desc=desc, leave=False, disable=None)
+    return track(items, desc, len(items), progress)
 
 
 def _cache_key(d: Dataset, kind: str, seed: int) -> str:

@@ -18,15 +18,19 @@ from typing import Any
 
 from adaptedge.trainer.data.cache import cache_root
 
-DEFAULT_WORKDIR = cache_root() / "demo"
+
+def default_workdir() -> Path:
+    """The demo's part of the cache, read when the command runs (tests move the cache)."""
+    return cache_root() / "demo"
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "demo", help="train a small bundle, run broker + cloud + 3 devices, print a summary",
         description=__doc__)
-    p.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
-                   help=f"cache of bundles and reports (default {DEFAULT_WORKDIR})")
+    p.add_argument("--workdir", type=Path,
+                   help="cache of bundles and reports (default: demo/ in the adaptedge cache, "
+                   "see adaptedge cache info)")
     p.add_argument("--data", default="wall-robot", help="built-in dataset (default wall-robot)")
     p.add_argument("--method", default="adapt-gbrt", help="training method (default adapt-gbrt)")
     p.add_argument("--devices", type=int, default=3, help="edge device processes (default 3)")
@@ -85,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("--devices and --limit must be >= 1 and --rate > 0")
     limit, rate = (40, 100.0) if args.quick else (args.limit, args.rate)
     progress = not args.no_progress and sys.stderr.isatty()
-    workdir: Path = args.workdir
+    workdir: Path = args.workdir or default_workdir()
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         dataset = load_dataset(args.data)

@@ -34,11 +34,15 @@ def register(sub: Any) -> None:
     run.add_argument("--bundle", required=True, help="bundle directory or .tar")
     run.add_argument("--trust", action="append", type=Path, metavar="PUBKEY",
                      help="load only a bundle signed by this public key (repeatable)")
-    run.add_argument("--broker", help="mqtt://HOST:PORT or mqtts://HOST:PORT "
+    run.add_argument("--broker", help="mqtt://HOST:PORT, mqtts://HOST:PORT or HOST:PORT "
                      "(omit to run offline: escalations answer degraded)")
     run.add_argument("--device", default="edge", help="device id (topic segment)")
-    run.add_argument("--username")
-    run.add_argument("--password-file", type=Path, help="file whose first line is the password")
+    run.add_argument("--prefix", default="adaptedge", help="topic prefix (default adaptedge), "
+                     "as cloud serve --prefix")
+    run.add_argument("--username", help="broker user name (else user@ in the URL, else "
+                     "$ADAPTEDGE_MQTT_USERNAME)")
+    run.add_argument("--password-file", type=Path, help="file whose first line is the password "
+                     "(else $ADAPTEDGE_MQTT_PASSWORD_FILE)")
     run.add_argument("--tls-ca", type=Path, help="CA certificate file: connect with TLS")
     run.add_argument("--tls-cert", type=Path, help="client certificate (with --tls-key)")
     run.add_argument("--tls-key", type=Path)
@@ -47,8 +51,8 @@ def register(sub: Any) -> None:
     point.add_argument("--budget", type=float,
                        help="pick the most accurate operating point costing at most this")
     run.add_argument("--replay", required=True, metavar="DATA",
-                     help="dataset name or CSV path (trainer.data.datasets.load_dataset)")
-    run.add_argument("--target", help="label column of a CSV/TSV replay file")
+                     help="dataset name or CSV/TSV path (trainer.data.datasets.load_dataset)")
+    run.add_argument("--target", metavar="COL", help="label column of a CSV/TSV --replay file")
     run.add_argument("--costs", help="costs file of the data (a [size] column: each item is "
                      "charged its own size's cost)")
     run.add_argument("--split", default="test", choices=("train", "validation", "test"))
@@ -87,19 +91,6 @@ def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
     if args.tls_cert is not None:
         context.load_cert_chain(str(args.tls_cert), str(args.tls_key))
     return context
-
-
-def _password(path: Path | None) -> str | None:
-    """The first line of ``--password-file``; an empty file is one clear error."""
-    from adaptedge.cli.main import CommandError
-
-    if path is None:
-        return None
-    lines = path.read_text().splitlines()
-    if not lines or not lines[0].strip():
-        raise CommandError(f"the password file {path} is empty: put the password on its "
-                           "first line")
-    return lines[0].strip()
 
 
 def run_device(args: argparse.Namespace) -> int:
@@ -171,14 +162,16 @@ def _replay_data(args: argparse.Namespace) -> tuple[Any, np.ndarray, np.ndarray]
 
 def _start_runtime(args: argparse.Namespace, dataset: Any) -> tuple[Any, Any]:
     """The runtime and its uplink (started, or None offline), checked against the data."""
+    from adaptedge.cli.broker import resolve_broker
     from adaptedge.cli.main import CommandError
     from adaptedge.edge import EdgeRuntime, MqttUplink, Outbox
 
-    password = _password(args.password_file)
     uplink = None
     if args.broker:
-        uplink = MqttUplink(args.broker, args.device, username=args.username,
-                            password=password, tls=_tls(args))
+        login = resolve_broker(args.broker, username=args.username,
+                               password_file=args.password_file)
+        uplink = MqttUplink(login.url, args.device, username=login.username,
+                            password=login.password, tls=_tls(args), prefix=args.prefix)
     timeouts = None if args.sensor_timeout is None else {"*": args.sensor_timeout}
     rt = EdgeRuntime.load(args.bundle, uplink=uplink, device_id=args.device, trust=args.trust,
                           operating_point=args.operating_point if args.budget is None
@@ -264,6 +257,7 @@ def _replay(args: argparse.Namespace, rt: Any, uplink: Any, log: _Log, truth: li
           flush=True)
     sizes = getattr(args, "sizes", None)
     started = time.monotonic()
+    warned: set[str] = set()
     every = args.telemetry_every
     next_telemetry = started + every if every > 0 else math.inf
     for i in range(len(X)):
@@ -277,6 +271,10 @@ def _replay(args: argparse.Namespace, rt: Any, uplink: Any, log: _Log, truth: li
         for name, cols in columns.items():
             current[name] = row[cols]
         d = rt.predict(sensors, size=None if sizes is None else float(sizes[i]))
+        if d.error in _LOUD_ERRORS and d.error not in warned:
+            warned.add(d.error)
+            print(f"adaptedge edge: warning: {_LOUD_ERRORS[d.error]} (first at row {i})",
+                  file=sys.stderr, flush=True)
         log.latencies.append(d.timings["total"] * 1000.0)
         log.write("decision", _record(i, d, truth[i], time.monotonic() - started))
         if time.monotonic() >= next_telemetry:
@@ -284,6 +282,15 @@ def _replay(args: argparse.Namespace, rt: Any, uplink: Any, log: _Log, truth: li
             if uplink is not None:
                 uplink.publish_telemetry(_telemetry(rt.counters, log.latencies))
             next_telemetry = time.monotonic() + every
+
+
+_LOUD_ERRORS = {
+    "unknown_bundle": "the cloud does not serve this bundle: escalations answer unknown_bundle "
+                      "and degrade; run cloud serve with the same bundle",
+    "bad_topic": "the cloud refused the request topic: check --device and --prefix against "
+                 "cloud serve --prefix and the broker ACL",
+}
+"""Cloud errors that repeat for every escalation until someone fixes the set-up."""
 
 
 def _reader(current: dict[str, np.ndarray], name: str) -> Any:
@@ -341,4 +348,15 @@ def _render(s: dict[str, Any]) -> str:
         f"({s['wall_s']:.2f} s wall)",
         f"sensor failures {s['sensor_failures']:g}, late replies {s['late_replies']:g}, "
         f"duplicate replies {s['duplicate_replies']:g}",
+        *_reasons(s),
     ])
+
+
+def _reasons(s: dict[str, Any]) -> list[str]:
+    """The degraded decisions by reason, loudest first (absent in journals of old runs)."""
+    reasons = s.get("degraded_by_reason") or {}
+    if not reasons:
+        return []
+    lines = ["degraded by reason: " + ", ".join(f"{k} {v}" for k, v in reasons.items())]
+    lines += [f"  {k}: {_LOUD_ERRORS[k]}" for k in reasons if k in _LOUD_ERRORS]
+    return lines

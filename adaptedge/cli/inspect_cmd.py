@@ -70,12 +70,42 @@ def render(m: Manifest) -> str:
         depth = max(len(n.sensors) for n in graph.nodes.values())
         lines.append(f"  {name}: {len(graph.nodes)} nodes, root {graph.root!r}, "
                      f"up to {depth} sensors")
-    lines += ["", f"{'operating point':<24}{'policy':<14}{'accuracy':>9}{'cost':>10}"
-                  f"{'escalate':>10}{'sensors':>9}"]
-    for p in m.operating_points:
-        mark = " *" if p.name == m.default_operating_point else ""
-        lines.append(f"{p.name + mark:<24}{p.policy:<14}{p.accuracy:>9.4f}{p.cost:>10.4g}"
-                     f"{p.escalation_rate:>10.3f}{p.avg_sensors_read:>9.2f}")
+    lines += ["", *point_table(m)]
     lines += ["", "files (sha256):"]
     lines += [f"  {name:<28}{digest}" for name, digest in sorted(m.files.items())]
     return "\n".join(lines)
+
+
+def cost_unit(m: Manifest) -> str:
+    """What one unit of the scalar cost is, from the bundle's cost weights."""
+    w = m.cost_weights
+    terms = [(w.energy_mj, "mJ"), (w.latency_ms, "ms"), (w.money, "money"),
+             (w.uniform, "features read")]
+    used = [(k, unit) for k, unit in terms if k]
+    if len(used) == 1 and used[0][0] == 1:
+        return used[0][1]
+    return " + ".join(f"{k:g}/{unit}" for k, unit in used) or "none"
+
+
+def point_table(m: Manifest) -> list[str]:
+    """The operating points: short label (P1.. by cost), name, policy and metrics, in columns
+    two spaces apart, with the cost's unit."""
+    from adaptedge.protocol.operating_points import short_labels
+
+    labels = dict(zip([p.name for p in m.operating_points], short_labels(m.operating_points),
+                      strict=True))
+    unit = cost_unit(m)
+    head = ("", "operating point", "policy", "accuracy", f"cost ({unit})", "escalate",
+            "sensors read")
+    rows = [(labels[p.name], p.name + (" *" if p.name == m.default_operating_point else ""),
+             p.policy, f"{p.accuracy:.4f}", f"{p.cost:.4g}", f"{p.escalation_rate:.3f}",
+             f"{p.avg_sensors_read:.2f}") for p in m.operating_points]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    left = 3  # label, name and policy align left; numbers right
+
+    def fmt(row: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) if i < left else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+
+    return [fmt(head), *map(fmt, rows),
+            f"* default operating point; validation accuracy, mean cost per decision in {unit}"]

@@ -27,7 +27,26 @@ COMMAND_MODULES = (
     "edge_cmd",
     "cloud_cmd",
     "simulate",
+    "cache_cmd",
 )
+
+
+# Libraries of the optional extras (pyproject.toml) -> the extra that installs them.
+EXTRA_OF_MODULE = {
+    "sklearn": "train", "skl2onnx": "train", "onnx": "train", "scipy": "train",
+    "joblib": "train", "threadpoolctl": "train", "tqdm": "train", "google": "train",
+    "matplotlib": "sim", "amqtt": "broker",
+}
+
+
+def missing_extra(exc: ModuleNotFoundError, command: str | None) -> str | None:
+    """One line naming the extra to install, when ``exc`` is a library of one; else None."""
+    module = (exc.name or "").split(".")[0]
+    extra = EXTRA_OF_MODULE.get(module)
+    if extra is None:
+        return None
+    return (f"adaptedge {command or ''} needs {module}, which is not installed: "
+            f"pip install 'adaptedge[{extra}]'")
 
 
 def version() -> str:
@@ -70,6 +89,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BundleError, ProtocolError, CommandError, FileNotFoundError) as exc:
         print(f"adaptedge: error: {exc}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as exc:
+        message = missing_extra(exc, getattr(args, "command", None))
+        if message is None:
+            raise
+        print(f"adaptedge: error: {message}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # The reader went away (``adaptedge inspect B | head``): stop quietly, as cat does.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print("adaptedge: interrupted", file=sys.stderr)
         return 130

@@ -19,7 +19,8 @@ def register(sub: Any) -> None:
     p.add_argument("--data", required=True, help="built-in dataset name or CSV/TSV file")
     p.add_argument("--target", help="label column of a CSV/TSV --data file")
     p.add_argument("--split", default="test", choices=("train", "validation", "test"))
-    p.add_argument("--scenario", help="TOML scenario (network, outages, devices, energy, seed)")
+    p.add_argument("--scenario", help="TOML scenario file or a shipped scenario by name "
+                   "(ideal, flaky-link): network, outages, devices, energy, seed")
     p.add_argument("--operating-point", help="operating point (default: scenario's, else bundle's)")
     p.add_argument("--limit", type=int, help="rows per device (default: scenario's, else all)")
     p.add_argument("--devices", type=int, help="number of devices (default: scenario's, else 1)")
@@ -101,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
                                options=HilOptions(devices=scenario.devices.count,
                                                   limit=scenario.devices.limit or None,
                                                   broker=args.broker, split=args.split,
+                                                  target=args.target,
                                                   outage_mode=args.outage_mode,
                                                   timeout_s=args.timeout,
                                                   remote_sensors=args.remote_sensors))

@@ -28,7 +28,8 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of splits and models (default 0)")
     p.add_argument("--jobs", type=int, default=1, help="parallel jobs (default 1)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="method-specific option (repeatable)")
+                   help="method-specific option (repeatable); the keys of each method are "
+                   "in trainer/methods/params.py")
     p.add_argument("--hpc", default="auto",
                    help="HPC kind: auto, hgb, random-forest, extra-trees (default auto)")
     p.add_argument("--hpc-onnx", type=Path, help="use this ONNX classifier as the HPC")
@@ -39,23 +40,15 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def parse_params(items: list[str]) -> dict[str, Any]:
-    """``key=value`` pairs; values become int, float, bool or stay strings."""
-    params: dict[str, Any] = {}
+def parse_params(items: list[str]) -> dict[str, str]:
+    """``key=value`` pairs, values as given: ``trainer.methods.params`` converts and checks
+    them against the method's table."""
+    params: dict[str, str] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise CommandError(f"--param {item!r}: expected KEY=VALUE")
-        value: Any = raw
-        for cast in (int, float):
-            try:
-                value = cast(raw)
-                break
-            except ValueError:
-                continue
-        if raw.lower() in ("true", "false"):
-            value = raw.lower() == "true"
-        params[key.strip()] = value
+        params[key.strip()] = raw
     return params
 
 
@@ -73,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from adaptedge.trainer.data.costs import CostsError
     from adaptedge.trainer.data.datasets import DatasetError
     from adaptedge.trainer.hpc import HpcError
+    from adaptedge.trainer.methods.params import ParamError
     from adaptedge.trainer.policy.frontier import BudgetError
 
     try:
@@ -81,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
             grouping=args.grouping, budget=args.budget, quick=args.quick, seed=args.seed,
             n_jobs=args.jobs, progress=not args.no_progress, hpc_kind=args.hpc,
             hpc_onnx=args.hpc_onnx, extra=extra, force=args.force)
+    except ParamError as exc:
+        raise CommandError(f"bad --param: {exc}") from exc
     except (DatasetError, CostsError, HpcError, BudgetError, TrainError) as exc:
         raise CommandError(str(exc)) from exc
     print(render(manifest, args.out))
@@ -105,5 +101,8 @@ def render(m: Any, out: Path) -> str:
         mark = " *" if p.name == m.default_operating_point else ""
         lines.append(f"{p.name + mark:<{w}}{p.accuracy:>9.4f}{p.cost:>10.4g}"
                      f"{p.escalation_rate:>10.3f}{p.avg_sensors_read:>9.2f}")
-    lines += ["", f"* default operating point. Bundle {m.bundle_id} written to {out}"]
+    rule = m.metadata.get("default_rule")
+    lines += ["", f"* default operating point{': ' + rule if rule else ''}.",
+              f"Data: {m.metadata.get('dataset_description', '?')}",
+              f"Bundle {m.bundle_id} written to {out}"]
     return "\n".join(lines)

@@ -12,3 +12,10 @@ def cache_root() -> Path:
     if explicit:
         return Path(explicit)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "adaptedge"
+
+
+CACHE_PARTS: dict[str, str] = {
+    "hpc": "HPC fits (trainer.hpc; rebuilt by the next train)",
+    "demo": "adaptedge demo's bundles, runs and reports",
+}
+"""The cache's subdirectories and what they hold; ``adaptedge cache clear`` removes only these."""

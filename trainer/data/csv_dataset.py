@@ -19,6 +19,9 @@ from adaptedge.trainer.data.dataset_core import (
 )
 from adaptedge.trainer.data.splits import stratified_split
 
+CSV_COST_NOTE = "every feature its own sensor, uniform cost. " + NOMINAL_NOTE
+"""The costs part of a CSV dataset's description (``load_dataset`` replaces it with --costs)."""
+
 
 def csv_dataset(path: Path, target: str | None, grouping: str | None, seed: int) -> Dataset:
     if target is None:
@@ -72,8 +75,7 @@ def csv_dataset(path: Path, target: str | None, grouping: str | None, seed: int)
     return assemble(
         Path(plain).stem, Parts(X, y, (splits[0], splits[1], splits[2])), classes, names,
         per_feature(names), UNIFORM,
-        f"{path.name}: target {target!r}, {how}; every feature its own sensor, uniform cost. "
-        + NOMINAL_NOTE)
+        f"{path.name}: target {target!r}, {how}; " + CSV_COST_NOTE)
 
 
 def sorted_labels(values: set[str]) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from adaptedge.trainer.data.builtin_datasets import BUILTINS
 from adaptedge.trainer.data.costs import at_reference_size, load_costs, size_column
-from adaptedge.trainer.data.csv_dataset import csv_dataset
+from adaptedge.trainer.data.csv_dataset import CSV_COST_NOTE, csv_dataset
 from adaptedge.trainer.data.dataset_core import (
     Dataset,
     DatasetError,
@@ -75,8 +75,8 @@ def load_dataset(name_or_path: str, *, target: str | None = None, costs: str | P
             sensors = at_reference_size(sensors, float(np.median(dataset.sizes[0])))
         dataset = Dataset(**{**dataset.__dict__, "sensors": sensors, "cost_weights": weights,
                              "link": link,
-                             "description": dataset.description + f" Sensors and costs from "
-                             f"{Path(costs).name}."})
+                             "description": dataset.description.replace(CSV_COST_NOTE, "")
+                             + f" Sensors and costs from {Path(costs).name}."})
     return dataset
 
 

@@ -62,6 +62,7 @@ from adaptedge.trainer.methods.gating import (
     sigmoid,
     softplus,
 )
+from adaptedge.trainer.methods.hpc_oof import HPC_CONSTRAINT, hpc_proba_for
 
 FloatArray = NDArray[np.float64]
 
@@ -92,7 +93,8 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     """Gate + LPC as boosted trees that adaptively approximate an HPC.
 
     ``fit(X, y, hpc_proba=P)`` takes class indices ``y`` in ``range(P.shape[1])`` and the HPC's
-    (out-of-fold) class probabilities ``P`` on the same rows.
+    (out-of-fold) class probabilities ``P`` on the same rows; ``fit(X, y)`` computes them from
+    the ``hpc`` parameter (``trainer.methods.hpc_oof``).
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
@@ -112,6 +114,7 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         "sensor_costs": ["array-like", None],
         "initial_sensors": ["array-like", None],
         "random_state": ["random_state"],
+        "hpc": HPC_CONSTRAINT,
     }
 
     def __init__(
@@ -133,6 +136,7 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         sensor_costs: Sequence[float] | None = None,
         initial_sensors: Sequence[int] | None = None,
         random_state: int | None = None,
+        hpc: Any = "auto",
     ) -> None:
         self.p_full = p_full
         self.gamma = gamma
@@ -150,13 +154,13 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.sensor_costs = sensor_costs
         self.initial_sensors = initial_sensors
         self.random_state = random_state
+        self.hpc = hpc
 
     # -- fitting ----------------------------------------------------------------------------
-    def fit(
-        self, X: NDArray[np.floating], y: NDArray[np.integer], hpc_proba: NDArray[np.floating]
-    ) -> AdaptGbrtClassifier:
-        self._validate_params()
-        X32, yi, P = _check_inputs(X, y, hpc_proba)
+    def fit(self, X: NDArray[np.floating], y: NDArray[np.integer],
+            hpc_proba: NDArray[np.floating] | None = None) -> AdaptGbrtClassifier:
+        self._validate_params()  # hpc_proba: see trainer.methods.hpc_oof.hpc_proba_for
+        X32, yi, P = _check_inputs(X, y, hpc_proba_for(self, X, y, hpc_proba))
         started = time.perf_counter()
         n, d = X32.shape
         n_classes = P.shape[1]

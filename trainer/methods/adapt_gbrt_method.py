@@ -9,6 +9,7 @@ Sweeps (P_full, γ) from an empty bought set (the paper) and from each warm-star
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier, gate_score_from
 from adaptedge.trainer.methods.cart import quantize
 from adaptedge.trainer.methods.gating import CostModel, parallel_map, proba
+from adaptedge.trainer.methods.params import check_params
 from adaptedge.trainer.methods.registry import MethodOptions, register
 from adaptedge.trainer.policy.frontier import pareto_frontier
 from adaptedge.trainer.policy.graph import FloatArray, Graph
@@ -73,13 +75,15 @@ def sweep_settings(dataset: Any, hpc: Any, options: MethodOptions, cost_model: C
 @register("adapt-gbrt")
 def adapt_gbrt_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
     """Sweep (P_full, γ) and the gate threshold; return the validation-Pareto graphs."""
+    options = replace(options, extra=check_params("adapt-gbrt", options.extra))
     cost_model = CostModel.build(dataset.sensors, dataset.cost_weights, dataset.link,
                                  dataset.n_features, hpc.sensors)
     jobs = [(params, dataset.X_train, dataset.y_train, hpc.oof_proba_train)
             for params in sweep_settings(dataset, hpc, options, cost_model)]
     models = parallel_map(_fit_one, jobs, options.n_jobs, options.progress, "adapt-gbrt")
     weights = tuple(options.extra.get("margin_weights", MARGIN_WEIGHTS))
-    return gate_sweep("adapt-gbrt", models, dataset, hpc, cost_model, weights)
+    return gate_sweep("adapt-gbrt", models, dataset, hpc, cost_model, weights,
+                      progress=options.progress)
 
 
 def variant_name(method: str, model: AdaptGbrtClassifier, cost_model: CostModel
@@ -100,10 +104,13 @@ def variant_name(method: str, model: AdaptGbrtClassifier, cost_model: CostModel
 
 
 def gate_sweep(method: str, models: Sequence[AdaptGbrtClassifier], dataset: Any, hpc: Any,
-               cost_model: CostModel, margin_weights: Sequence[float] = (0.0,)) -> list[Graph]:
+               cost_model: CostModel, margin_weights: Sequence[float] = (0.0,), *,
+               progress: bool = False) -> list[Graph]:
     """Every (model, margin weight, threshold) walked on validation; the validation front."""
+    from adaptedge.trainer.progress import track
+
     candidates: list[Graph] = []
-    for model in models:
+    for model in track(models, f"{method} gate thresholds", len(models), progress):
         if not model.sensors_bought_.any():
             continue  # a node that reads nothing: always-escalate is the HPC itself
         # every tree runs once per model; the variants below only shift and compare

@@ -46,6 +46,7 @@ from adaptedge.trainer.methods.gating import (
     sigmoid,
     softplus,
 )
+from adaptedge.trainer.methods.hpc_oof import HPC_CONSTRAINT, hpc_proba_for
 from adaptedge.trainer.methods.linear_gate import LinearGateMixin
 from adaptedge.trainer.methods.registry import MethodOptions, register
 from adaptedge.trainer.policy.frontier import pareto_frontier
@@ -78,6 +79,7 @@ class AdaptLinClassifier(LinearGateMixin, ClassifierMixin, BaseEstimator):  # ty
         "feature_sensor": ["array-like", None],
         "sensor_costs": ["array-like", None],
         "random_state": ["random_state"],
+        "hpc": HPC_CONSTRAINT,
     }
 
     def __init__(
@@ -94,6 +96,7 @@ class AdaptLinClassifier(LinearGateMixin, ClassifierMixin, BaseEstimator):  # ty
         feature_sensor: Sequence[int] | None = None,
         sensor_costs: Sequence[float] | None = None,
         random_state: int | None = None,
+        hpc: Any = "auto",
     ) -> None:
         self.p_full = p_full
         self.gamma = gamma
@@ -106,11 +109,13 @@ class AdaptLinClassifier(LinearGateMixin, ClassifierMixin, BaseEstimator):  # ty
         self.feature_sensor = feature_sensor
         self.sensor_costs = sensor_costs
         self.random_state = random_state
+        self.hpc = hpc
 
     def fit(self, X: NDArray[np.floating], y: NDArray[np.integer],
-            hpc_proba: NDArray[np.floating]) -> AdaptLinClassifier:
+            hpc_proba: NDArray[np.floating] | None = None) -> AdaptLinClassifier:
+        """``hpc_proba``: see ``trainer.methods.hpc_oof.hpc_proba_for``."""
         self._validate_params()
-        X32, yi, P = _check_inputs(X, y, hpc_proba)
+        X32, yi, P = _check_inputs(X, y, hpc_proba_for(self, X, y, hpc_proba))
         n, d = X32.shape
         n_classes = P.shape[1]
         feature_sensor, sensor_costs = _sensor_layout(self.feature_sensor, self.sensor_costs, d)

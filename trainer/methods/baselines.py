@@ -49,7 +49,7 @@ class GreedyMiser(AdaptGbrtClassifier):
     gate_threshold = 0.0
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         k: v for k, v in AdaptGbrtClassifier._parameter_constraints.items()
-        if k not in ("p_full", "gate_threshold", "refine_rounds")
+        if k not in ("p_full", "gate_threshold", "refine_rounds", "hpc")
     }
     refine_rounds = 0
     initial_sensors = None

@@ -144,15 +144,14 @@ class CostModel:
 
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], n_jobs: int, progress: bool,
                  desc: str) -> list[R]:
-    """``[fn(i) for i in items]`` on at most ``n_jobs`` (<= 2 here) processes, with a bar."""
+    """``[fn(i) for i in items]`` on at most ``n_jobs`` (<= 2 here) processes, reporting
+    progress (``trainer.progress``: a bar on a terminal, log lines otherwise)."""
+    from adaptedge.trainer.progress import track
+
     jobs = max(1, min(int(n_jobs), 2, len(items)))
     if jobs == 1:
-        if progress:
-            from tqdm import tqdm
-
-            return [fn(item) for item in tqdm(items, desc=desc, leave=False)]
-        return [fn(item) for item in items]
+        return list(track((fn(item) for item in items), desc, len(items), progress))
     from joblib import Parallel, delayed
 
-    out = Parallel(n_jobs=jobs, verbose=5 if progress else 0)(delayed(fn)(i) for i in items)
-    return list(out)
+    out = Parallel(n_jobs=jobs, return_as="generator")(delayed(fn)(i) for i in items)
+    return list(track(out, desc, len(items), progress))

@@ -3,12 +3,10 @@
 Also ``--method static`` (the static skyline: one node per sensor subset, stop only) and
 ``--method cascade`` (sensors in greedy order, stop or read the next, by Graph-Reduce).
 
-Method-specific options (``MethodOptions.extra``): ``lambdas`` (comma-separated or a list),
-``escalation`` ("both" [default], "on" or "off"), ``max_nodes``, ``max_exhaustive``,
-``n_subsets``, ``max_subset_size``, ``max_iter``, ``subset_trees``, ``masked_trees``,
-``masked_replicas``, ``classifier`` ("auto" [default: per node, the per-subset or the masked
-model, by validation log-loss], "per-subset", "masked", "hgb", "hgb-wide" or "lr"),
-``reduction`` ("ridge", "lr" or "both").
+Method-specific options (``MethodOptions.extra``) are declared in
+``trainer.methods.params.DAG_PARAMS``: ``lambdas``, ``escalation``, ``reduction``,
+``classifier``, ``max_nodes``, ``max_exhaustive``, ``n_subsets``, ``max_subset_size``,
+``max_iter``, ``subset_trees``, ``masked_trees``, ``masked_replicas``.
 """
 
 from __future__ import annotations
@@ -20,64 +18,36 @@ from adaptedge.trainer.methods.dag.baselines import cascade_points, static_point
 from adaptedge.trainer.methods.dag.problem import problem_from
 from adaptedge.trainer.methods.dag.subsets import greedy_order, lattice_scorer
 from adaptedge.trainer.methods.dag.sweep import (
-    CLASSIFIER_CHOICES,
     DagSettings,
     DagSweep,
     choose_bank,
     sweep_dag,
 )
+from adaptedge.trainer.methods.params import check_params
 from adaptedge.trainer.methods.registry import MethodOptions, register
 from adaptedge.trainer.policy.frontier import pareto_frontier
 from adaptedge.trainer.policy.graph import Graph
 
 _ESCALATION = {"both": (None, 1.0), "on": (1.0,), "off": (None,)}
-
-
-def _floats(value: Any) -> tuple[float, ...]:
-    items = value.split(",") if isinstance(value, str) else list(value)
-    try:
-        out = tuple(float(v) for v in items)
-    except ValueError:
-        raise ValueError(f"lambdas must be numbers, got {value!r}") from None
-    if not out or any(v < 0 for v in out):
-        raise ValueError(f"lambdas must be a non-empty list of numbers >= 0, got {value!r}")
-    return out
+_INT_KEYS = ("max_nodes", "max_exhaustive", "n_subsets", "max_subset_size", "max_iter",
+             "subset_trees", "masked_trees", "masked_replicas")
 
 
 def settings_from(options: MethodOptions) -> DagSettings:
-    extra = dict(options.extra)
+    """The sweep settings; ``options.extra`` is checked against ``trainer.methods.params``."""
+    extra = check_params("dag", options.extra)
     base = DagSettings.quick() if options.quick else DagSettings()
     changes: dict[str, Any] = {"seed": options.seed}
     if "lambdas" in extra:
-        changes["lambdas"] = _floats(extra.pop("lambdas"))
+        changes["lambdas"] = extra["lambdas"]
     if "escalation" in extra:
-        mode = str(extra.pop("escalation"))
-        if mode not in _ESCALATION:
-            raise ValueError(f"escalation must be one of {sorted(_ESCALATION)}, got {mode!r}")
-        changes["escalation_prices"] = _ESCALATION[mode]
+        changes["escalation_prices"] = _ESCALATION[extra["escalation"]]
     if "reduction" in extra:
-        mode = str(extra.pop("reduction"))
-        if mode not in ("ridge", "lr", "both"):
-            raise ValueError(f"reduction must be ridge, lr or both, got {mode!r}")
+        mode = extra["reduction"]
         changes["reductions"] = ("ridge", "lr") if mode == "both" else (mode,)
     if "classifier" in extra:
-        kind = str(extra.pop("classifier"))
-        if kind not in CLASSIFIER_CHOICES:
-            raise ValueError(f"classifier must be one of {', '.join(CLASSIFIER_CHOICES)}, "
-                             f"got {kind!r}")
-        changes["classifier"] = kind
-    for key in ("max_nodes", "max_exhaustive", "n_subsets", "max_subset_size", "max_iter",
-                "subset_trees", "masked_trees", "masked_replicas"):
-        if key in extra:
-            value = int(extra.pop(key))
-            if value < 1:
-                raise ValueError(f"{key} must be >= 1, got {value}")
-            changes[key] = value
-    if extra:
-        raise ValueError(f"unknown dag options {sorted(extra)}; known: lambdas, escalation, "
-                         "reduction, classifier, max_nodes, max_exhaustive, n_subsets, "
-                         "max_subset_size, "
-                         "max_iter, subset_trees, masked_trees, masked_replicas")
+        changes["classifier"] = extra["classifier"]
+    changes.update({key: extra[key] for key in _INT_KEYS if key in extra})
     return replace(base, **changes)
 
 

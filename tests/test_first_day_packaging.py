@@ -1,0 +1,101 @@
+"""Issue 21 item 8: a missing extra is named, the datasets ship in the wheel, a LICENSE, and a
+README that links only to files in the repository."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TOP_LEVEL_SKIP = {".venv", ".git", "build", "dist", "benchmarks", "tests"}
+
+
+@pytest.mark.parametrize(("blocked", "argv", "extra"), [
+    ("sklearn", ["train", "--data", "heart", "--method", "l1", "--out", "OUT"], "train"),
+    ("matplotlib", ["simulate", "--bundle", "B", "--data", "heart", "--report", "OUT"], "sim"),
+])
+def test_a_missing_extra_is_named(blocked: str, argv: list[str], extra: str,
+                                  tmp_path: Path) -> None:
+    from support.dataset_bundle import build_dataset_bundle
+
+    if "B" in argv:
+        build_dataset_bundle(tmp_path / "b", "heart")
+    argv = [str(tmp_path / "b") if a == "B" else str(tmp_path / "out") if a == "OUT" else a
+            for a in argv]
+    # The library is absent as far as this interpreter knows: importing it raises
+    # ModuleNotFoundError, exactly as on an install without the extra.
+    code = (f"import sys; sys.modules[{blocked!r}] = None\n"
+            "from adaptedge.cli.main import main\n"
+            f"sys.exit(main({argv!r}))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2, run.stderr[-1500:]
+    assert "Traceback" not in run.stderr
+    assert f"needs {blocked}, which is not installed: pip install 'adaptedge[{extra}]'" \
+        in run.stderr
+
+
+def _copy_repo(dest: Path) -> Path:
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        skip = {n for n in names if n == "__pycache__" or n.endswith(("_cache", ".egg-info"))}
+        return skip | (TOP_LEVEL_SKIP & set(names) if Path(folder) == REPO else set())
+
+    shutil.copytree(REPO, dest, symlinks=True, ignore=ignore)
+    return dest
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_the_datasets(tmp_path: Path) -> None:
+    source = _copy_repo(tmp_path / "src")
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+         "--no-cache-dir", "--quiet", "-w", str(tmp_path / "dist"), str(source)],
+        capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("adaptedge-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(tmp_path / "site")
+        names = archive.namelist()
+    shipped = {n.removeprefix("adaptedge/data/") for n in names if n.startswith("adaptedge/data/")}
+    vendored = {str(p.relative_to(REPO / "data")) for p in (REPO / "data").rglob("*")
+                if p.is_file()}
+    assert shipped == vendored
+    code = ("import adaptedge; from adaptedge.trainer.data.datasets import load_dataset; "
+            "d = load_dataset('letter-binary'); print(adaptedge.__file__, d.X_train.shape)")
+    env = {"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-1500:]
+    assert run.stdout.startswith(str(tmp_path / "site"))
+
+
+def test_license_is_mit_as_pyproject_says() -> None:
+    text = (REPO / "LICENSE").read_text()
+    assert text.startswith("MIT License") and "WITHOUT WARRANTY OF ANY KIND" in text
+    assert 'license = { text = "MIT" }' in (REPO / "pyproject.toml").read_text()
+
+
+def test_readme_links_only_to_files_in_the_repository() -> None:
+    readme = (REPO / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
+    assert "docs/DESIGN.md" in targets and "LICENSE" in targets
+    for target in targets:
+        if target.startswith(("http://", "https://")):
+            continue
+        path = (REPO / target).resolve()
+        assert path.is_relative_to(REPO) and path.exists(), target
+    assert "../" not in readme and "shared/" not in readme
+
+
+def test_readme_starts_with_the_two_commands_then_pip() -> None:
+    readme = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
+    first = [line.split()[:2] for line in blocks[0].splitlines() if line.strip()]
+    assert first == [["make", "demo"], ["make", "test"]]
+    assert blocks[1].lstrip().startswith("pip install 'adaptedge[all]'")

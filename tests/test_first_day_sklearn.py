@@ -1,0 +1,103 @@
+"""Issue 21 item 9: scikit-learn conventions. ``fit(X, y)`` works on every estimator (ADAPT
+takes its HPC as the ``hpc=`` parameter and fits its out-of-fold probabilities inside), so
+each runs in a ``Pipeline``, ``cross_val_score`` and ``GridSearchCV``; ``train_bundle`` takes
+arrays and DataFrames as well as paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier
+from adaptedge.trainer.methods.adapt_lin import AdaptLinClassifier
+from adaptedge.trainer.methods.baselines import ConfidenceCascade, GreedyMiser, L1Baseline
+
+
+def data(n: int = 300, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4)).astype(np.float32)
+    y = (X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.normal(size=n) > 0).astype(np.int64)
+    return X, y
+
+
+LAYOUT: dict[str, Any] = {"feature_sensor": [0, 1, 2, 3], "sensor_costs": [1.0, 1.0, 1.0, 1.0],
+                          "random_state": 0}
+FAST_HPC = LogisticRegression()
+ESTIMATORS = [
+    AdaptGbrtClassifier(n_rounds=2, n_trees=4, **LAYOUT, hpc=FAST_HPC),
+    AdaptLinClassifier(n_rounds=2, n_steps=40, sensor_starts=0, **LAYOUT, hpc=FAST_HPC),
+    GreedyMiser(n_rounds=2, n_trees=4, **LAYOUT),
+    ConfidenceCascade(k=2, n_rounds=2, n_trees=4, **LAYOUT),
+    L1Baseline(**LAYOUT),
+]
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda e: type(e).__name__)
+def test_every_estimator_in_a_pipeline_and_cross_val_score(estimator: Any) -> None:
+    X, y = data()
+    pipe = make_pipeline(StandardScaler(), estimator)
+    scores = cross_val_score(pipe, X, y, cv=3)
+    assert scores.shape == (3,) and scores.mean() > 0.7, scores
+    fitted = pipe.fit(X, y)
+    assert fitted.score(X, y) > 0.7
+
+
+def test_adapt_in_grid_search_with_its_hpc_parameter() -> None:
+    X, y = data()
+    grid = GridSearchCV(AdaptGbrtClassifier(n_rounds=2, n_trees=4, **LAYOUT, hpc=FAST_HPC),
+                        {"p_full": [0.1, 0.3]}, cv=2)
+    grid.fit(X, y)
+    assert grid.best_params_["p_full"] in (0.1, 0.3)
+    assert "hpc" in AdaptGbrtClassifier().get_params()
+    with pytest.raises(ValueError, match="hpc"):
+        AdaptLinClassifier(hpc="forest").fit(X, y)
+
+
+def test_default_hpc_is_fitted_out_of_fold_inside() -> None:
+    X, y = data(n=150)
+    est = AdaptGbrtClassifier(n_rounds=2, n_trees=4, **LAYOUT)  # hpc="auto": gradient boosting
+    assert est.get_params()["hpc"] == "auto"
+    assert est.fit(X, y).score(X, y) > 0.7
+
+
+def test_given_probabilities_still_win() -> None:
+    X, y = data()
+    P = np.column_stack([1 - y, y]).astype(np.float64) * 0.8 + 0.1
+    a = AdaptGbrtClassifier(n_rounds=2, n_trees=4, **LAYOUT).fit(X, y, P)
+    b = AdaptGbrtClassifier(n_rounds=2, n_trees=4, **LAYOUT).fit(X, y, P)
+    assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
+
+
+def test_train_bundle_takes_arrays(tmp_path: Path) -> None:
+    from adaptedge.protocol.bundle import verify
+    from adaptedge.trainer.api import train_bundle
+    from adaptedge.trainer.data.datasets import DatasetError
+
+    X, y = data(n=400)
+    labels = np.where(y == 1, "yes", "no")
+    manifest = train_bundle((X, labels), "confidence", tmp_path / "b", quick=True,
+                            progress=False)
+    assert manifest.feature_names == ("x0", "x1", "x2", "x3")
+    assert manifest.classes == ("no", "yes") and manifest.metadata["dataset"] == "arrays"
+    assert verify(tmp_path / "b").bundle_id == manifest.bundle_id
+    X[5, 2] = np.nan  # missing values: the CSV rule, naming column and row
+    with pytest.raises(DatasetError, match="column 'x2' row 6"):
+        train_bundle((X, labels), "confidence", tmp_path / "c", quick=True, progress=False)
+
+
+def test_train_bundle_takes_a_dataframe(tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    from adaptedge.trainer.api import train_bundle
+
+    X, y = data(n=400)
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "d"]).assign(label=y)
+    manifest = train_bundle(frame, "confidence", tmp_path / "b", target="label", quick=True,
+                            progress=False)
+    assert manifest.feature_names == ("a", "b", "c", "d")

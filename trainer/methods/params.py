@@ -1,0 +1,147 @@
+"""The one table of method-specific parameters (``adaptedge train --param KEY=VALUE``,
+``train_bundle(extra=...)``, ``MethodOptions.extra``), in the spirit of scikit-learn's
+``_parameter_constraints``: one line per key naming its type, its bounds or choices and its use.
+
+``check_params(method, extra)`` converts command-line strings to the declared type and refuses a
+mistake in one line naming the key, what it expects and the method's valid keys. An empty entry
+means the method takes no parameters. To add a method, add one ``METHOD_PARAMS`` entry (a tuple
+of ``Param``, empty if none); methods sharing parameters share a tuple (see ``DAG_PARAMS``).
+A method with no entry at all (a plug-in registered from outside) gets its ``extra`` unchecked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Kind = Literal["bool", "int", "float", "str", "floats", "mapping"]
+"""``floats``: comma-separated numbers (or a sequence); ``mapping``: a dict, from Python only."""
+
+_KIND_WORDS: dict[Kind, str] = {
+    "bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
+    "floats": "comma-separated numbers", "mapping": "a dict (from Python only)",
+}
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+class ParamError(ValueError):
+    """A method parameter that is unknown or has the wrong type or value."""
+
+
+@dataclass(frozen=True)
+class Param:
+    key: str
+    kind: Kind
+    help: str
+    choices: tuple[str, ...] = ()
+    min: float | None = None
+
+    def expected(self) -> str:
+        if self.choices:
+            return f"one of {', '.join(self.choices)}"
+        if self.min is not None:
+            return f">= {self.min:g} ({_KIND_WORDS[self.kind]})"
+        return _KIND_WORDS[self.kind]
+
+
+DAG_PARAMS: tuple[Param, ...] = (
+    Param("lambdas", "floats", "sensor-cost prices of the sweep, each >= 0", min=0),
+    Param("escalation", "str", "escalation prices: both (with and without), on or off",
+          choices=("both", "on", "off")),
+    Param("reduction", "str", "graph reduction model", choices=("ridge", "lr", "both")),
+    Param("classifier", "str", "node classifiers (auto: per node, the lower validation "
+          "log-loss of per-subset and masked)",
+          choices=("auto", "per-subset", "masked", "hgb", "hgb-wide", "lr")),
+    Param("max_nodes", "int", "nodes of a graph beyond max_exhaustive sensors", min=1),
+    Param("max_exhaustive", "int", "up to this many sensors, every subset is a node", min=1),
+    Param("n_subsets", "int", "greedy subsets kept", min=1),
+    Param("max_subset_size", "int", "largest greedy subset", min=1),
+    Param("max_iter", "int", "Graph-Reduce iterations", min=1),
+    Param("subset_trees", "int", "boosting budget of a per-subset classifier", min=1),
+    Param("masked_trees", "int", "boosting budget of the masked classifier", min=1),
+    Param("masked_replicas", "int", "masked copies of each training row", min=1),
+)
+
+METHOD_PARAMS: dict[str, tuple[Param, ...]] = {
+    "adapt-gbrt": (
+        Param("warm_start", "bool", "also sweep warm starts from greedy sensor prefixes"),
+        Param("margin_weights", "floats", "gate margin weights tried per fitted model", min=0),
+        Param("grid", "mapping", "replaces (p_full, gamma) values of the sweep grid"),
+        Param("warm_grid", "mapping", "replaces (p_full, gamma) values of the warm starts"),
+        Param("params", "mapping", "AdaptGbrtClassifier parameters of every fit"),
+    ),
+    "adapt-lin": (),
+    "l1": (),
+    "greedy-miser": (),
+    "confidence": (),
+    "dag": DAG_PARAMS,
+    "static": DAG_PARAMS,
+    "cascade": DAG_PARAMS,
+}
+
+
+def _convert(p: Param, value: Any) -> Any:
+    """``value`` as ``p.kind``; raises ValueError (or TypeError) when it is not one."""
+    text = value.strip() if isinstance(value, str) else None
+    if p.kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if text is not None and text.lower() in _TRUE + _FALSE:
+            return text.lower() in _TRUE
+        raise ValueError
+    if p.kind == "int":
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError
+        return int(text if text is not None else value)
+    if p.kind == "float":
+        return float(text if text is not None else value)
+    if p.kind == "floats":
+        items = text.split(",") if text is not None else list(value)
+        out = tuple(float(v) for v in items)
+        if not out:
+            raise ValueError
+        return out
+    if p.kind == "mapping":
+        if not isinstance(value, Mapping):
+            raise TypeError
+        return dict(value)
+    if text is None:
+        raise TypeError
+    return text
+
+
+def _in_range(p: Param, value: Any) -> bool:
+    if p.choices:
+        return value in p.choices
+    if p.min is None:
+        return True
+    values: Sequence[float] = value if isinstance(value, tuple) else (value,)
+    return all(v >= p.min for v in values)
+
+
+def check_params(method: str, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``extra`` with each value converted to its declared kind; a ParamError names the key,
+    what it expects and ``method``'s valid keys."""
+    if method not in METHOD_PARAMS:
+        return dict(extra)
+    table = {p.key: p for p in METHOD_PARAMS[method]}
+    valid = f"{method} options: {', '.join(table)}" if table else f"{method} takes no --param"
+    out: dict[str, Any] = {}
+    for key, value in extra.items():
+        p = table.get(key)
+        if p is None:
+            raise ParamError(f"unknown {method} options [{key!r}]; {valid}")
+        try:
+            converted = _convert(p, value)
+        except (TypeError, ValueError, OverflowError):
+            converted = None
+        if converted is None or not _in_range(p, converted):
+            raise ParamError(f"{key} must be {p.expected()}, got {value!r} ({valid})")
+        out[key] = converted
+    return out
+
+
+def describe(method: str) -> str:
+    """One line per parameter of ``method``, for help texts."""
+    return "\n".join(f"{p.key}: {p.expected()}; {p.help}" for p in METHOD_PARAMS.get(method, ()))

@@ -1,0 +1,78 @@
+"""Progress of long training stages, on a terminal or not.
+
+On a terminal: a tqdm bar. Otherwise (piped to a file, a CI log, ``systemd``): one line on
+stderr when a stage starts, then at most every ``$ADAPTEDGE_PROGRESS_EVERY`` seconds (default
+30) and when it ends, with the stage, done/total and the estimated time left, e.g.
+``[adaptedge] adapt-gbrt: 12/48 (25%), 1m05s elapsed, ETA 3m15s``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import TextIO, TypeVar
+
+T = TypeVar("T")
+DEFAULT_EVERY_S = 30.0
+
+
+def _every_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get("ADAPTEDGE_PROGRESS_EVERY", DEFAULT_EVERY_S)))
+    except ValueError:
+        return DEFAULT_EVERY_S
+
+
+def _clock(seconds: float) -> str:
+    s = round(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (
+        f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
+
+
+class LogProgress:
+    """Periodic progress lines for a stage of ``total`` steps."""
+
+    def __init__(self, desc: str, total: int, *, stream: TextIO | None = None,
+                 every_s: float | None = None) -> None:
+        self.desc, self.total, self.done = desc, total, 0
+        self._stream = stream or sys.stderr
+        self._every = _every_s() if every_s is None else every_s
+        self._started = time.monotonic()
+        self._last = self._started
+        self._say(f"{desc}: {total} steps")
+
+    def _say(self, text: str) -> None:
+        print(f"[adaptedge] {text}", file=self._stream, flush=True)
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self._started
+        pct = 100.0 * self.done / self.total if self.total else 100.0
+        eta = (f", ETA {_clock(elapsed / self.done * (self.total - self.done))}"
+               if 0 < self.done < self.total else "")
+        return (f"{self.desc}: {self.done}/{self.total} ({pct:.0f}%), {_clock(elapsed)} elapsed"
+                f"{eta}")
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if self.done >= self.total or now - self._last >= self._every:
+            self._last = now
+            self._say(self.line())
+
+
+def track(items: Iterable[T], desc: str, total: int, enabled: bool) -> Iterator[T]:
+    """``items``, reporting progress: a bar on a terminal, log lines otherwise."""
+    if not enabled:
+        yield from items
+        return
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        yield from tqdm(items, desc=desc, total=total, leave=False)
+        return
+    log = LogProgress(desc, total)
+    for item in items:
+        yield item
+        log.update()
