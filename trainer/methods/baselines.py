@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from numbers import Integral, Real
 from typing import Any, ClassVar
@@ -255,7 +256,7 @@ class L1Baseline(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         std = X32.std(axis=0, dtype=np.float64)
         std[std == 0] = 1.0
         Z = (X32 - mean) / std
-        l1 = LogisticRegression(l1_ratio=1.0, solver="saga", C=self.C, max_iter=3000,
+        l1 = LogisticRegression(**l1_penalty(), solver="saga", C=self.C, max_iter=3000,
                                 random_state=self.random_state).fit(Z, yi)
         selected = np.flatnonzero(np.abs(l1.coef_).sum(axis=0) > 1e-8)
         bought = np.zeros(sensor_costs.size, dtype=bool)
@@ -327,6 +328,21 @@ class L1Baseline(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         other = copy.copy(self)
         other.threshold = threshold
         return other
+
+
+def l1_penalty(version: str | None = None) -> dict[str, Any]:
+    """``LogisticRegression`` keywords for a pure L1 penalty on scikit-learn ``version``
+    (default: the installed one). Before 1.8 ``l1_ratio`` is ignored unless
+    ``penalty="elasticnet"`` (``l1_ratio=1.0`` alone is an L2 model); from 1.8 ``penalty`` is
+    deprecated and ``l1_ratio=1.0`` is L1."""
+    if version is None:
+        import sklearn
+
+        version = sklearn.__version__
+    major, minor = (int(part) for part in re.findall(r"\d+", version)[:2])
+    if (major, minor) < (1, 8):
+        return {"penalty": "l1"}
+    return {"l1_ratio": 1.0}
 
 
 # -- registered sweeps ------------------------------------------------------------------------
