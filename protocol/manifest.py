@@ -23,6 +23,7 @@ from typing import Any
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.policy_graph import ACTION_KINDS as ACTION_KINDS  # the contract's name
 from adaptedge.protocol.policy_graph import PolicyGraph, read_graph
+from adaptedge.protocol.split_recipe import SplitRecipe, parse_split
 
 BUNDLE_SCHEMA_VERSION = 1
 MODEL_INPUT = "x"
@@ -127,6 +128,8 @@ class Manifest:
     """File name -> SHA-256 hex of every file in the bundle besides ``manifest.json``."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     """Free-form provenance: method, dataset, training time, library versions."""
+    split: SplitRecipe | None = None
+    """The training split (optional: bundles written before it was recorded have none)."""
 
     # -- lookups ----------------------------------------------------------------------------
     def sensor(self, name: str) -> SensorSpec:
@@ -142,7 +145,10 @@ class Manifest:
         raise KeyError(name)
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(asdict(self))  # type: ignore[no-any-return]
+        raw = asdict(self)
+        if raw["split"] is None:  # optional fields stay absent, as in older bundles
+            del raw["split"]
+        return _jsonable(raw)  # type: ignore[no-any-return]
 
     @classmethod
     def from_dict(cls, raw: Any) -> Manifest:
@@ -293,7 +299,9 @@ def _parse_manifest(raw: Any) -> Manifest:
         default_operating_point=default,
         files=files,
         metadata=r.get("metadata", dict, {}),
+        split=parse_split(r.raw.get("split"), "split"),
     )
+
 
 
 def _parse_sensor(raw: Any, path: str, n_features: int) -> SensorSpec:

@@ -14,6 +14,7 @@ from typing import Any
 from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.trainer.data.datasets import load_dataset
+from adaptedge.trainer.data.splits import split_recipe
 from adaptedge.trainer.export.bundle import export_bundle
 from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.methods.registry import MethodOptions, get_method
@@ -87,5 +88,6 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
         "extra": {k: v if isinstance(v, int | float | str | bool) else repr(v)
                   for k, v in sorted((extra or {}).items())},
     }
-    export_bundle(out, dataset, hpc, frontier, default=default.name, metadata=meta, force=force)
+    export_bundle(out, dataset, hpc, frontier, default=default.name, metadata=meta, force=force,
+                  split=split_recipe(dataset, seed))
     return verify(out)

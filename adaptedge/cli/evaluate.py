@@ -35,7 +35,8 @@ def register(sub: Any) -> None:
     p.add_argument("--target", help="label column of a CSV/TSV file")
     p.add_argument("--costs", type=Path, help="TOML costs file used at training")
     p.add_argument("--grouping", help="sensor grouping used at training")
-    p.add_argument("--seed", type=int, default=0, help="split seed used at training (default 0)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="split seed (default: the bundle's recorded split, else 0)")
     p.add_argument("--split", choices=("validation", "test"), default="test")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=run)
@@ -96,22 +97,41 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from adaptedge.protocol.bundle import open_bundle
+    from adaptedge.protocol.bundle import open_bundle, verify
     from adaptedge.trainer.data.costs import CostsError
     from adaptedge.trainer.data.datasets import DatasetError, load_dataset
 
-    try:
-        dataset = load_dataset(args.data, target=args.target, costs=args.costs,
-                               grouping=args.grouping, seed=args.seed)
-    except (DatasetError, CostsError) as exc:
-        raise CommandError(str(exc)) from exc
     with open_bundle(args.bundle) as root:
+        recipe = verify(root).split
+        seed = args.seed if args.seed is not None else (recipe.seed if recipe else 0)
+        try:
+            dataset = load_dataset(args.data, target=args.target, costs=args.costs,
+                                   grouping=args.grouping, seed=seed)
+        except (DatasetError, CostsError) as exc:
+            raise CommandError(str(exc)) from exc
+        check_split(recipe, dataset, seed)
         report = evaluate_bundle(root, dataset, args.split)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print(render(report, f"bundle {args.bundle} on {dataset.name} ({args.split} split)"))
     return 0
+
+
+def check_split(recipe: Any, dataset: Any, seed: int) -> None:
+    """Refuse to evaluate on the bundle's own dataset with another split than it was trained
+    on (its training rows would leak into the evaluation). ``recipe``: the manifest's
+    ``SplitRecipe`` or ``None`` (older bundles: nothing to check)."""
+    from adaptedge.trainer.data.splits import split_recipe
+
+    if recipe is None or recipe.dataset != dataset.name:
+        return
+    if split_recipe(dataset, seed).digest != recipe.digest:
+        raise CommandError(
+            f"the bundle was trained on {recipe.dataset} split with seed {recipe.seed} (digest "
+            f"{recipe.digest[:12]}), but --data {dataset.name} with seed {seed} gives another "
+            f"split: drop --seed (or pass --seed {recipe.seed}) and use the data it was "
+            "trained on")
 
 
 def render(report: dict[str, Any], title: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from adaptedge.protocol.bundle import write_bundle
 from adaptedge.protocol.manifest import BUNDLE_SCHEMA_VERSION, HpcRef, Manifest, OperatingPoint
 from adaptedge.protocol.policy_graph import ModelRef, PolicyGraph, PolicyNode
+from adaptedge.protocol.split_recipe import SplitRecipe
 from adaptedge.trainer.data.datasets import Dataset, SplitName
 from adaptedge.trainer.hpc import HpcModel
 from adaptedge.trainer.policy.graph import Graph, Metrics
@@ -41,7 +42,8 @@ def _point(policy: Graph) -> OperatingPoint:
 
 def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
                  default: str | None = None, metadata: Mapping[str, Any] | None = None,
-                 hpc_onnx: bytes | None = None) -> tuple[Manifest, dict[str, bytes]]:
+                 hpc_onnx: bytes | None = None, split: SplitRecipe | None = None
+                 ) -> tuple[Manifest, dict[str, bytes]]:
     """The manifest (hashes not yet filled in) and the files of a bundle, in memory."""
     if not policies:
         raise ValueError("a bundle needs at least one policy")
@@ -73,16 +75,18 @@ def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
         hpc=HpcRef(HPC_FILE, hpc.sensors, accuracy=float(hpc.val_accuracy),
                    description=hpc.description),
         policies=graphs, operating_points=points, default_operating_point=chosen, files={},
-        metadata=dict(metadata or {}))
+        metadata=dict(metadata or {}), split=split)
     return manifest, files
 
 
 def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
                   policies: Sequence[Graph], *, default: str | None = None,
-                  metadata: Mapping[str, Any] | None = None, force: bool = False) -> Manifest:
+                  metadata: Mapping[str, Any] | None = None, force: bool = False,
+                  split: SplitRecipe | None = None) -> Manifest:
     """Write the bundle to ``out_dir`` (an existing bundle there only with ``force``) and
     return the validated manifest."""
-    manifest, files = build_bundle(dataset, hpc, policies, default=default, metadata=metadata)
+    manifest, files = build_bundle(dataset, hpc, policies, default=default, metadata=metadata,
+                                   split=split)
     return write_bundle(out_dir, manifest, files, force=force)
 
 

@@ -1,0 +1,45 @@
+"""The record of the train/validation/test split a bundle was trained on (manifest ``split``).
+
+Optional in the manifest: bundles written before it was recorded have none. ``adaptedge
+evaluate`` redraws the split from it and refuses data whose split does not match its digest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from adaptedge.protocol.errors import BundleError
+
+
+@dataclass(frozen=True, slots=True)
+class SplitRecipe:
+    """The dataset's name, the split seed, the fraction of rows in each part (train,
+    validation, test) and a SHA-256 of which rows went where."""
+
+    dataset: str
+    seed: int
+    fractions: tuple[float, ...]
+    digest: str
+
+
+def parse_split(raw: Any, path: str) -> SplitRecipe | None:
+    """The manifest's ``split`` object (``None`` when absent or null)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise BundleError(f"expected an object, got {type(raw).__name__}", path=path)
+    for key in ("dataset", "digest"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise BundleError("must be a non-empty string", path=f"{path}.{key}")
+    seed = raw.get("seed")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise BundleError("must be an integer", path=f"{path}.seed")
+    fractions = raw.get("fractions")
+    if not isinstance(fractions, list):
+        raise BundleError("must be a list of numbers", path=f"{path}.fractions")
+    for i, value in enumerate(fractions):
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1:
+            raise BundleError("must be a number in [0, 1]", path=f"{path}.fractions[{i}]")
+    return SplitRecipe(dataset=raw["dataset"], seed=seed,
+                       fractions=tuple(float(v) for v in fractions), digest=raw["digest"])
