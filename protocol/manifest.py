@@ -23,7 +23,12 @@ from typing import Any
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.policy_graph import ACTION_KINDS as ACTION_KINDS  # the contract's name
 from adaptedge.protocol.policy_graph import PolicyGraph, read_graph
-from adaptedge.protocol.split_recipe import SplitRecipe, parse_split
+from adaptedge.protocol.split_recipe import (
+    SplitRecipe,
+    drop_unset_optionals,
+    parse_interval,
+    parse_split,
+)
 
 BUNDLE_SCHEMA_VERSION = 1
 MODEL_INPUT = "x"
@@ -99,6 +104,7 @@ class OperatingPoint:
     escalation_rate: float = 0.0
     avg_sensors_read: float = 0.0
     params: Mapping[str, float | str] = field(default_factory=dict)
+    accuracy_interval: tuple[float, float] | None = None  # optional: Wilson, see split_recipe
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +134,7 @@ class Manifest:
     """File name -> SHA-256 hex of every file in the bundle besides ``manifest.json``."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     """Free-form provenance: method, dataset, training time, library versions."""
-    split: SplitRecipe | None = None
-    """The training split (optional: bundles written before it was recorded have none)."""
+    split: SplitRecipe | None = None  # optional: the training split (protocol.split_recipe)
 
     # -- lookups ----------------------------------------------------------------------------
     def sensor(self, name: str) -> SensorSpec:
@@ -145,10 +150,7 @@ class Manifest:
         raise KeyError(name)
 
     def to_dict(self) -> dict[str, Any]:
-        raw = asdict(self)
-        if raw["split"] is None:  # optional fields stay absent, as in older bundles
-            del raw["split"]
-        return _jsonable(raw)  # type: ignore[no-any-return]
+        return _jsonable(drop_unset_optionals(asdict(self)))  # type: ignore[no-any-return]
 
     @classmethod
     def from_dict(cls, raw: Any) -> Manifest:
@@ -393,4 +395,6 @@ def _parse_point(r: _Reader, policies: Mapping[str, PolicyGraph]) -> OperatingPo
         escalation_rate=r.number("escalation_rate", 0.0),
         avg_sensors_read=r.number("avg_sensors_read", 0.0),
         params=params,
+        accuracy_interval=parse_interval(r.raw.get("accuracy_interval"),
+                                         r.at("accuracy_interval")),
     )

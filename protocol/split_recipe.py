@@ -1,7 +1,8 @@
-"""The record of the train/validation/test split a bundle was trained on (manifest ``split``).
-
-Optional in the manifest: bundles written before it was recorded have none. ``adaptedge
-evaluate`` redraws the split from it and refuses data whose split does not match its digest.
+"""Optional manifest fields: the train/validation/test split a bundle was trained on (``split``)
+and each operating point's ``accuracy_interval`` (the ``protocol.operating_points.CONFIDENCE``
+Wilson interval of its validation accuracy). Bundles written before them have neither and read
+as before. ``adaptedge evaluate`` redraws the split from ``split`` and refuses data whose split
+does not match its digest.
 """
 
 from __future__ import annotations
@@ -43,3 +44,27 @@ def parse_split(raw: Any, path: str) -> SplitRecipe | None:
             raise BundleError("must be a number in [0, 1]", path=f"{path}.fractions[{i}]")
     return SplitRecipe(dataset=raw["dataset"], seed=seed,
                        fractions=tuple(float(v) for v in fractions), digest=raw["digest"])
+
+
+def parse_interval(raw: Any, path: str) -> tuple[float, float] | None:
+    """An operating point's ``accuracy_interval``: ``[low, high]`` within [0, 1] (``None``
+    when absent or null)."""
+    if raw is None:
+        return None
+    ok = (isinstance(raw, list) and len(raw) == 2
+          and all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw)
+          and 0 <= raw[0] <= raw[1] <= 1)
+    if not ok:
+        raise BundleError("must be [low, high] with 0 <= low <= high <= 1", path=path)
+    return float(raw[0]), float(raw[1])
+
+
+def drop_unset_optionals(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` (a manifest as a dict) without the optional fields left unset, so bundles that
+    do not use them read as before: ``split`` and each point's ``accuracy_interval``."""
+    if raw.get("split") is None:
+        raw.pop("split", None)
+    for point in raw.get("operating_points", ()):
+        if point.get("accuracy_interval") is None:
+            point.pop("accuracy_interval", None)
+    return raw

@@ -52,7 +52,8 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
 
     The bundle holds the validation frontier of the method's sweep. The default operating
     point is the most accurate within ``budget`` when given, else the cheapest whose validation
-    accuracy is within 1% of the HPC's (else the most accurate). Training time, method,
+    accuracy is within 1% of the HPC's with 97.5% confidence (a Wilson lower bound; else the
+    one with the highest bound). Training time, method,
     dataset, seed and library versions go into the manifest metadata. ``out`` must be new, an
     empty directory or, with ``force``, a bundle to replace (checked before training).
     """
@@ -73,7 +74,8 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
     if budget is not None:
         default = pick_within_budget(frontier, budget)
     else:
-        default = pick_near_accuracy(frontier, hpc.val_accuracy, DEFAULT_TOLERANCE)
+        default = pick_near_accuracy(frontier, hpc.val_accuracy, DEFAULT_TOLERANCE,
+                                     n_rows=len(dataset.y_val))
     meta: dict[str, Any] = {
         "method": method,
         "dataset": dataset.name,

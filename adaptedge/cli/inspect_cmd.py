@@ -71,11 +71,17 @@ def render(m: Manifest) -> str:
         lines.append(f"  {name}: {len(graph.nodes)} nodes, root {graph.root!r}, "
                      f"up to {depth} sensors")
     lines += ["", f"{'operating point':<24}{'policy':<14}{'accuracy':>9}{'cost':>10}"
-                  f"{'escalate':>10}{'sensors':>9}"]
+                  f"{'escalate':>10}{'sensors':>9}  validation 95% interval"]
     for p in m.operating_points:
         mark = " *" if p.name == m.default_operating_point else ""
+        interval = ("-" if p.accuracy_interval is None
+                    else "[{:.4f}, {:.4f}]".format(*p.accuracy_interval))
         lines.append(f"{p.name + mark:<24}{p.policy:<14}{p.accuracy:>9.4f}{p.cost:>10.4g}"
-                     f"{p.escalation_rate:>10.3f}{p.avg_sensors_read:>9.2f}")
+                     f"{p.escalation_rate:>10.3f}{p.avg_sensors_read:>9.2f}  {interval}")
+    if m.split is not None:
+        lines += ["", f"split: {m.split.dataset}, seed {m.split.seed}, fractions "
+                      f"{', '.join(f'{f:.3f}' for f in m.split.fractions)}, digest "
+                      f"{m.split.digest[:16]}"]
     lines += ["", "files (sha256):"]
     lines += [f"  {name:<28}{digest}" for name, digest in sorted(m.files.items())]
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from typing import Any
 
 from adaptedge.protocol.bundle import write_bundle
 from adaptedge.protocol.manifest import BUNDLE_SCHEMA_VERSION, HpcRef, Manifest, OperatingPoint
+from adaptedge.protocol.operating_points import wilson_interval
 from adaptedge.protocol.policy_graph import ModelRef, PolicyGraph, PolicyNode
 from adaptedge.protocol.split_recipe import SplitRecipe
 from adaptedge.trainer.data.datasets import Dataset, SplitName
@@ -28,7 +29,7 @@ def model_file_name(onnx_model: bytes) -> str:
     return f"m_{hashlib.sha256(onnx_model).hexdigest()[:16]}.onnx"
 
 
-def _point(policy: Graph) -> OperatingPoint:
+def _point(policy: Graph, n_val: int) -> OperatingPoint:
     params: dict[str, float | str] = {}
     for key, value in sorted(policy.params.items()):
         params[key] = value if isinstance(value, str) else float(value)
@@ -37,7 +38,8 @@ def _point(policy: Graph) -> OperatingPoint:
     v = policy.validation
     return OperatingPoint(name=policy.name, policy=policy.name, accuracy=float(v.accuracy),
                           cost=float(v.cost), escalation_rate=float(v.escalation_rate),
-                          avg_sensors_read=float(v.avg_sensors_read), params=params)
+                          avg_sensors_read=float(v.avg_sensors_read), params=params,
+                          accuracy_interval=wilson_interval(v.accuracy, n_val))
 
 
 def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
@@ -64,7 +66,7 @@ def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
                                         model=ModelRef(file, tuple(int(i) for i in node.inputs)),
                                         actions=tuple(a.to_manifest() for a in node.actions))
         graphs[policy.name] = PolicyGraph(root=policy.root, nodes=nodes)
-    points = tuple(_point(p) for p in policies)
+    points = tuple(_point(p, len(dataset.y_val)) for p in policies)
     chosen = default if default is not None else points[0].name
     if chosen not in names:
         raise ValueError(f"default operating point {chosen!r} is not one of {names}")
