@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-DATASETS = ("gas", "wall-robot", "satimage", "letter", "thyroid", "heart", "letter-binary")
+DATASETS = ("gas", "wall-robot", "satimage", "letter", "thyroid", "heart", "letter-binary",
+            "miniboone-tiny", "gas-time", "wall-robot-time")
 
 
 def _point(point: Any, bank: Any, family: str) -> dict[str, Any]:
