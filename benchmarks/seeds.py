@@ -1,9 +1,9 @@
 """Operating points over seeds: does the chosen point hold on test? Prints one JSON object.
 
-    python -m benchmarks.seeds DIR [DIR ...]
+    python -m benchmarks.seeds PATH [PATH ...]
 
-Each DIR holds a ``dag.json`` (``python -m benchmarks.dag --seed S --adapt <dataset>``) or an
-``adapt.json`` (``python -m benchmarks.adapt --seed S``). Per dataset and method family, per
+Each PATH is a ``dag.json`` (``python -m benchmarks.dag --seed S --adapt <dataset>``) or an
+``adapt.json`` (``python -m benchmarks.adapt --seed S``), or a directory holding them. Per dataset and method family, per
 seed: the point chosen on validation by the operating-point rule
 (``protocol.operating_points.confidently_near``: Wilson lower bound >= HPC - 0.01) and, for
 comparison, by the point estimate (the old rule); each reported on test with whether its test
@@ -51,30 +51,37 @@ def _flat(p: dict[str, Any], val: str) -> dict[str, float]:
             "test_accuracy": p["test"]["accuracy"], "test_cost": p["test"]["cost"]}
 
 
-def _runs(directory: Path) -> list[tuple[str, str, int, dict[str, float], list[dict[str, float]]]]:
-    """(dataset, family, seed, run facts, points) of one benchmark output directory."""
+def _runs(path: Path) -> list[tuple[str, str, int, dict[str, float], list[dict[str, float]]]]:
+    """(dataset, family, seed, run facts, points) of one benchmark output (file or directory)."""
+    files = [path / n for n in ("dag.json", "adapt.json") if (path / n).is_file()] if (
+        path.is_dir()) else [path]
     out = []
-    if (directory / "dag.json").is_file():
-        report = json.loads((directory / "dag.json").read_text())
+    for file in files:
+        report = json.loads(file.read_text())
+        seed = report.get("seed", 0)
         for name, r in report["datasets"].items():
-            run = {"hpc_val": r["hpc_val_accuracy"], "hpc_test": r["hpc_accuracy"],
-                   "cloud_cost": r["always_cloud_cost"], "n_val": r.get("validation_rows")
-                   or _n_val(name, report["seed"])}
-            for family, members in DAG_FAMILIES.items():
-                pts = [_flat(p, "val") for p in r["points"] if p["family"] in members]
-                if pts:
-                    out.append((name, family, report["seed"], run, pts))
-    if (directory / "adapt.json").is_file():
-        report = json.loads((directory / "adapt.json").read_text())
-        for name, r in report["datasets"].items():
-            h = r["hpc"]
-            run = {"hpc_val": h["validation_accuracy"], "hpc_test": h["test_accuracy"],
-                   "cloud_cost": h["cost"], "n_val": h.get("validation_rows")
-                   or _n_val(name, report.get("seed", 0))}
-            for family, res in r["methods"].items():
-                pts = [_flat(p, "validation") for p in res["points"]]
-                out.append((name, family, report.get("seed", 0), run, pts))
+            out += _adapt_runs(name, seed, r) if "methods" in r else _dag_runs(name, seed, r)
     return out
+
+
+def _dag_runs(name: str, seed: int, r: dict[str, Any]) -> list[Any]:
+    run = {"hpc_val": r["hpc_val_accuracy"], "hpc_test": r["hpc_accuracy"],
+           "cloud_cost": r["always_cloud_cost"],
+           "n_val": r.get("validation_rows") or _n_val(name, seed)}
+    out = []
+    for family, members in DAG_FAMILIES.items():
+        pts = [_flat(p, "val") for p in r["points"] if p["family"] in members]
+        if pts:
+            out.append((name, family, seed, run, pts))
+    return out
+
+
+def _adapt_runs(name: str, seed: int, r: dict[str, Any]) -> list[Any]:
+    h = r["hpc"]
+    run = {"hpc_val": h["validation_accuracy"], "hpc_test": h["test_accuracy"],
+           "cloud_cost": h["cost"], "n_val": h.get("validation_rows") or _n_val(name, seed)}
+    return [(name, family, seed, run, [_flat(p, "validation") for p in res["points"]])
+            for family, res in r["methods"].items()]
 
 
 def _n_val(name: str, seed: int) -> int:
@@ -92,10 +99,10 @@ def _summary(rows: list[dict[str, Any] | None]) -> dict[str, Any]:
             "cost_reduction_sd": statistics.stdev(reductions) if len(reductions) > 1 else None}
 
 
-def summarise(directories: list[Path]) -> dict[str, Any]:
+def summarise(paths: list[Path]) -> dict[str, Any]:
     table: dict[str, dict[str, dict[str, Any]]] = {}
-    for directory in directories:
-        for name, family, seed, run, pts in _runs(directory):
+    for path in paths:
+        for name, family, seed, run, pts in _runs(path):
             entry = table.setdefault(name, {}).setdefault(family, {"per_seed": {}})
             entry["per_seed"][str(seed)] = {
                 "hpc_test_accuracy": run["hpc_test"], "hpc_val_accuracy": run["hpc_val"],
