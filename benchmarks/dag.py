@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-DATASETS = ("gas", "wall-robot", "satimage", "letter", "thyroid", "heart", "letter-binary")
+DATASETS = ("gas", "wall-robot", "satimage", "letter", "thyroid", "heart", "letter-binary",
+            "miniboone-tiny", "gas-time", "wall-robot-time")
 
 
 def _point(point: Any, bank: Any, family: str) -> dict[str, Any]:
@@ -44,12 +45,21 @@ def _point(point: Any, bank: Any, family: str) -> dict[str, Any]:
                      "avg_sensors_read": test.avg_sensors_read}}
 
 
-def chosen(points: list[dict[str, Any]], target: float) -> dict[str, Any] | None:
-    """The cheapest point (by validation cost) with validation accuracy >= ``target``."""
-    ok = [p for p in points if p["val"]["accuracy"] >= target - 1e-12]
-    if not ok:
+def chosen(points: list[dict[str, Any]], target: float, n_rows: int | None = None
+           ) -> dict[str, Any] | None:
+    """The cheapest point (by validation cost) reaching ``target`` on validation: with
+    ``n_rows`` (the validation rows) by the operating-point rule, its accuracy's Wilson lower
+    bound (``protocol.operating_points.confidently_near``); without, by the point estimate
+    (comparisons at equal validation accuracy, not operating points)."""
+    from adaptedge.protocol.operating_points import cheapest_reaching, confidently_near
+    from adaptedge.trainer.policy.graph import Metrics
+
+    scores = [Metrics(accuracy=p["val"]["accuracy"], cost=p["val"]["cost"]) for p in points]
+    i = (cheapest_reaching(scores, target - 1e-12) if n_rows is None
+         else confidently_near(scores, target, 0.0, n_rows, fallback=False))
+    if i is None:
         return None
-    best = min(ok, key=lambda p: (p["val"]["cost"], -p["val"]["accuracy"]))
+    best = points[i]
     return {"test_cost": best["test"]["cost"], "test_accuracy": best["test"]["accuracy"],
             "val_cost": best["val"]["cost"], "val_accuracy": best["val"]["accuracy"],
             "escalation_rate": best["test"]["escalation_rate"], "params": best["params"]}
@@ -184,6 +194,7 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
     hpc_test = float((hpc.proba_test.argmax(axis=1) == dataset.y_test).mean())
     target = all_val - 0.01
     hpc_target = hpc.val_accuracy - 0.01
+    n_val = len(dataset.y_val)  # operating points: chosen by the Wilson lower bound on these
 
     def family(*names: str) -> list[dict[str, Any]]:
         return [p for p in points if p["family"] in names]
@@ -197,6 +208,7 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
         "all_sensors_val_accuracy": all_val,
         "hpc_accuracy": hpc_test,
         "hpc_val_accuracy": hpc.val_accuracy,
+        "validation_rows": n_val,
         "train_seconds": sweep.seconds,
         "train_cpu_seconds": sweep.cpu_seconds,
         "hpc_seconds": hpc_seconds,
@@ -210,17 +222,17 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
         "classifier_choice": sweep.classifier,
         "node_accuracy": node_accuracy(bank, order),
         "reduction_scores": sweep.reduction_scores,
-        "at_1pct": {fam: chosen(family(*fams), target) for fam, fams in (
+        "at_1pct": {fam: chosen(family(*fams), target, n_val) for fam, fams in (
             ("dag", ("dag", "dag-no-escalation")), ("dag_escalation", ("dag",)),
             ("dag_no_escalation", ("dag-no-escalation",)), ("static", ("static",)),
             ("cascade", ("cascade",)), ("one_node", ("one-node",)))},
-        "at_hpc_1pct": {fam: chosen(family(*fams), hpc_target) for fam, fams in (
+        "at_hpc_1pct": {fam: chosen(family(*fams), hpc_target, n_val) for fam, fams in (
             ("dag", ("dag", "dag-no-escalation")), ("dag_escalation", ("dag",)),
             ("dag_no_escalation", ("dag-no-escalation",)), ("static", ("static",)),
             ("one_node", ("one-node",)), ("adapt_gbrt", ("adapt-gbrt",)))},
     }
-    result["dag_cost_at_1pct"] = _cost(chosen(dag_all, target))
-    result["static_cost_at_1pct"] = _cost(chosen(family("static"), target))
+    result["dag_cost_at_1pct"] = _cost(chosen(dag_all, target, n_val))
+    result["static_cost_at_1pct"] = _cost(chosen(family("static"), target, n_val))
     if result["dag_cost_at_1pct"] is not None and result["static_cost_at_1pct"]:
         result["dag_to_static_cost_ratio"] = (result["dag_cost_at_1pct"]
                                               / result["static_cost_at_1pct"])
@@ -229,7 +241,7 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
     result["always_cloud_cost"] = always_cloud
     for fam, fams in (("dag", ("dag", "dag-no-escalation")), ("static", ("static",)),
                       ("adapt_gbrt", ("adapt-gbrt",)), ("one_node", ("one-node",))):
-        best = chosen(family(*fams), hpc_target)
+        best = chosen(family(*fams), hpc_target, n_val)
         if best is not None:
             result.setdefault("best_within_1pct", {})[fam] = {
                 **best, "cost_reduction": 1.0 - best["test_cost"] / always_cloud}
@@ -245,10 +257,22 @@ def _dominance(esc: list[dict[str, Any]], no_esc: list[dict[str, Any]]) -> dict[
     for acc in accs:
         a, b = chosen(esc, acc), chosen(no_esc, acc)
         rows.append({"val_accuracy_target": acc, "with_escalation": a, "without": b})
-    top_esc = max((p["test"]["accuracy"] for p in esc), default=None)
-    top_no = max((p["test"]["accuracy"] for p in no_esc), default=None)
-    return {"max_test_accuracy_with": top_esc, "max_test_accuracy_without": top_no,
-            "targets": rows}
+    return {"most_accurate_on_validation_with": _most_accurate(esc),
+            "most_accurate_on_validation_without": _most_accurate(no_esc), "targets": rows}
+
+
+def _most_accurate(points: list[dict[str, Any]]) -> dict[str, float] | None:
+    """The most accurate point on validation (the cheaper on ties), reported on test."""
+    from adaptedge.protocol.operating_points import most_accurate
+    from adaptedge.trainer.policy.graph import Metrics
+
+    best = most_accurate([Metrics(accuracy=p["val"]["accuracy"], cost=p["val"]["cost"])
+                          for p in points])
+    if best is None:
+        return None
+    p = points[best]
+    return {"test_accuracy": p["test"]["accuracy"], "test_cost": p["test"]["cost"],
+            "val_accuracy": p["val"]["accuracy"], "val_cost": p["val"]["cost"]}
 
 
 def plot(name: str, points: list[dict[str, Any]], hpc_acc: float, path: Path) -> None:
@@ -263,7 +287,7 @@ def plot(name: str, points: list[dict[str, Any]], hpc_acc: float, path: Path) ->
               "one-node": ("d-.", "one node (ADAPT shape)"), "adapt-gbrt": ("x-", "ADAPT-GBRT"),
               "all-sensors": ("k*", "all sensors")}
     for fam, (style, label) in styles.items():
-        pts = sorted((p["test"]["cost"], 1 - p["test"]["accuracy"]) for p in points
+        pts = sorted((p["test"]["cost"], 1 - p["test"]["accuracy"]) for p in points  # reports-test: plot
                      if p["family"] == fam)
         if fam not in ("all-sensors",):
             # the validation frontier of the family, drawn at its test values

@@ -182,3 +182,11 @@ def _numbers(values: Any) -> bool:
 def _ids(values: Any, ids: range) -> bool:
     return isinstance(values, list) and all(
         isinstance(v, int) and not isinstance(v, bool) and v in ids for v in values)
+
+
+def checked_index(raw: dict[str, Any] | None, points: list[str]) -> dict[str, Any] | None:
+    """A manifest's ``budget_index`` JSON as given, once ``BudgetIndex`` accepts it (a
+    ``BundleError`` names the field otherwise)."""
+    if raw is not None:
+        BudgetIndex.from_dict(raw, points)
+    return raw

@@ -20,11 +20,17 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from adaptedge.protocol.budget_index import BudgetIndex
+from adaptedge.protocol.budget_index import checked_index
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.policy_graph import ACTION_KINDS as ACTION_KINDS  # the contract's name
 from adaptedge.protocol.policy_graph import PolicyGraph, read_graph
 from adaptedge.protocol.size_poly import parse_size_poly
+from adaptedge.protocol.split_recipe import (
+    SplitRecipe,
+    drop_unset_optionals,
+    parse_interval,
+    parse_split,
+)
 
 BUNDLE_SCHEMA_VERSION = 1
 MODEL_INPUT = "x"
@@ -103,6 +109,7 @@ class OperatingPoint:
     escalation_rate: float = 0.0
     avg_sensors_read: float = 0.0
     params: Mapping[str, float | str] = field(default_factory=dict)
+    accuracy_interval: tuple[float, float] | None = None  # optional: Wilson, see split_recipe
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +141,7 @@ class Manifest:
     """Free-form provenance: method, dataset, training time, library versions."""
     budget_index: Mapping[str, Any] | None = None
     """Per-decision budgets: ``protocol.budget_index`` JSON (absent unless a method made one)."""
+    split: SplitRecipe | None = None  # optional: the training split (protocol.split_recipe)
 
     # -- lookups ----------------------------------------------------------------------------
     def sensor(self, name: str) -> SensorSpec:
@@ -149,13 +157,7 @@ class Manifest:
         raise KeyError(name)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = _jsonable(asdict(self))
-        for sensor in out["sensors"]:  # size polynomials: absent unless used (old bundles)
-            if poly := sensor.pop("size_poly"):
-                sensor["size_poly"] = dict(poly)
-        if out["budget_index"] is None:
-            del out["budget_index"]
-        return out
+        return _jsonable(drop_unset_optionals(asdict(self)))  # type: ignore[no-any-return]
 
     @property
     def size_dependent(self) -> bool:  # any sensor's cost grows with the item's size
@@ -310,14 +312,10 @@ def _parse_manifest(raw: Any) -> Manifest:
         default_operating_point=default,
         files=files,
         metadata=r.get("metadata", dict, {}),
-        budget_index=_parse_index(r.get("budget_index", dict, None), point_names),
+        budget_index=checked_index(r.get("budget_index", dict, None), point_names),
+        split=parse_split(r.raw.get("split"), "split"),
     )
 
-
-def _parse_index(raw: dict[str, Any] | None, points: list[str]) -> dict[str, Any] | None:
-    if raw is not None:
-        BudgetIndex.from_dict(raw, points)  # raises BundleError naming the field
-    return raw
 
 
 def _parse_sensor(raw: Any, path: str, n_features: int) -> SensorSpec:
@@ -394,4 +392,8 @@ def _parse_point(r: _Reader, policies: Mapping[str, PolicyGraph]) -> OperatingPo
     return OperatingPoint(
         name=r.text("name"), policy=policy, accuracy=r.number("accuracy"), cost=r.number("cost"),
         escalation_rate=r.number("escalation_rate", 0.0),
-        avg_sensors_read=r.number("avg_sensors_read", 0.0), params=params)
+        avg_sensors_read=r.number("avg_sensors_read", 0.0),
+        params=params,
+        accuracy_interval=parse_interval(r.raw.get("accuracy_interval"),
+                                         r.at("accuracy_interval")),
+    )

@@ -161,5 +161,5 @@ def test_pareto_frontier_and_picks() -> None:
     assert pick_within_budget(pts, 100).name == "d"
     with pytest.raises(BudgetError, match="the cheapest costs 1"):
         pick_within_budget(pts, 0.5)
-    assert pick_near_accuracy(pts, 0.86).name == "b"
-    assert pick_near_accuracy(pts, 0.99).name == "d"
+    assert pick_near_accuracy(pts, 0.855, n_rows=10**9).name == "b"
+    assert pick_near_accuracy(pts, 0.99, n_rows=10**9).name == "d"

@@ -129,12 +129,13 @@ def test_inspect_table_has_columns_units_and_short_labels(
     out = capsys.readouterr().out.splitlines()
     head = next(i for i, line in enumerate(out) if "operating point" in line)
     assert "cost (mJ)" in out[head] and "accuracy" in out[head]
+    assert "validation 95% interval" in out[head]
     rows = out[head + 1: head + 3]
     # walk (cost 8) is the cheaper point: P1, and the default (*)
     assert rows[0].split()[:3] == ["P2", "gate", "gate"]
     assert rows[1].split()[:4] == ["P1", "walk", "*", "walk"]
     for row in rows:  # every column is separated by at least two spaces
-        assert len([c for c in row.split("  ") if c.strip()]) == 7, row
+        assert len([c for c in row.split("  ") if c.strip()]) == 8, row
 
 
 def test_inspect_into_a_closed_pipe_ends_quietly(toy_bundle: tuple[Path, Any]) -> None:

@@ -14,6 +14,7 @@ from test_bundle_export import heart_policies
 from adaptedge.cli.main import main
 from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.costs import hpc_cost
+from adaptedge.protocol.operating_points import wilson_interval
 from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.methods import registry as methods
 from adaptedge.trainer.policy.graph import Graph
@@ -56,9 +57,14 @@ def test_train_writes_a_verified_frontier_bundle(trained: Path,
     costs = [p.cost for p in m.operating_points]
     accs = [p.accuracy for p in m.operating_points]
     assert costs == sorted(costs) and all(a < b for a, b in pairwise(accs))
-    good = [p for p in m.operating_points if p.accuracy >= m.hpc.accuracy - 0.01]
-    want = min(good, key=lambda p: p.cost) if good else max(m.operating_points,
-                                                            key=lambda p: p.accuracy)
+    # the default: cheapest whose stored validation interval's low end is within 1% of the HPC
+    n_val = len(load_dataset("heart").y_val)
+    for p in m.operating_points:
+        assert p.accuracy_interval == pytest.approx(wilson_interval(p.accuracy, n_val))
+        assert p.accuracy_interval[0] < p.accuracy < p.accuracy_interval[1]
+    good = [p for p in m.operating_points if p.accuracy_interval[0] >= m.hpc.accuracy - 0.01]
+    want = min(good, key=lambda p: p.cost) if good else max(
+        m.operating_points, key=lambda p: p.accuracy_interval[0])
     assert m.default_operating_point == want.name
 
 
@@ -89,7 +95,9 @@ def test_evaluate_json(trained: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert report["hpc"]["cost"] == pytest.approx(hpc_cost(m).scalar)
     for point in report["points"]:
         assert set(point) == {"name", "accuracy", "cost", "escalation_rate", "avg_sensors_read",
-                              "energy_mj", "latency_ms", "bytes"}
+                              "energy_mj", "latency_ms", "bytes", "validation_interval"}
+        stored = m.operating_point(point["name"]).accuracy_interval
+        assert point["validation_interval"] == pytest.approx(list(stored))
         res = evaluate_policy(trained, m.operating_point(point["name"]).policy, d.X_test,
                               d.y_test)
         assert point["accuracy"] == pytest.approx(res.accuracy)
@@ -98,7 +106,8 @@ def test_evaluate_json(trained: Path, capsys: pytest.CaptureFixture[str]) -> Non
     runner = BundleRunner.from_dir(trained)
     hpc_acc = runner.evaluate_hpc(d.X_val, d.y_val).accuracy
     val = {p.name: runner.evaluate(p.policy, d.X_val, d.y_val) for p in m.operating_points}
-    eligible = [n for n, r in val.items() if r.accuracy >= hpc_acc - 0.01]
+    eligible = [n for n, r in val.items()
+                if wilson_interval(r.accuracy, len(d.y_val))[0] >= hpc_acc - 0.01]
     best = report["best_within_1pct"]
     if not eligible:
         assert best is None

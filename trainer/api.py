@@ -13,8 +13,10 @@ from typing import Any
 
 from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.operating_points import wilson_interval
 from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.data.frames import tabular_source
+from adaptedge.trainer.data.splits import split_recipe
 from adaptedge.trainer.export.bundle import export_bundle
 from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.methods.params import check_params
@@ -34,17 +36,21 @@ class TrainError(ValueError):
     """Training produced nothing usable (e.g. a method returned no candidate policies)."""
 
 
-def choose_default(frontier: list[Any], hpc_accuracy: float, budget: float | None
-                   ) -> tuple[Any, str]:
-    """The default operating point and the rule that chose it, in words. A budget below every
-    point keeps the finished run: the cheapest point, with a warning on stderr."""
+def choose_default(frontier: list[Any], hpc_accuracy: float, budget: float | None, *,
+                   n_rows: int) -> tuple[Any, str]:
+    """The default operating point and the rule that chose it, in words (``n_rows``: validation
+    rows, for the confidence bound). A budget below every point keeps the finished run: the
+    cheapest point, with a warning on stderr."""
     if budget is None:
-        point = pick_near_accuracy(frontier, hpc_accuracy, DEFAULT_TOLERANCE)
-        near = point.validation.accuracy >= hpc_accuracy - DEFAULT_TOLERANCE
-        return point, (f"the cheapest point within {DEFAULT_TOLERANCE:g} of the HPC's validation "
-                       f"accuracy {hpc_accuracy:.4f}" if near else
-                       f"the most accurate point (none is within {DEFAULT_TOLERANCE:g} of the "
-                       f"HPC's validation accuracy {hpc_accuracy:.4f})")
+        point = pick_near_accuracy(frontier, hpc_accuracy, DEFAULT_TOLERANCE, n_rows=n_rows)
+        low = wilson_interval(point.validation.accuracy, n_rows)[0]
+        near = low >= hpc_accuracy - DEFAULT_TOLERANCE
+        return point, (f"the cheapest point whose validation accuracy is within "
+                       f"{DEFAULT_TOLERANCE:g} of the HPC's ({hpc_accuracy:.4f}) with 97.5% "
+                       f"confidence (Wilson lower bound on {n_rows} rows)" if near else
+                       f"the point with the highest lower confidence bound (none is within "
+                       f"{DEFAULT_TOLERANCE:g} of the HPC's validation accuracy "
+                       f"{hpc_accuracy:.4f} with confidence)")
     try:
         return pick_within_budget(frontier, budget), (
             f"the most accurate point with validation cost <= --budget {budget:g}")
@@ -80,7 +86,8 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
 
     The bundle holds the validation frontier of the method's sweep. The default operating
     point is the most accurate within ``budget`` when given, else the cheapest whose validation
-    accuracy is within 1% of the HPC's (else the most accurate). Training time, method,
+    accuracy is within 1% of the HPC's with 97.5% confidence (a Wilson lower bound; else the
+    one with the highest bound). Training time, method,
     dataset, seed and library versions go into the manifest metadata. ``out`` must be new, an
     empty directory or, with ``force``, a bundle to replace (checked before training).
     """
@@ -117,7 +124,7 @@ def _train_bundle(data: str, method: str, out: str | Path, *, target: str | None
 
         index = budget_index(method, candidates, dataset)
         frontier = candidates
-    default, rule = choose_default(frontier, hpc.val_accuracy, budget)
+    default, rule = choose_default(frontier, hpc.val_accuracy, budget, n_rows=len(dataset.y_val))
     meta: dict[str, Any] = {
         "method": method,
         "dataset": dataset.name,
@@ -134,5 +141,5 @@ def _train_bundle(data: str, method: str, out: str | Path, *, target: str | None
                   for k, v in sorted((extra or {}).items())},
     }
     export_bundle(out, dataset, hpc, frontier, default=default.name, metadata=meta, force=force,
-                  budget_index=index)
+                  budget_index=index, split=split_recipe(dataset, seed))
     return verify(out)

@@ -1,9 +1,12 @@
 """``adaptedge evaluate``: run a bundle's exported ONNX models (never Python objects) on a
 dataset split and report accuracy and cost of every operating point against always-cloud.
 
-``best_within_1pct`` is the cheapest point whose VALIDATION accuracy is >= the HPC's
-validation accuracy - 0.01, reported on the requested split with cost_reduction =
-1 - cost / HPC cost (both on that split).
+``best_within_1pct`` is the cheapest point whose VALIDATION accuracy, measured here, is >= the
+HPC's validation accuracy - 0.01 with 97.5% confidence (its Wilson lower bound,
+``protocol.operating_points.confidently_near``, the trainer's rule), reported on the requested
+split with cost_reduction = 1 - cost / HPC cost (both on that split). Each point shows the
+validation accuracy interval the bundle stores with it (``validation_interval``, null for older
+bundles).
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ def register(sub: Any) -> None:
     p.add_argument("--target", help="label column of a CSV/TSV file")
     p.add_argument("--costs", type=Path, help="TOML costs file used at training")
     p.add_argument("--grouping", help="sensor grouping used at training")
-    p.add_argument("--seed", type=int, default=0, help="split seed used at training (default 0)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="split seed (default: the bundle's recorded split, else 0)")
     p.add_argument("--split", choices=("validation", "test"), default="test")
     p.add_argument("--budget", type=float, help="per-decision budget (training-scalar units): "
                    "each item runs the model the bundle's budget index picks for its size")
@@ -47,7 +51,7 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
     """The evaluation report (the ``--json`` object) of a verified bundle directory."""
     from adaptedge.protocol.bundle import verify
     from adaptedge.protocol.costs import hpc_cost
-    from adaptedge.protocol.operating_points import cheapest_reaching
+    from adaptedge.protocol.operating_points import confidently_near
     from adaptedge.trainer.policy.oracle import BundleRunner, PolicyResult
 
     manifest = verify(root)
@@ -83,10 +87,12 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
         points.append({"name": point.name, "accuracy": r.accuracy, "cost": r.mean_cost,
                        "escalation_rate": r.escalation_rate,
                        "avg_sensors_read": r.avg_sensors_read, "energy_mj": r.mean_energy_mj,
-                       "latency_ms": r.mean_latency_ms, "bytes": r.mean_bytes})
+                       "latency_ms": r.mean_latency_ms, "bytes": r.mean_bytes,
+                       "validation_interval": (None if point.accuracy_interval is None
+                                               else list(point.accuracy_interval))})
     validation = [result(point.policy, "validation") for point in manifest.operating_points]
-    chosen = cheapest_reaching([Scored(v.accuracy, v.mean_cost) for v in validation],
-                               hpc_val.accuracy - TOLERANCE)
+    chosen = confidently_near([Scored(v.accuracy, v.mean_cost) for v in validation],
+                              hpc_val.accuracy, TOLERANCE, len(dataset.y_val), fallback=False)
     best = None
     if chosen is not None:
         point = manifest.operating_points[chosen]
@@ -101,16 +107,19 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from adaptedge.protocol.bundle import open_bundle
+    from adaptedge.protocol.bundle import open_bundle, verify
     from adaptedge.trainer.data.costs import CostsError
     from adaptedge.trainer.data.datasets import DatasetError, load_dataset
 
-    try:
-        dataset = load_dataset(args.data, target=args.target, costs=args.costs,
-                               grouping=args.grouping, seed=args.seed)
-    except (DatasetError, CostsError) as exc:
-        raise CommandError(str(exc)) from exc
     with open_bundle(args.bundle) as root:
+        recipe = verify(root).split
+        seed = args.seed if args.seed is not None else (recipe.seed if recipe else 0)
+        try:
+            dataset = load_dataset(args.data, target=args.target, costs=args.costs,
+                                   grouping=args.grouping, seed=seed)
+        except (DatasetError, CostsError) as exc:
+            raise CommandError(str(exc)) from exc
+        check_split(recipe, dataset, seed)
         if args.budget is not None:
             return _run_budget(root, dataset, args)
         report = evaluate_bundle(root, dataset, args.split)
@@ -121,25 +130,46 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_split(recipe: Any, dataset: Any, seed: int) -> None:
+    """Refuse to evaluate on the bundle's own dataset with another split than it was trained
+    on (its training rows would leak into the evaluation). ``recipe``: the manifest's
+    ``SplitRecipe`` or ``None`` (older bundles: nothing to check)."""
+    from adaptedge.trainer.data.splits import split_recipe
+
+    if recipe is None or recipe.dataset != dataset.name:
+        return
+    if split_recipe(dataset, seed).digest != recipe.digest:
+        raise CommandError(
+            f"the bundle was trained on {recipe.dataset} split with seed {recipe.seed} (digest "
+            f"{recipe.digest[:12]}), but --data {dataset.name} with seed {seed} gives another "
+            f"split: drop --seed (or pass --seed {recipe.seed}) and use the data it was "
+            "trained on")
+
+
 def render(report: dict[str, Any], title: str) -> str:
     hpc = report["hpc"]
     w = max([len("operating point")] + [len(p["name"]) for p in report["points"]]) + 2
     lines = [title,
              f"HPC (always cloud): accuracy {hpc['accuracy']:.4f}, cost {hpc['cost']:.4g}", "",
              f"{'operating point':<{w}}{'accuracy':>9}{'cost':>10}{'escalate':>10}{'sensors':>9}"
-             f"{'energy mJ':>11}{'latency ms':>12}{'bytes':>8}"]
+             f"{'energy mJ':>11}{'latency ms':>12}{'bytes':>8}  validation 95% interval"]
     for p in report["points"]:
+        interval = ("-" if p["validation_interval"] is None
+                    else "[{:.4f}, {:.4f}]".format(*p["validation_interval"]))
         lines.append(f"{p['name']:<{w}}{p['accuracy']:>9.4f}{p['cost']:>10.4g}"
                      f"{p['escalation_rate']:>10.3f}{p['avg_sensors_read']:>9.2f}"
-                     f"{p['energy_mj']:>11.4g}{p['latency_ms']:>12.4g}{p['bytes']:>8.1f}")
+                     f"{p['energy_mj']:>11.4g}{p['latency_ms']:>12.4g}{p['bytes']:>8.1f}"
+                     f"  {interval}")
     best = report["best_within_1pct"]
     lines.append("")
     if best is None:
-        lines.append("no operating point is within 1% of the HPC's validation accuracy")
+        lines.append("no operating point is within 1% of the HPC's validation accuracy with "
+                     "97.5% confidence")
     else:
         reduction = ("n/a" if best["cost_reduction"] is None
                      else f"{100 * best['cost_reduction']:.1f}%")
-        lines.append(f"best within 1% of the HPC (chosen on validation): {best['name']}: "
+        lines.append(f"best within 1% of the HPC (chosen on validation, 97.5% lower bound): "
+                     f"{best['name']}: "
                      f"accuracy {best['accuracy']:.4f}, cost {best['cost']:.4g}, "
                      f"cost reduction {reduction}")
     return "\n".join(lines)

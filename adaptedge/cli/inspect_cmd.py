@@ -71,6 +71,10 @@ def render(m: Manifest) -> str:
         lines.append(f"  {name}: {len(graph.nodes)} nodes, root {graph.root!r}, "
                      f"up to {depth} sensors")
     lines += ["", *point_table(m)]
+    if m.split is not None:
+        lines += ["", f"split: {m.split.dataset}, seed {m.split.seed}, fractions "
+                      f"{', '.join(f'{f:.3f}' for f in m.split.fractions)}, digest "
+                      f"{m.split.digest[:16]}"]
     lines += ["", "files (sha256):"]
     lines += [f"  {name:<28}{digest}" for name, digest in sorted(m.files.items())]
     return "\n".join(lines)
@@ -96,10 +100,12 @@ def point_table(m: Manifest) -> list[str]:
                       strict=True))
     unit = cost_unit(m)
     head = ("", "operating point", "policy", "accuracy", f"cost ({unit})", "escalate",
-            "sensors read")
+            "sensors read", "validation 95% interval")
     rows = [(labels[p.name], p.name + (" *" if p.name == m.default_operating_point else ""),
              p.policy, f"{p.accuracy:.4f}", f"{p.cost:.4g}", f"{p.escalation_rate:.3f}",
-             f"{p.avg_sensors_read:.2f}") for p in m.operating_points]
+             f"{p.avg_sensors_read:.2f}",
+             "-" if p.accuracy_interval is None else "[{:.4f}, {:.4f}]".format(
+                 *p.accuracy_interval)) for p in m.operating_points]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     left = 3  # label, name and policy align left; numbers right
 

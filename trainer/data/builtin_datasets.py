@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -218,33 +219,50 @@ GAS_FEATURES = ("dR", "absdR", "ema_rise_0.001", "ema_rise_0.01", "ema_rise_0.1"
                 "ema_decay_0.001", "ema_decay_0.01", "ema_decay_0.1")
 
 
-def _gas(grouping: str | None, seed: int) -> Dataset:
-    check_grouping("gas", grouping, ("sensors",))
+def _gas_rows() -> tuple[Floats, npt.NDArray[np.int64], npt.NDArray[np.int64], tuple[str, ...]]:
+    """All vendored rows of the gas drift data: X, y, each row's batch, feature names."""
     names = tuple(f"s{s + 1}_{f}" for s in range(16) for f in GAS_FEATURES)
-    rows = [r for b in GAS_BATCHES
-            for r in read_rows(data_dir() / "gas_sensor_drift" / f"batch{b}.dat.gz", ",")]
+    per_batch = [read_rows(data_dir() / "gas_sensor_drift" / f"batch{b}.dat.gz", ",")
+                 for b in GAS_BATCHES]
+    rows = [r for batch in per_batch for r in batch]
+    batch = np.repeat(np.array(GAS_BATCHES, dtype=np.int64), [len(b) for b in per_batch])
     try:
         y = np.array([GAS_CLASSES.index(r[0]) for r in rows], dtype=np.int64)
     except ValueError as exc:
         raise DatasetError(f"gas: unknown gas name ({exc})") from None
-    X = parse_floats([r[2:] for r in rows], names, "gas")
-    splits = stratified_split(y, (0.6, 0.2, 0.2), seed)
+    return parse_floats([r[2:] for r in rows], names, "gas"), y, batch, names
+
+
+GAS_NOTE = ("16 metal-oxide sensors x 8 features; the concentration column is dropped; nominal "
+            "cost 1 mJ and 1 ms per sensor read (training scalar: energy, so each sensor costs "
+            "1). Features are raw: scaling is the model's business.")
+
+
+def _gas(grouping: str | None, seed: int, by_batch: bool = False) -> Dataset:
+    check_grouping("gas-time" if by_batch else "gas", grouping, ("sensors",))
+    X, y, batch, names = _gas_rows()
+    if by_batch:  # 36 months of drift: train on the past, validate and test on the future
+        splits = [np.flatnonzero(np.isin(batch, part)) for part in ((1, 2, 3, 4, 5), (6,), (8, 9))]
+        how = ("time-ordered by batch: train batches 1-5, validation batch 6, test batches 8-9 "
+               "(the seed does not change it)")
+    else:
+        splits = stratified_split(y, (0.6, 0.2, 0.2), seed)
+        how = "seeded stratified 60/20/20 (near-duplicate readings of a batch on both sides)"
     sensors = sensor_groups([f"sensor{s + 1}" for s in range(16)],
                       [range(8 * s, 8 * s + 8) for s in range(16)], per_feature_nominal=False)
     return assemble(
-        "gas", Parts(X, y, (splits[0], splits[1], splits[2])), GAS_CLASSES, names, sensors,
-        PRESETS["energy"],
+        "gas-time" if by_batch else "gas", Parts(X, y, (splits[0], splits[1], splits[2])),
+        GAS_CLASSES, names, sensors, PRESETS["energy"],
         "UCI Gas Sensor Array Drift, batches 1-6, 8, 9 concatenated (7 and 10 not vendored), "
-        "seeded stratified 60/20/20; 16 metal-oxide sensors x 8 features; the concentration "
-        "column is dropped; nominal cost 1 mJ and 1 ms per sensor read (training scalar: "
-        "energy, so each sensor costs 1). Features are raw: scaling is the model's business.")
+        f"{how}; {GAS_NOTE}")
 
 
 WALL_CLASSES = ("Move-Forward", "Sharp-Right-Turn", "Slight-Left-Turn", "Slight-Right-Turn")
 
 
-def _wall_robot(grouping: str | None, seed: int) -> Dataset:
-    check_grouping("wall-robot", grouping, ("per-sensor",))
+def _wall_robot(grouping: str | None, seed: int, by_time: bool = False) -> Dataset:
+    name = "wall-robot-time" if by_time else "wall-robot"
+    check_grouping(name, grouping, ("per-sensor",))
     rows = read_rows(data_dir() / "wall_robot_navigation" / "sensor_readings_24.data.gz", ",")
     header, body = rows[0], rows[1:]
     names = header[:-1]
@@ -253,12 +271,19 @@ def _wall_robot(grouping: str | None, seed: int) -> Dataset:
     except ValueError as exc:
         raise DatasetError(f"wall-robot: unknown class ({exc})") from None
     X = parse_floats([r[:-1] for r in body], names, "wall-robot")
-    splits = stratified_split(y, (0.6, 0.2, 0.2), seed)
+    if by_time:  # the file is the robot's trajectory in time order: contiguous blocks
+        cuts = [0, round(0.6 * len(y)), round(0.8 * len(y)), len(y)]
+        splits = [np.arange(a, b, dtype=np.int64) for a, b in pairwise(cuts)]
+        how = ("time-ordered: the first 60% of the trajectory train, the next 20% validation, "
+               "the last 20% test (the seed does not change it)")
+    else:
+        splits = stratified_split(y, (0.6, 0.2, 0.2), seed)
+        how = "seeded stratified 60/20/20 (neighbouring readings on both sides)"
     return assemble(
-        "wall-robot", Parts(X, y, (splits[0], splits[1], splits[2])), WALL_CLASSES, names,
+        name, Parts(X, y, (splits[0], splits[1], splits[2])), WALL_CLASSES, names,
         per_feature(names), UNIFORM,
-        "UCI Wall-Following Robot Navigation: 24 ultrasound sensors of one feature each, seeded "
-        "stratified 60/20/20; unit cost per sensor. " + NOMINAL_NOTE)
+        f"UCI Wall-Following Robot Navigation: 24 ultrasound sensors of one feature each, {how}; "
+        "unit cost per sensor. " + NOMINAL_NOTE)
 
 
 BUILTINS: dict[str, Callable[[str | None, int], Dataset]] = {
@@ -270,4 +295,6 @@ BUILTINS: dict[str, Callable[[str | None, int], Dataset]] = {
     "heart": _heart,
     "gas": _gas,
     "wall-robot": _wall_robot,
+    "gas-time": lambda grouping, seed: _gas(grouping, seed, by_batch=True),
+    "wall-robot-time": lambda grouping, seed: _wall_robot(grouping, seed, by_time=True),
 }

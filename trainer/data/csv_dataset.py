@@ -58,7 +58,7 @@ def csv_dataset(path: Path, target: str | None, grouping: str | None, seed: int)
     y = np.array([classes.index(v) for v in labels], dtype=np.int64)
     if s is not None:
         tags = np.array([r[s].strip().lower() for r in body])
-        unknown = sorted(set(tags.tolist()) - {"train", "validation", "test"})
+        unknown = sorted(set(tags.tolist()) - {"train", "validation", "test"})  # reports-test: tags
         if unknown:
             raise DatasetError(f"{path}: column 'split' holds {unknown}; allowed values are "
                                "train, validation, test")

@@ -15,7 +15,9 @@ from typing import Any
 
 from adaptedge.protocol.bundle import write_bundle
 from adaptedge.protocol.manifest import BUNDLE_SCHEMA_VERSION, HpcRef, Manifest, OperatingPoint
+from adaptedge.protocol.operating_points import wilson_interval
 from adaptedge.protocol.policy_graph import ModelRef, PolicyGraph, PolicyNode
+from adaptedge.protocol.split_recipe import SplitRecipe
 from adaptedge.trainer.data.datasets import Dataset, SplitName
 from adaptedge.trainer.hpc import HpcModel
 from adaptedge.trainer.policy.graph import Graph, Metrics
@@ -28,7 +30,7 @@ def model_file_name(onnx_model: bytes) -> str:
     return f"m_{hashlib.sha256(onnx_model).hexdigest()[:16]}.onnx"
 
 
-def _point(policy: Graph) -> OperatingPoint:
+def _point(policy: Graph, n_val: int) -> OperatingPoint:
     params: dict[str, float | str] = {}
     for key, value in sorted(policy.params.items()):
         params[key] = value if isinstance(value, str) else float(value)
@@ -37,12 +39,14 @@ def _point(policy: Graph) -> OperatingPoint:
     v = policy.validation
     return OperatingPoint(name=policy.name, policy=policy.name, accuracy=float(v.accuracy),
                           cost=float(v.cost), escalation_rate=float(v.escalation_rate),
-                          avg_sensors_read=float(v.avg_sensors_read), params=params)
+                          avg_sensors_read=float(v.avg_sensors_read), params=params,
+                          accuracy_interval=wilson_interval(v.accuracy, n_val))
 
 
 def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
                  default: str | None = None, metadata: Mapping[str, Any] | None = None,
-                 hpc_onnx: bytes | None = None) -> tuple[Manifest, dict[str, bytes]]:
+                 hpc_onnx: bytes | None = None, split: SplitRecipe | None = None
+                 ) -> tuple[Manifest, dict[str, bytes]]:
     """The manifest (hashes not yet filled in) and the files of a bundle, in memory."""
     if not policies:
         raise ValueError("a bundle needs at least one policy")
@@ -63,7 +67,7 @@ def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
                                         model=ModelRef(file, tuple(int(i) for i in node.inputs)),
                                         actions=tuple(a.to_manifest() for a in node.actions))
         graphs[policy.name] = PolicyGraph(root=policy.root, nodes=nodes)
-    points = tuple(_point(p) for p in policies)
+    points = tuple(_point(p, len(dataset.y_val)) for p in policies)
     chosen = default if default is not None else points[0].name
     if chosen not in names:
         raise ValueError(f"default operating point {chosen!r} is not one of {names}")
@@ -74,17 +78,19 @@ def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
         hpc=HpcRef(HPC_FILE, hpc.sensors, accuracy=float(hpc.val_accuracy),
                    description=hpc.description),
         policies=graphs, operating_points=points, default_operating_point=chosen, files={},
-        metadata=dict(metadata or {}))
+        metadata=dict(metadata or {}), split=split)
     return manifest, files
 
 
 def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
                   policies: Sequence[Graph], *, default: str | None = None,
                   metadata: Mapping[str, Any] | None = None, force: bool = False,
-                  budget_index: Mapping[str, Any] | None = None) -> Manifest:
+                  budget_index: Mapping[str, Any] | None = None,
+                  split: SplitRecipe | None = None) -> Manifest:
     """Write the bundle to ``out_dir`` (an existing bundle there only with ``force``) and
     return the validated manifest (``budget_index``: ``protocol.budget_index`` JSON)."""
-    manifest, files = build_bundle(dataset, hpc, policies, default=default, metadata=metadata)
+    manifest, files = build_bundle(dataset, hpc, policies, default=default, metadata=metadata,
+                                   split=split)
     if budget_index is not None:
         manifest = replace(manifest, budget_index=dict(budget_index))
     return write_bundle(out_dir, manifest, files, force=force)

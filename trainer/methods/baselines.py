@@ -1,7 +1,6 @@
 """Baselines: Greedy Miser, the confidence cascade, and the paper's L1 baseline.
 
-- ``GreedyMiser`` (Xu et al., ICML 2012): cost-penalised boosting, ADAPT-GBRT with P_full = 0;
-  one node, stop only.
+- ``GreedyMiser`` (Xu et al., ICML 2012) lives in ``greedy_miser`` (re-exported here).
 - ``ConfidenceCascade``: an LPC (boosted trees) on the k best sensors (by cost-blind split
   gain); stop when its max class probability >= ``threshold``, else escalate.
 - ``L1Baseline`` (Nan & Saligrama's baseline): L1 logistic regression on all data selects the
@@ -13,6 +12,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from numbers import Integral, Real
 from typing import Any, ClassVar
@@ -25,72 +25,17 @@ from sklearn.utils.validation import check_is_fitted
 
 from adaptedge.trainer.export.models import node_model
 from adaptedge.trainer.export.trees import tree_core
-from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier, _check_inputs, _sensor_layout
+from adaptedge.trainer.methods.adapt_gbrt import _check_inputs, _sensor_layout
 from adaptedge.trainer.methods.cart import feature_gains, quantize
 from adaptedge.trainer.methods.gating import CostModel, n_logits, parallel_map, proba
+from adaptedge.trainer.methods.greedy_miser import GreedyMiser as GreedyMiser  # re-exported
+from adaptedge.trainer.methods.greedy_miser import uniform_hpc
 from adaptedge.trainer.methods.linear_gate import LinearGateMixin
 from adaptedge.trainer.methods.registry import MethodOptions, register
-from adaptedge.trainer.policy.frontier import pareto_frontier
 from adaptedge.trainer.policy.graph import Graph
-from adaptedge.trainer.policy.one_node import named, one_node_graph, threshold_sweep, validated
+from adaptedge.trainer.policy.one_node import threshold_sweep
 
 FloatArray = NDArray[np.float64]
-
-
-def _uniform_hpc(y: NDArray[np.integer], n_classes: int | None = None) -> FloatArray:
-    k = int(np.max(y)) + 1 if n_classes is None else n_classes
-    return np.full((len(y), max(k, 2)), 1.0 / max(k, 2))
-
-
-class GreedyMiser(AdaptGbrtClassifier):
-    """Cost-aware stage-wise boosting: ADAPT-GBRT with P_full = 0 (no gate)."""
-
-    p_full = 0.0
-    gate_threshold = 0.0
-    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
-        k: v for k, v in AdaptGbrtClassifier._parameter_constraints.items()
-        if k not in ("p_full", "gate_threshold", "refine_rounds", "hpc")
-    }
-    refine_rounds = 0
-    initial_sensors = None
-
-    def __init__(
-        self,
-        *,
-        gamma: float = 1e-3,
-        n_rounds: int = 6,
-        n_trees: int = 20,
-        max_depth: int = 4,
-        learning_rate: float = 0.2,
-        min_samples_leaf: int = 20,
-        l2: float = 1.0,
-        max_bins: int = 64,
-        feature_sensor: Sequence[int] | None = None,
-        sensor_costs: Sequence[float] | None = None,
-        random_state: int | None = None,
-    ) -> None:
-        self.gamma = gamma
-        self.n_rounds = n_rounds
-        self.n_trees = n_trees
-        self.max_depth = max_depth
-        self.learning_rate = learning_rate
-        self.min_samples_leaf = min_samples_leaf
-        self.l2 = l2
-        self.max_bins = max_bins
-        self.feature_sensor = feature_sensor
-        self.sensor_costs = sensor_costs
-        self.random_state = random_state
-
-    def fit(  # type: ignore[override]
-        self, X: NDArray[np.floating], y: NDArray[np.integer],
-        hpc_proba: NDArray[np.floating] | None = None,
-    ) -> GreedyMiser:
-        P = _uniform_hpc(y) if hpc_proba is None else hpc_proba
-        super().fit(X, y, P)
-        return self
-
-    def to_onnx(self, *, gated: bool = False) -> bytes:
-        return super().to_onnx(gated=False)
 
 
 class ConfidenceCascade(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
@@ -137,7 +82,7 @@ class ConfidenceCascade(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     def fit(self, X: NDArray[np.floating], y: NDArray[np.integer],
             hpc_proba: NDArray[np.floating] | None = None) -> ConfidenceCascade:
         self._validate_params()
-        P = _uniform_hpc(y) if hpc_proba is None else hpc_proba
+        P = uniform_hpc(y) if hpc_proba is None else hpc_proba
         X32, yi, P = _check_inputs(X, y, P)
         feature_sensor, sensor_costs = _sensor_layout(
             self.feature_sensor, self.sensor_costs, X32.shape[1])
@@ -246,7 +191,7 @@ class L1Baseline(LinearGateMixin, ClassifierMixin, BaseEstimator):  # type: igno
         from sklearn.linear_model import LogisticRegression
 
         self._validate_params()
-        P = _uniform_hpc(y) if hpc_proba is None else hpc_proba
+        P = uniform_hpc(y) if hpc_proba is None else hpc_proba
         X32, yi, P = _check_inputs(X, y, P)
         n_classes = P.shape[1]
         feature_sensor, sensor_costs = _sensor_layout(
@@ -255,7 +200,7 @@ class L1Baseline(LinearGateMixin, ClassifierMixin, BaseEstimator):  # type: igno
         std = X32.std(axis=0, dtype=np.float64)
         std[std == 0] = 1.0
         Z = (X32 - mean) / std
-        l1 = LogisticRegression(l1_ratio=1.0, solver="saga", C=self.C, max_iter=3000,
+        l1 = LogisticRegression(**l1_penalty(), solver="saga", C=self.C, max_iter=3000,
                                 random_state=self.random_state).fit(Z, yi)
         selected = np.flatnonzero(np.abs(l1.coef_).sum(axis=0) > 1e-8)
         bought = np.zeros(sensor_costs.size, dtype=bool)
@@ -300,6 +245,21 @@ class L1Baseline(LinearGateMixin, ClassifierMixin, BaseEstimator):  # type: igno
         return other
 
 
+def l1_penalty(version: str | None = None) -> dict[str, Any]:
+    """``LogisticRegression`` keywords for a pure L1 penalty on scikit-learn ``version``
+    (default: the installed one). Before 1.8 ``l1_ratio`` is ignored unless
+    ``penalty="elasticnet"`` (``l1_ratio=1.0`` alone is an L2 model); from 1.8 ``penalty`` is
+    deprecated and ``l1_ratio=1.0`` is L1."""
+    if version is None:
+        import sklearn
+
+        version = sklearn.__version__
+    major, minor = (int(part) for part in re.findall(r"\d+", version)[:2])
+    if (major, minor) < (1, 8):
+        return {"penalty": "l1"}
+    return {"l1_ratio": 1.0}
+
+
 # -- registered sweeps ------------------------------------------------------------------------
 def _layout(dataset: Any, hpc: Any) -> tuple[CostModel, dict[str, Any]]:
     cm = CostModel.build(dataset.sensors, dataset.cost_weights, dataset.link,
@@ -311,26 +271,6 @@ def _layout(dataset: Any, hpc: Any) -> tuple[CostModel, dict[str, Any]]:
 def _fit(job: tuple[type, dict[str, Any], Any, Any, Any]) -> Any:
     cls, params, X, y, P = job
     return cls(**params).fit(X, y, P)
-
-
-@register("greedy-miser")
-def greedy_miser_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
-    cm, layout = _layout(dataset, hpc)
-    gammas = (1e-3, 4e-3) if options.quick else (0.0, 1e-4, 3e-4, 1e-3, 2e-3, 4e-3, 8e-3, 2e-2)
-    extra = {"n_rounds": 3, "n_trees": 10} if options.quick else {}
-    jobs = [(GreedyMiser, {**layout, **extra, "gamma": g, "random_state": options.seed},
-             dataset.X_train, dataset.y_train, hpc.oof_proba_train) for g in gammas]
-    models = parallel_map(_fit, jobs, options.n_jobs, options.progress, "greedy-miser")
-    candidates = []
-    for m in models:
-        if not m.sensors_bought_.any():
-            continue
-        params: dict[str, float | str] = {"gamma": float(m.gamma)}
-        graph = one_node_graph(named("greedy-miser", params), "greedy-miser", cm, m, False,
-                               params)
-        candidates.append(validated(graph, dataset, hpc, cm, m.predict_proba(dataset.X_val),
-                                    None))
-    return pareto_frontier(candidates)
 
 
 @register("confidence")

@@ -21,7 +21,7 @@ METHOD_MODULES: dict[str, str] = {
     "adapt-gbrt": "adaptedge.trainer.methods.adapt_gbrt_method",
     "adapt-lin": "adaptedge.trainer.methods.adapt_lin",
     "l1": "adaptedge.trainer.methods.baselines",
-    "greedy-miser": "adaptedge.trainer.methods.baselines",
+    "greedy-miser": "adaptedge.trainer.methods.greedy_miser",
     "confidence": "adaptedge.trainer.methods.baselines",
     "dag": "adaptedge.trainer.methods.dag.method",
     "static": "adaptedge.trainer.methods.dag.method",

@@ -9,12 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
-from adaptedge.protocol.operating_points import (
-    cheapest_reaching,
-    most_accurate,
-    pareto_front,
-    within_budget,
-)
+from adaptedge.protocol.operating_points import confidently_near, pareto_front, within_budget
 from adaptedge.trainer.policy.graph import Metrics
 
 
@@ -50,14 +45,13 @@ def pick_within_budget(points: Sequence[V], budget: float) -> V:
     return points[best]
 
 
-def pick_near_accuracy(points: Sequence[V], reference: float, tolerance: float = 0.01) -> V:
-    """The cheapest point with validation accuracy >= ``reference - tolerance``, else the most
-    accurate (the default operating point: as good as the HPC within 1%, as cheap as can be)."""
+def pick_near_accuracy(points: Sequence[V], reference: float, tolerance: float = 0.01, *,
+                       n_rows: int) -> V:
+    """The default operating point (``protocol.operating_points.confidently_near``): the
+    cheapest whose validation accuracy's lower confidence bound on ``n_rows`` validation rows is
+    >= ``reference - tolerance``, else the one with the highest bound."""
     if not points:
         raise BudgetError("no operating points to choose from")
-    scores = [p.validation for p in points]
-    best = cheapest_reaching(scores, reference - tolerance)
-    if best is None:
-        best = most_accurate(scores)
+    best = confidently_near([p.validation for p in points], reference, tolerance, n_rows)
     assert best is not None
     return points[best]

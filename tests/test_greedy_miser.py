@@ -1,0 +1,45 @@
+"""Greedy Miser at the paper's protocol (issue 20 item 1): ADAPT-GBRT's tree capacity, step
+size 0.1, and per λ the boosting iteration with the best validation accuracy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from adaptedge.trainer.export.run import run_node
+from adaptedge.trainer.methods.adapt_gbrt_method import DEFAULTS as ADAPT
+from adaptedge.trainer.methods.greedy_miser import FULL_STRENGTH, GreedyMiser
+
+
+def test_full_strength_is_adapt_gbrts_capacity_at_step_0_1() -> None:
+    adapt_trees = (ADAPT["n_rounds"] + ADAPT["refine_rounds"]) * ADAPT["n_trees"]
+    assert FULL_STRENGTH["n_rounds"] * FULL_STRENGTH["n_trees"] == adapt_trees
+    assert FULL_STRENGTH["max_depth"] == ADAPT["max_depth"]
+    assert FULL_STRENGTH["min_samples_leaf"] == ADAPT["min_samples_leaf"]
+    assert FULL_STRENGTH["learning_rate"] == 0.1
+
+
+def _noisy(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 8)).astype(np.float32)
+    # label noise: late trees fit noise, so the best validation iteration is not the last
+    y = ((X[:, 0] + 0.5 * X[:, 1] + rng.normal(scale=1.0, size=n)) > 0).astype(np.int64)
+    return X, y
+
+
+def test_the_iteration_is_chosen_on_validation() -> None:
+    X, y = _noisy(1, 600)
+    Xv, yv = _noisy(2, 600)
+    full = GreedyMiser(gamma=0.0, n_rounds=10, n_trees=10, max_depth=5, min_samples_leaf=5,
+                       learning_rate=0.3, random_state=0).fit(X, y)
+    staged = full.staged_accuracy(Xv, yv)
+    assert staged.shape == (100,)
+    best = full.at_best_iteration(Xv, yv)
+    assert best.best_iteration_ == int(np.argmax(staged)) + 1 < 100
+    assert len(best.f1_trees_) == best.best_iteration_
+    assert float(np.mean(best.predict(Xv) == yv)) == staged.max() > staged[-1]
+    assert not (best.sensors_bought_ & ~full.sensors_bought_).any()
+    assert len(full.f1_trees_) == 100  # the fitted model is left alone
+    # the exported node is the truncated one
+    cols = list(best.node_columns())
+    out = run_node(best.to_onnx(), Xv[:, cols])["probabilities"]
+    assert float(np.mean(out.argmax(axis=1) == yv)) == staged.max()
