@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 
 from adaptedge.protocol.costs import link_cost, sensor_cost
 from adaptedge.protocol.manifest import Action, CostWeights, LinkSpec, SensorSpec
+from adaptedge.trainer import parallel as _parallel
 from adaptedge.trainer.policy import Metrics, NodeExport, PolicyExport
 
 FloatArray = NDArray[np.float64]
@@ -185,15 +186,5 @@ def one_node_policy(
 
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], n_jobs: int, progress: bool,
                  desc: str) -> list[R]:
-    """``[fn(i) for i in items]`` on at most ``n_jobs`` (<= 2 here) processes, with a bar."""
-    jobs = max(1, min(int(n_jobs), 2, len(items)))
-    if jobs == 1:
-        if progress:
-            from tqdm import tqdm
-
-            return [fn(item) for item in tqdm(items, desc=desc, leave=False)]
-        return [fn(item) for item in items]
-    from joblib import Parallel, delayed
-
-    out = Parallel(n_jobs=jobs, verbose=5 if progress else 0)(delayed(fn)(i) for i in items)
-    return list(out)
+    """``[fn(i) for i in items]`` locally or on the active Dask cluster (``trainer.parallel``)."""
+    return _parallel.parallel_map(fn, items, n_jobs, progress, desc)
