@@ -18,6 +18,7 @@ from adaptedge.trainer.datasets import load_dataset
 from adaptedge.trainer.frontier import pareto_frontier, pick_near_accuracy, pick_within_budget
 from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.methods import MethodOptions, get_method
+from adaptedge.trainer.parallel import use_cluster
 
 DEFAULT_TOLERANCE = 0.01
 """The default operating point is the cheapest within this accuracy of the HPC (validation)."""
@@ -42,7 +43,7 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
                  budget: float | None = None, quick: bool = False, seed: int = 0,
                  n_jobs: int = 1, progress: bool = True, hpc_kind: Any = "auto",
                  hpc_onnx: str | Path | None = None, extra: Mapping[str, Any] | None = None,
-                 force: bool = False) -> Manifest:
+                 force: bool = False, cluster: str | None = None) -> Manifest:
     """Train ``method`` on ``data`` and write a verified bundle to ``out``; returns its manifest.
 
     The bundle holds the validation frontier of the method's sweep. The default operating
@@ -50,8 +51,20 @@ def train_bundle(data: str, method: str, out: str | Path, *, target: str | None 
     accuracy is within 1% of the HPC's (else the most accurate). Training time, method,
     dataset, seed and library versions go into the manifest metadata. ``out`` must be new, an
     empty directory or, with ``force``, a bundle to replace (checked before training).
+    ``cluster``: a Dask scheduler address (``tcp://HOST:PORT``) that runs the sweep's fits
+    (``trainer.parallel``); ``n_jobs`` still sizes the work done here.
     """
     out = check_target(out, force=force)  # absolute: "--out ." stays valid once replaced
+    with use_cluster(cluster):
+        return _train(data, method, out, target=target, costs=costs, grouping=grouping,
+                      budget=budget, quick=quick, seed=seed, n_jobs=n_jobs, progress=progress,
+                      hpc_kind=hpc_kind, hpc_onnx=hpc_onnx, extra=extra, force=force)
+
+
+def _train(data: str, method: str, out: Path, *, target: str | None,
+           costs: str | Path | None, grouping: str | None, budget: float | None, quick: bool,
+           seed: int, n_jobs: int, progress: bool, hpc_kind: Any, hpc_onnx: str | Path | None,
+           extra: Mapping[str, Any] | None, force: bool) -> Manifest:
     started = time.perf_counter()
     show = progress and sys.stderr.isatty()
     method_fn = get_method(method)
