@@ -28,6 +28,7 @@ CLUSTER_ENV = "ADAPTEDGE_CLUSTER"
 INSTALL_HINT = "--cluster needs the 'cluster' extra: pip install 'adaptedge[cluster]'"
 CONNECT_TIMEOUT_S = 10.0
 """How long to wait for the scheduler to answer before giving up."""
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
 LOST_DATA_ROUNDS = 3
 """Rounds of scatter + submit for items whose scattered data a dying worker took along."""
 
@@ -165,9 +166,39 @@ def _template(item: Any, slots: dict[int, int]) -> Any:
 
 def _run_task(fn: Callable[[Any], Any], template: Any, *shared: Any) -> Any:
     """On a worker: put the scattered objects back into the item, then call ``fn``."""
+    _untrim_malloc()
     if isinstance(template, tuple):
         template = tuple(shared[p.index] if isinstance(p, _Slot) else p for p in template)
     return fn(template)
+
+
+_MALLOC_TUNED: list[bool] = []
+
+
+def _untrim_malloc() -> None:
+    """Once per worker process: give glibc back large mmap and trim thresholds.
+
+    Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``. Setting it also pins
+    glibc's mmap threshold at 128 KiB, so every numpy temporary above that is mapped and
+    unmapped again: ADAPT-GBRT fits took 2.7x the CPU time of the same fit here (letter-binary,
+    14.5 s vs 5.4 s). 32 MiB / 64 MiB are what glibc's own dynamic threshold grows to.
+    Allocation only: results do not change. A no-op off glibc.
+    """
+    if _MALLOC_TUNED:
+        return
+    _MALLOC_TUNED.append(True)
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        mallopt = libc.mallopt if libc is not None else None
+    except (OSError, AttributeError):
+        return
+    if mallopt is not None:
+        mallopt(M_MMAP_THRESHOLD, 32 << 20)
+        mallopt(M_TRIM_THRESHOLD, 64 << 20)
 
 
 def dask_map(cluster: DaskCluster, fn: Callable[[T], R], items: Sequence[T], progress: bool,
