@@ -5,9 +5,9 @@ Every fan-out in the trainer calls ``parallel_map``. ``use_cluster(address)`` co
 Dask scheduler for the length of a ``with`` block; inside it ``parallel_map`` submits one task
 per item. Objects that several items share by identity (the training arrays, the HPC's
 out-of-fold probabilities) are scattered to every worker once, not sent with each task. A
-worker lost mid-sweep has its tasks rerun on another worker by the scheduler; losing the
-scheduler raises ``ClusterError``. Results come back in item order, so a sweep gives the same
-models wherever it ran.
+worker lost mid-sweep has its tasks rerun on another worker (by the scheduler, or here when
+the worker took scattered data along); losing the scheduler raises ``ClusterError``. Results
+come back in item order, so a sweep gives the same models wherever it ran.
 """
 
 from __future__ import annotations
