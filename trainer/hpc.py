@@ -122,9 +122,13 @@ def _oof(template: Any, d: Dataset, seed: int, progress: bool) -> npt.NDArray[np
 
 
 def _fit_fold(job: tuple[Any, Any, Any, Any, Any, int]) -> tuple[Any, npt.NDArray[np.float64]]:
-    """Fit one fold; its held-out rows and their class probabilities."""
+    """Fit one fold; its held-out rows and their class probabilities. One OpenMP thread, as
+    in ``fit_hpc`` (a Dask worker does not inherit that limit)."""
+    from threadpoolctl import threadpool_limits
+
     model, X, y, train_idx, held_idx, n_classes = job
-    model.fit(X[train_idx], y[train_idx])
+    with threadpool_limits(limits=1, user_api="openmp"):
+        model.fit(X[train_idx], y[train_idx])
     return held_idx, _full_proba(model, X[held_idx], n_classes)
 
 
