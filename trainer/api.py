@@ -21,6 +21,7 @@ from adaptedge.trainer.export.bundle import export_bundle
 from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.methods.params import check_params
 from adaptedge.trainer.methods.registry import INDEXED_METHODS, MethodOptions, get_method
+from adaptedge.trainer.parallel import use_cluster
 from adaptedge.trainer.policy.frontier import (
     BudgetError,
     pareto_frontier,
@@ -78,7 +79,7 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
                  budget: float | None = None, quick: bool = False, seed: int = 0,
                  n_jobs: int = 1, progress: bool = True, hpc_kind: Any = "auto",
                  hpc_onnx: str | Path | None = None, extra: Mapping[str, Any] | None = None,
-                 force: bool = False) -> Manifest:
+                 force: bool = False, cluster: str | None = None) -> Manifest:
     """Train ``method`` on ``data`` and write a verified bundle to ``out``; returns its manifest.
 
     ``data``: a built-in dataset name, a CSV/TSV path (with ``target``), a pandas DataFrame
@@ -90,20 +91,32 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
     one with the highest bound). Training time, method,
     dataset, seed and library versions go into the manifest metadata. ``out`` must be new, an
     empty directory or, with ``force``, a bundle to replace (checked before training).
+    ``cluster``: a Dask scheduler address (``tcp://HOST:PORT``) that runs the sweep's fits
+    (``trainer.parallel``); ``n_jobs`` still sizes the work done here.
     """
     with tabular_source(data, target) as (source, column):
         return _train_bundle(source, method, out, target=column, costs=costs,
                              grouping=grouping, budget=budget, quick=quick, seed=seed,
                              n_jobs=n_jobs, progress=progress, hpc_kind=hpc_kind,
-                             hpc_onnx=hpc_onnx, extra=extra, force=force)
+                             hpc_onnx=hpc_onnx, extra=extra, force=force, cluster=cluster)
 
 
 def _train_bundle(data: str, method: str, out: str | Path, *, target: str | None,
                   costs: str | Path | None, grouping: str | None, budget: float | None,
                   quick: bool, seed: int, n_jobs: int, progress: bool, hpc_kind: Any,
                   hpc_onnx: str | Path | None, extra: Mapping[str, Any] | None,
-                  force: bool) -> Manifest:
+                  force: bool, cluster: str | None) -> Manifest:
     out = check_target(out, force=force)  # absolute: "--out ." stays valid once replaced
+    with use_cluster(cluster):
+        return _train(data, method, out, target=target, costs=costs, grouping=grouping,
+                      budget=budget, quick=quick, seed=seed, n_jobs=n_jobs, progress=progress,
+                      hpc_kind=hpc_kind, hpc_onnx=hpc_onnx, extra=extra, force=force)
+
+
+def _train(data: str, method: str, out: Path, *, target: str | None,
+           costs: str | Path | None, grouping: str | None, budget: float | None, quick: bool,
+           seed: int, n_jobs: int, progress: bool, hpc_kind: Any, hpc_onnx: str | Path | None,
+           extra: Mapping[str, Any] | None, force: bool) -> Manifest:
     started = time.perf_counter()
     show = progress  # a bar on a terminal, periodic log lines otherwise (trainer.progress)
     method_fn = get_method(method)

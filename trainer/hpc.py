@@ -23,6 +23,7 @@ import numpy.typing as npt
 from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT
 from adaptedge.trainer.data.cache import cache_root
 from adaptedge.trainer.data.datasets import Dataset
+from adaptedge.trainer.parallel import parallel_map
 
 N_FOLDS = 5
 KINDS = ("auto", "hgb", "random-forest", "extra-trees")
@@ -112,11 +113,23 @@ def _oof(template: Any, d: Dataset, seed: int, progress: bool) -> npt.NDArray[np
     n_splits = max(2, min(N_FOLDS, int(counts[counts > 0].min())))
     folds = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
     oof = np.zeros((len(d.y_train), d.n_classes))
-    for train_idx, held_idx in _bar(list(folds.split(d.X_train, d.y_train)), progress,
-                                    "HPC out-of-fold"):
-        model = clone(template).fit(d.X_train[train_idx], d.y_train[train_idx])
-        oof[held_idx] = _full_proba(model, d.X_train[held_idx], d.n_classes)
+    jobs = [(clone(template), d.X_train, d.y_train, train_idx, held_idx, d.n_classes)
+            for train_idx, held_idx in folds.split(d.X_train, d.y_train)]
+    # sequential here as before; one task per fold on a Dask cluster (trainer.parallel)
+    for held_idx, proba in parallel_map(_fit_fold, jobs, 1, progress, "HPC out-of-fold"):
+        oof[held_idx] = proba
     return oof
+
+
+def _fit_fold(job: tuple[Any, Any, Any, Any, Any, int]) -> tuple[Any, npt.NDArray[np.float64]]:
+    """Fit one fold; its held-out rows and their class probabilities. One OpenMP thread, as
+    in ``fit_hpc`` (a Dask worker does not inherit that limit)."""
+    from threadpoolctl import threadpool_limits
+
+    model, X, y, train_idx, held_idx, n_classes = job
+    with threadpool_limits(limits=1, user_api="openmp"):
+        model.fit(X[train_idx], y[train_idx])
+    return held_idx, _full_proba(model, X[held_idx], n_classes)
 
 
 def _bar(items: list[Any], progress: bool, desc: str) -> Any:

@@ -26,7 +26,11 @@ def register(sub: Any) -> None:
                    help="default operating point: the most accurate with validation cost <= B")
     p.add_argument("--quick", action="store_true", help="a small sweep (demos, tests)")
     p.add_argument("--seed", type=int, default=0, help="seed of splits and models (default 0)")
-    p.add_argument("--jobs", type=int, default=1, help="parallel jobs (default 1)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="parallel jobs on this machine (default 1)")
+    p.add_argument("--cluster", metavar="tcp://HOST:PORT",
+                   help="run the sweep's fits on this Dask scheduler (default "
+                        "$ADAPTEDGE_CLUSTER; needs the 'cluster' extra)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="method-specific option (repeatable); the keys of each method are "
                    "in trainer/methods/params.py")
@@ -67,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from adaptedge.trainer.data.datasets import DatasetError
     from adaptedge.trainer.hpc import HpcError
     from adaptedge.trainer.methods.params import ParamError
+    from adaptedge.trainer.parallel import ClusterError, cluster_address
     from adaptedge.trainer.policy.frontier import BudgetError
 
     try:
@@ -74,10 +79,11 @@ def run(args: argparse.Namespace) -> int:
             args.data, args.method, args.out, target=args.target, costs=args.costs,
             grouping=args.grouping, budget=args.budget, quick=args.quick, seed=args.seed,
             n_jobs=args.jobs, progress=not args.no_progress, hpc_kind=args.hpc,
-            hpc_onnx=args.hpc_onnx, extra=extra, force=args.force)
+            hpc_onnx=args.hpc_onnx, extra=extra, force=args.force,
+            cluster=cluster_address(args.cluster))
     except ParamError as exc:
         raise CommandError(f"bad --param: {exc}") from exc
-    except (DatasetError, CostsError, HpcError, BudgetError, TrainError) as exc:
+    except (DatasetError, CostsError, HpcError, BudgetError, TrainError, ClusterError) as exc:
         raise CommandError(str(exc)) from exc
     print(render(manifest, args.out))
     return 0

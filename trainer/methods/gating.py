@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 
 from adaptedge.protocol.costs import link_cost, sensor_cost
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
+from adaptedge.trainer import parallel as _parallel
 from adaptedge.trainer.policy.walk import CostTable
 
 FloatArray = NDArray[np.float64]
@@ -144,14 +145,5 @@ class CostModel:
 
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], n_jobs: int, progress: bool,
                  desc: str) -> list[R]:
-    """``[fn(i) for i in items]`` on at most ``n_jobs`` (<= 2 here) processes, reporting
-    progress (``trainer.progress``: a bar on a terminal, log lines otherwise)."""
-    from adaptedge.trainer.progress import track
-
-    jobs = max(1, min(int(n_jobs), 2, len(items)))
-    if jobs == 1:
-        return list(track((fn(item) for item in items), desc, len(items), progress))
-    from joblib import Parallel, delayed
-
-    out = Parallel(n_jobs=jobs, return_as="generator")(delayed(fn)(i) for i in items)
-    return list(track(out, desc, len(items), progress))
+    """``[fn(i) for i in items]`` locally or on the active Dask cluster (``trainer.parallel``)."""
+    return _parallel.parallel_map(fn, items, n_jobs, progress, desc)
