@@ -26,6 +26,8 @@ METHOD_MODULES: dict[str, str] = {
     "dag": "adaptedge.trainer.methods.dag.method",
     "static": "adaptedge.trainer.methods.dag.method",
     "cascade": "adaptedge.trainer.methods.dag.method",
+    "cstc": "adaptedge.trainer.methods.cstc.method",
+    "cscc": "adaptedge.trainer.methods.cscc",
 }
 
 
