@@ -10,6 +10,7 @@ node's active columns, its bias, its routing threshold and (multi-class) routing
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +20,7 @@ from scipy.special import expit
 from adaptedge.trainer.methods.cstc.objective import (
     Aux,
     FloatArray,
+    IntArray,
     Params,
     Problem,
     State,
@@ -67,9 +69,14 @@ def node_terms(prob: Problem, shape: Shape, P: Params, st: State, aux: Aux, k: i
                      branches[0][0], branches[0][1], branches[1][0], branches[1][1])
 
 
-def solve_node(prob: Problem, shape: Shape, P: Params, aux: Aux, k: int, terms: NodeTerms,
-               max_iter: int) -> None:
-    """Update ``P``'s node ``k`` in place (the objective does not increase)."""
+Unpack = Callable[[FloatArray], tuple[FloatArray, FloatArray, FloatArray, float]]
+
+
+def node_objective(prob: Problem, shape: Shape, P: Params, aux: Aux, k: int, terms: NodeTerms
+                   ) -> tuple[Callable[[FloatArray], tuple[float, FloatArray]], FloatArray,
+                              Unpack, IntArray]:
+    """Node ``k``'s smooth block objective with its gradient, the start point, how to unpack
+    a point into (W on the active columns, b, v, theta), and the active columns."""
     X, Y, n = prob.X, prob.Y, len(prob.X)
     cols = np.flatnonzero(P.active[k][prob.group_of])
     Xa, ga = X[:, cols], prob.group_of[cols]
@@ -123,14 +130,18 @@ def solve_node(prob: Problem, shape: Shape, P: Params, aux: Aux, k: int, terms: 
         start.append(P.v[k])
     if routes:
         start.append(np.array([P.theta[k]]))
-    x0 = np.concatenate(start)
+    return fun, np.concatenate(start), unpack, cols
+
+
+def solve_node(prob: Problem, shape: Shape, P: Params, aux: Aux, k: int, terms: NodeTerms,
+               max_iter: int) -> None:
+    """Update ``P``'s node ``k`` in place by L-BFGS (the block objective does not increase)."""
+    fun, x0, unpack, cols = node_objective(prob, shape, P, aux, k, terms)
     result = minimize(fun, x0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter})
     x = result.x if result.fun <= fun(x0)[0] else x0
     W, b, v, theta = unpack(x)
     full = np.zeros_like(P.W[k])
     full[cols] = W
     P.W[k], P.b[k] = full, np.array(b)
-    if learn_v:
-        P.v[k] = np.array(v)
-    if routes:
-        P.theta[k] = theta
+    if shape.routes(k):
+        P.v[k], P.theta[k] = np.array(v), theta

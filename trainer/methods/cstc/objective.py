@@ -85,9 +85,8 @@ def logistic(z: FloatArray, Y: FloatArray) -> tuple[FloatArray, FloatArray]:
 
 def group_sq(prob: Problem, W: FloatArray) -> FloatArray:
     """[G] squared norm of each group's weights."""
-    out: FloatArray = np.bincount(prob.group_of, weights=(W ** 2).sum(axis=1),
-                                  minlength=prob.n_groups)
-    return out
+    out = np.bincount(prob.group_of, weights=(W ** 2).sum(axis=1), minlength=prob.n_groups)
+    return out.astype(np.float64)
 
 
 def forward(prob: Problem, shape: Shape, P: Params) -> State:
