@@ -1,6 +1,8 @@
-"""Algorithm 1 of Xu et al. (JMLR 2014): initialise top-down, prune on validation, block
-coordinate descent in level order with Lemma 1's auxiliaries, then fine-tune the answering
-classifiers without the cost term.
+"""Algorithm 1 of Xu et al. (JMLR 2014): initialise top-down, block coordinate descent in
+level order with Lemma 1's auxiliaries, prune on validation, then fine-tune the answering
+classifiers without the cost term. (The paper prunes the initialised tree; here the nodes are
+initialised as leaves under the full cost term, which keeps their expensive features out, so
+pruning waits until the tree has specialised.)
 
 ``fit_model`` works on standardised features; ``CostSensitiveModel`` holds the result with the
 standardisation folded into the weights (raw float inputs, as the exported nodes see them).
@@ -160,12 +162,12 @@ def prune(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, IntArra
 
 def fit_params(prob: Problem, shape: Shape, val: tuple[FloatArray, IntArray],
                schedule: Schedule) -> tuple[Shape, Params]:
-    """Initialise, prune, optimise, fine-tune; returns the final shape and parameters."""
+    """Initialise, optimise, prune, fine-tune; returns the final shape and parameters."""
     P = initialise(prob, shape, val, schedule)
-    shape = prune(prob, shape, P, val)
     for _ in range(schedule.sweeps):
         for k in shape.alive():
             block(prob, shape, P, k, schedule)
+    shape = prune(prob, shape, P, val)
     fine = replace(prob, rho=EPS)
     answering = [k for k in shape.terminals() if not shape.routes(k)]
     for k in answering:
