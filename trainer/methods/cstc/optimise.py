@@ -128,9 +128,7 @@ def initialise(prob: Problem, shape: Shape, val: tuple[FloatArray, IntArray],
                np.zeros(shape.n_nodes), [np.ones(G, dtype=bool) for _ in range(shape.n_nodes)])
     for k in shape.alive():
         if k > 0:
-            parent = shape.parent(k)
-            P.W[k], P.b[k] = P.W[parent].copy(), P.b[parent].copy()
-            P.active[k] = P.active[parent].copy()
+            P.b[k] = P.b[shape.parent(k)].copy()
         warm = replace(prob, lam=0.0, rho=EPS * EPS)
         block(warm, shape.cut(k), P, k, replace(schedule, inner=1), with_cost=False)
         block(prob, shape.cut(k), P, k, schedule)
@@ -162,14 +160,16 @@ def prune(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, IntArra
 
 def fit_params(prob: Problem, shape: Shape, val: tuple[FloatArray, IntArray],
                schedule: Schedule) -> tuple[Shape, Params]:
-    """Initialise, optimise, prune, fine-tune; returns the final shape and parameters."""
+    """Initialise, optimise, fine-tune the leaves, prune, fine-tune new leaves; returns the final shape and parameters."""
     P = initialise(prob, shape, val, schedule)
     for _ in range(schedule.sweeps):
         for k in shape.alive():
             block(prob, shape, P, k, schedule)
-    shape = prune(prob, shape, P, val)
     fine = replace(prob, rho=EPS)
-    answering = [k for k in shape.terminals() if not shape.routes(k)]
-    for k in answering:
-        block(fine, shape, P, k, replace(schedule, inner=1), with_cost=False)
+    tuned: set[int] = set()
+    for _ in range(2):  # fine-tune the answering leaves, prune, fine-tune any new leaf
+        for k in [k for k in shape.terminals() if not shape.routes(k) and k not in tuned]:
+            block(fine, shape, P, k, replace(schedule, inner=1), with_cost=False)
+            tuned.add(k)
+        shape = prune(prob, shape, P, val)
     return shape, P
