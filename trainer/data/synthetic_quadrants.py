@@ -29,14 +29,17 @@ def quadrant_of(x: np.ndarray, z: np.ndarray) -> np.ndarray:
     return np.where(x > 0, 0, 2) + np.where(z > 0, 0, 1)
 
 
-def synthetic_quadrants(n: int = 4000, seed: int = 0, noise: float = 0.05) -> Dataset:
-    """``n`` points split 60/20/20 into train/validation/test (seeded)."""
+def synthetic_quadrants(n: int = 4000, seed: int = 0, noise: float = 0.05,
+                        outside: float = 1.0,
+                        rates: dict[str, float] | None = None) -> Dataset:
+    """``n`` points split 60/20/20 into train/validation/test (seeded); ``outside`` is the
+    standard deviation of an expensive feature away from its quadrant."""
     rng = np.random.default_rng(seed)
     x, z = rng.uniform(-1, 1, size=(2, n))
     quadrant = quadrant_of(x, z)
-    rate = np.array([POSITIVE_RATE[q] for q in QUADRANTS])[quadrant]
+    rate = np.array([(rates or POSITIVE_RATE)[q] for q in QUADRANTS])[quadrant]
     y = (rng.random(n) < rate).astype(np.int64)
-    expensive = rng.normal(0.0, 1.0, size=(n, 4))
+    expensive = rng.normal(0.0, outside, size=(n, 4))
     own = np.arange(n)
     expensive[own, quadrant] = (2 * y - 1) + rng.normal(0.0, noise, size=n)
     X = np.column_stack([np.sign(x), np.sign(z), expensive]).astype(np.float32)
