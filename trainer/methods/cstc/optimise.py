@@ -27,6 +27,9 @@ from adaptedge.trainer.methods.cstc.objective import (
 )
 from adaptedge.trainer.methods.cstc.structure import Shape
 
+PRUNE_TOLERANCE = 0.01
+"""The first sensor-pruning round may give up this much validation accuracy: the routes are
+re-optimised on the kept sensors before the second, strict round."""
 CLAMP = 1e-3
 """A node's group whose weights' norm falls below this is set to zero for good (the paper's
 practical clamp of Lemma 1)."""
@@ -160,16 +163,38 @@ def prune(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, IntArra
 
 def fit_params(prob: Problem, shape: Shape, val: tuple[FloatArray, IntArray],
                schedule: Schedule) -> tuple[Shape, Params]:
-    """Initialise, optimise, fine-tune the leaves, prune, fine-tune new leaves; returns the final shape and parameters."""
+    """Initialise, optimise, then twice: fine-tune the leaves, prune nodes and sensor groups; returns the final shape and parameters."""
     P = initialise(prob, shape, val, schedule)
     for _ in range(schedule.sweeps):
         for k in shape.alive():
             block(prob, shape, P, k, schedule)
     fine = replace(prob, rho=EPS)
-    tuned: set[int] = set()
-    for _ in range(2):  # fine-tune the answering leaves, prune, fine-tune any new leaf
-        for k in [k for k in shape.terminals() if not shape.routes(k) and k not in tuned]:
+    for round_ in range(2):  # fine-tune the answering leaves, prune nodes and sensors
+        for k in [k for k in shape.terminals() if not shape.routes(k)]:
             block(fine, shape, P, k, replace(schedule, inner=1), with_cost=False)
-            tuned.add(k)
         shape = prune(prob, shape, P, val)
+        prune_groups(prob, shape, P, val, PRUNE_TOLERANCE if round_ == 0 else 0.0)
+        for k in shape.alive():  # re-optimise on the kept sensors
+            block(prob, shape, P, k, replace(schedule, inner=1))
+    for k in [k for k in shape.terminals() if not shape.routes(k)]:
+        block(fine, shape, P, k, replace(schedule, inner=1), with_cost=False)
     return shape, P
+
+
+def prune_groups(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, IntArray],
+                 tolerance: float = 0.0) -> None:
+    """Root first, most expensive first: drop a node's sensor group when zeroing its weights
+    does not lower validation accuracy by more than ``tolerance`` (in all). (The relaxed cost is linear in a weight's size, so
+    small weights on expensive sensors survive the optimisation yet cost their full price at
+    test time; this is the paper's validation pruning applied to sensors as well as nodes.)"""
+    floor = hard_accuracy(shape, P, *val) - tolerance
+    for k in shape.alive():
+        for g in sorted(np.flatnonzero(P.active[k]), key=lambda g: -prob.costs[g]):
+            cols = prob.group_of == g
+            saved = P.W[k][cols].copy()
+            P.W[k][cols] = 0.0
+            score = hard_accuracy(shape, P, *val)
+            if score >= floor:
+                P.active[k][g] = False
+            else:
+                P.W[k][cols] = saved
