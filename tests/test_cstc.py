@@ -128,3 +128,17 @@ def test_unknown_and_bad_options_are_refused() -> None:
             get_method("cstc")(dataset, hpc, MethodOptions(quick=True, extra=extra))
     with pytest.raises(ValueError, match="variant must be cscc or cronus"):
         get_method("cscc")(dataset, hpc, MethodOptions(quick=True, extra={"variant": "x"}))
+
+
+def test_synthetic_quadrants_has_a_perfect_classifier_at_cost_12() -> None:
+    from adaptedge.trainer.data.synthetic_quadrants import quadrant_of
+
+    d = synthetic_quadrants(n=2000, seed=1)
+    X, y = d.X_test, d.y_test
+    quadrant = quadrant_of(X[:, 0], X[:, 1])
+    own = X[np.arange(len(y)), 2 + quadrant]
+    assert ((own > 0) == (y == 1)).all()
+    costs = [s.energy_mj for s in d.sensors]
+    assert costs == [1.0, 1.0, 10.0, 10.0, 10.0, 10.0]
+    cheap_only = LogisticRegression().fit(d.X_train[:, :2], d.y_train)
+    assert cheap_only.score(X[:, :2], y) < 0.8
