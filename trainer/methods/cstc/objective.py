@@ -109,13 +109,6 @@ def forward(prob: Problem, shape: Shape, P: Params) -> State:
     return st
 
 
-def exit_weight(shape: Shape, st: State, k: int) -> FloatArray:
-    """Probability of answering at node ``k``."""
-    if shape.kind == "cascade" and shape.routes(k):
-        return st.p[k] * (1 - st.q[k])
-    return st.p[k] if shape.is_terminal(k) else np.zeros_like(st.p[k])
-
-
 @dataclass
 class Aux:
     eta: dict[int, FloatArray]
