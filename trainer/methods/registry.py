@@ -30,6 +30,8 @@ METHOD_MODULES: dict[str, str] = {
     "greedy": "adaptedge.trainer.methods.polydom.method",
     "greedy-acc": "adaptedge.trainer.methods.polydom.method",
     "greedy-cost": "adaptedge.trainer.methods.polydom.method",
+    "cstc": "adaptedge.trainer.methods.cstc.method",
+    "cscc": "adaptedge.trainer.methods.cscc",
 }
 INDEXED_METHODS = ("polydom", "greedy", "greedy-acc", "greedy-cost")
 """Methods whose bundles carry a ``budget_index`` (per-decision budgets on the device)."""

@@ -1,0 +1,173 @@
+"""Scikit-learn-style estimators: ``CSTCClassifier`` (a tree) and ``CSCCClassifier`` (a cascade,
+``variant="cronus"`` for Cronus's cost term).
+
+``fit(X, y, hpc_proba=None, X_val=None, y_val=None)``: ``groups`` lists the feature columns
+of each sensor (default: one sensor per column) and ``costs`` their costs (default 1). The
+validation rows (default: a seeded ``val_fraction`` of the training rows) set the initial
+thresholds and prune the structure. ``predict_proba`` answers with the classifier of the node
+each row is routed to; ``model_`` is the trained ``CostSensitiveModel`` on raw inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.class_weight import compute_sample_weight
+
+from adaptedge.trainer.methods.cstc.objective import FloatArray, IntArray, Problem, Variant
+from adaptedge.trainer.methods.cstc.optimise import CostSensitiveModel, Schedule, fit_params
+from adaptedge.trainer.methods.cstc.structure import Shape, cascade, full_tree
+
+
+def _targets(y: IntArray, n_classes: int) -> FloatArray:
+    if n_classes == 2:
+        return y[:, None].astype(np.float64)
+    return np.eye(n_classes)[y]
+
+
+def train_model(X: NDArray[np.floating], y: IntArray, n_classes: int, shape: Shape, *,
+                groups: Sequence[Sequence[int]], costs: Sequence[float], lam: float,
+                rho: float, variant: Variant, schedule: Schedule,
+                val: tuple[NDArray[np.floating], IntArray], weight: FloatArray | None = None
+                ) -> CostSensitiveModel:
+    """Fit on standardised features; return the model on raw inputs."""
+    X64 = np.asarray(X, dtype=np.float64)
+    mu, sigma = X64.mean(axis=0), X64.std(axis=0)
+    sigma[sigma < 1e-12] = 1.0
+    group_of = np.zeros(X64.shape[1], dtype=np.int64)
+    for g, cols in enumerate(groups):
+        group_of[list(cols)] = g
+    cost = np.asarray(costs, dtype=np.float64)
+    cost = cost / cost.mean() if cost.mean() > 0 else np.ones_like(cost)
+    prob = Problem((X64 - mu) / sigma, _targets(y, n_classes),
+                   np.ones(len(y)) if weight is None else weight, group_of, cost, lam, rho,
+                   variant)
+    Xv = (np.asarray(val[0], dtype=np.float64) - mu) / sigma
+    shape, P = fit_params(prob, shape, (Xv, np.asarray(val[1])), schedule)
+    W = tuple(Pw / sigma[:, None] for Pw in P.W)
+    b = tuple(P.b[k] - (mu / sigma) @ P.W[k] for k in range(shape.n_nodes))
+    used = tuple(tuple(int(g) for g in np.unique(group_of[np.any(P.W[k] != 0, axis=1)]))
+                 for k in range(shape.n_nodes))
+    return CostSensitiveModel(shape, W, b, tuple(P.v), P.theta.copy(), used)
+
+
+def proba_from_logits(z: FloatArray) -> FloatArray:
+    if z.shape[1] == 1:
+        p1 = 1.0 / (1.0 + np.exp(-z[:, 0]))
+        return np.column_stack([1 - p1, p1])
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    out: FloatArray = e / e.sum(axis=1, keepdims=True)
+    return out
+
+
+class _CostSensitive(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+    groups: Sequence[Sequence[int]] | None
+    costs: Sequence[float] | None
+    lam: float
+    rho: float
+    sweeps: int
+    max_iter: int
+    balanced: bool
+    val_fraction: float
+    random_state: int
+
+    def _shape(self) -> Shape:
+        raise NotImplementedError
+
+    def _variant(self) -> Variant:
+        raise NotImplementedError
+
+    def fit(self, X: Any, y: Any, hpc_proba: Any = None, X_val: Any = None,
+            y_val: Any = None) -> _CostSensitive:
+        X = np.asarray(X, dtype=np.float32)
+        y_raw = np.asarray(y)
+        self.classes_, y_idx = np.unique(y_raw, return_inverse=True)
+        if X_val is None:
+            order = np.random.default_rng(self.random_state).permutation(len(y_idx))
+            cut = max(1, int(self.val_fraction * len(y_idx)))
+            val_rows, train_rows = order[:cut], order[cut:]
+            X, X_val, y_idx, y_val_idx = X[train_rows], X[val_rows], y_idx[train_rows], \
+                y_idx[val_rows]
+        else:
+            y_val_idx = np.searchsorted(self.classes_, np.asarray(y_val))
+        groups = self.groups or [(c,) for c in range(X.shape[1])]
+        costs = self.costs or [1.0] * len(groups)
+        weight = compute_sample_weight("balanced", y_idx) if self.balanced else None
+        self.model_ = train_model(
+            X, y_idx.astype(np.int64), len(self.classes_), self._shape(), groups=groups,
+            costs=costs, lam=self.lam, rho=self.rho, variant=self._variant(),
+            schedule=Schedule(sweeps=self.sweeps, max_iter=self.max_iter),
+            val=(np.asarray(X_val, dtype=np.float32), y_val_idx.astype(np.int64)),
+            weight=weight)
+        self.groups_ = [tuple(g) for g in groups]
+        return self
+
+    def _fitted(self) -> CostSensitiveModel:
+        if not hasattr(self, "model_"):
+            raise NotFittedError(f"{type(self).__name__} is not fitted yet; call fit first")
+        model: CostSensitiveModel = self.model_
+        return model
+
+    def predict_proba(self, X: Any) -> FloatArray:
+        model = self._fitted()
+        X = np.asarray(X, dtype=np.float32)
+        node = model.answering_node(X)
+        out = np.zeros((len(X), len(self.classes_)))
+        for k in np.unique(node):
+            rows = node == k
+            out[rows] = proba_from_logits(model.logits(int(k), X[rows]))
+        return out
+
+    def predict(self, X: Any) -> NDArray[Any]:
+        return self.classes_[self.predict_proba(X).argmax(axis=1)]  # type: ignore[no-any-return]
+
+    def node_columns(self) -> list[int]:
+        """Every column some node reads."""
+        model = self._fitted()
+        used = {g for k in model.shape.alive() for g in model.groups[k]}
+        return sorted(c for g in used for c in self.groups_[g])
+
+
+class CSTCClassifier(_CostSensitive):
+    """Cost-sensitive tree of classifiers (a balanced tree of ``depth`` levels, then pruned)."""
+
+    def __init__(self, groups: Sequence[Sequence[int]] | None = None,
+                 costs: Sequence[float] | None = None, lam: float = 0.1, depth: int = 3,
+                 rho: float = 1e-3, sweeps: int = 2, max_iter: int = 40,
+                 balanced: bool = False, val_fraction: float = 0.2,
+                 random_state: int = 0) -> None:
+        self.groups, self.costs, self.lam, self.depth = groups, costs, lam, depth
+        self.rho, self.sweeps, self.max_iter = rho, sweeps, max_iter
+        self.balanced, self.val_fraction, self.random_state = balanced, val_fraction, random_state
+
+    def _shape(self) -> Shape:
+        return full_tree(self.depth)
+
+    def _variant(self) -> Variant:
+        return "cstc"
+
+
+class CSCCClassifier(_CostSensitive):
+    """Cost-sensitive cascade of ``stages`` classifiers; ``variant`` "cscc" or "cronus"."""
+
+    def __init__(self, groups: Sequence[Sequence[int]] | None = None,
+                 costs: Sequence[float] | None = None, lam: float = 0.1, stages: int = 4,
+                 variant: str = "cscc", rho: float = 1e-3, sweeps: int = 2,
+                 max_iter: int = 40, balanced: bool = False, val_fraction: float = 0.2,
+                 random_state: int = 0) -> None:
+        self.groups, self.costs, self.lam, self.stages = groups, costs, lam, stages
+        self.variant, self.rho, self.sweeps, self.max_iter = variant, rho, sweeps, max_iter
+        self.balanced, self.val_fraction, self.random_state = balanced, val_fraction, random_state
+
+    def _shape(self) -> Shape:
+        return cascade(self.stages)
+
+    def _variant(self) -> Variant:
+        if self.variant not in ("cscc", "cronus"):
+            raise ValueError(f"variant must be cscc or cronus, got {self.variant!r}")
+        return "cronus" if self.variant == "cronus" else "cscc"

@@ -1,0 +1,184 @@
+"""The CSTC / CSCC / Cronus objective (Xu et al., JMLR 2014, eqs. 12 and 19, and Cronus's).
+
+Every node ``k`` has a linear classifier ``z = x W + b`` (one logit for two classes, one per
+class otherwise) and, if it routes, a routing score ``s = z v - theta``: ``p(hi) =
+sigmoid(s)``. For two classes ``v = 1`` is fixed, so a node routes on its own classifier's
+logit as in the paper (``p(upper) = sigmoid(x beta - theta)``); with more classes ``v`` is
+learned (the routing direction in the node's class-score space). The paper's squared loss
+becomes the logistic (softmax) loss, so leaves have no closed form: every node is solved by
+L-BFGS (the paper's iterative solver for internal nodes).
+
+Loss weights: CSTC weights node ``k``'s loss by its path probability ``p_k``; CSCC and Cronus
+by the probability of exiting at ``k``. The cost term charges each sensor group ``g`` once per
+exit path ``t``: ``lambda * P_t * sum_g c_g sqrt(sum_{j on path t} |W_j[g]|^2)`` (a sensor
+reused along a path is free); Cronus instead charges ``lambda * sum_g c_g sqrt(sum_k (P_k
+|W_k[g]|)^2)``. Square roots and the L1 term ``rho |W|`` go through Lemma 1 with auxiliary
+variables (``eta`` per path and group, ``gamma`` per weight), solved in closed form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.special import expit, log_softmax, softmax
+
+from adaptedge.trainer.methods.cstc.structure import Shape
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+Variant = Literal["cstc", "cscc", "cronus"]
+EPS = 1e-4
+"""Lemma 1 needs g > 0: auxiliaries are clamped to at least this (the paper's 1e-4)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    X: FloatArray
+    """[n, d] standardised features."""
+    Y: FloatArray
+    """[n, m] targets: the label (m = 1, two classes) or one-hot rows."""
+    weight: FloatArray
+    """[n] per-row loss weight (class weights)."""
+    group_of: IntArray
+    """[d] the sensor group of each column."""
+    costs: FloatArray
+    """[G] cost of each group (normalised to mean 1 over groups)."""
+    lam: float
+    rho: float
+    variant: Variant
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.costs)
+
+
+@dataclass
+class Params:
+    W: list[FloatArray]
+    b: list[FloatArray]
+    v: list[FloatArray]
+    theta: FloatArray
+    active: list[BoolArray]
+    """Per node, the groups it may still use (a group clamped to zero stays out)."""
+
+
+@dataclass
+class State:
+    z: list[FloatArray]
+    loss: list[FloatArray]
+    dloss: list[FloatArray]
+    q: list[FloatArray]
+    p: list[FloatArray]
+
+
+def logistic(z: FloatArray, Y: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per-row loss and its gradient in ``z``."""
+    if z.shape[1] == 1:
+        loss = np.logaddexp(0.0, z[:, 0]) - Y[:, 0] * z[:, 0]
+        return loss, expit(z) - Y
+    return -(log_softmax(z, axis=1) * Y).sum(axis=1), softmax(z, axis=1) - Y
+
+
+def group_sq(prob: Problem, W: FloatArray) -> FloatArray:
+    """[G] squared norm of each group's weights."""
+    out = np.bincount(prob.group_of, weights=(W ** 2).sum(axis=1), minlength=prob.n_groups)
+    return out.astype(np.float64)
+
+
+def forward(prob: Problem, shape: Shape, P: Params) -> State:
+    n = len(prob.X)
+    st = State([], [], [], [], [])
+    for k in range(shape.n_nodes):
+        z = prob.X @ P.W[k] + P.b[k]
+        loss, dloss = logistic(z, prob.Y)
+        st.z.append(z)
+        st.loss.append(loss)
+        st.dloss.append(dloss)
+        st.q.append(expit(z @ P.v[k] - P.theta[k]) if shape.routes(k) else np.zeros(n))
+        st.p.append(np.zeros(n))
+    st.p[0] = np.ones(n)
+    for k in shape.alive():
+        if shape.routes(k):
+            st.p[shape.hi[k]] = st.p[k] * st.q[k]
+            if shape.lo[k] >= 0:
+                st.p[shape.lo[k]] = st.p[k] * (1 - st.q[k])
+    return st
+
+
+@dataclass
+class Aux:
+    eta: dict[int, FloatArray]
+    """Terminal node -> [G] path auxiliaries (CSTC, CSCC)."""
+    gamma: list[FloatArray]
+    """Per node, [d, m] L1 auxiliaries."""
+    kappa: list[FloatArray]
+    """Per node, [G] fixed quadratic cost coefficients (Cronus)."""
+
+
+def solve_aux(prob: Problem, shape: Shape, P: Params, st: State) -> Aux:
+    """The closed-form minimisers of Lemma 1's auxiliaries for the current weights."""
+    sq = [group_sq(prob, W) for W in P.W]
+    eta: dict[int, FloatArray] = {}
+    kappa = [np.zeros(prob.n_groups) for _ in P.W]
+    if prob.variant == "cronus":
+        reach = [float(p.mean()) for p in st.p]
+        total = sum(reach[k] ** 2 * sq[k] for k in shape.alive())
+        eta_g = np.maximum(np.sqrt(total), EPS)
+        for k in shape.alive():
+            kappa[k] = prob.lam * prob.costs * reach[k] ** 2 / eta_g
+    else:
+        for t in shape.terminals():
+            eta[t] = np.maximum(np.sqrt(sum(sq[j] for j in shape.path(t))), EPS)
+    gamma = [np.maximum(np.abs(W), EPS) for W in P.W]
+    return Aux(eta, gamma, kappa)
+
+
+def terminal_cost(prob: Problem, shape: Shape, P: Params, aux: Aux, t: int) -> float:
+    """``sum_g c_g * (A_g / eta_g + eta_g) / 2`` for exit path ``t`` (0 for Cronus)."""
+    if prob.variant == "cronus":
+        return 0.0
+    A = sum(group_sq(prob, P.W[j]) for j in shape.path(t))
+    return float((prob.costs * 0.5 * (A / aux.eta[t] + aux.eta[t])).sum())
+
+
+def downstream(prob: Problem, shape: Shape, P: Params, st: State, aux: Aux
+               ) -> tuple[dict[int, FloatArray], dict[int, FloatArray]]:
+    """Per node ``k`` (given a row reached it): ``R[k]`` [n] its subtree's loss + cost, and
+    ``H[k]`` [n, G] the coefficient of ``|W_j[g]|^2 / 2`` for any ancestor ``j`` in it."""
+    R: dict[int, FloatArray] = {}
+    H: dict[int, FloatArray] = {}
+    n, zero = len(prob.X), np.zeros(prob.n_groups)
+    for k in reversed(shape.alive()):
+        own = prob.weight * st.loss[k]
+        self_cost = terminal_cost(prob, shape, P, aux, k) if shape.is_terminal(k) else 0.0
+        self_h = (prob.lam * prob.costs / aux.eta[k]
+                  if shape.is_terminal(k) and prob.variant != "cronus" else zero)
+        if not shape.routes(k):
+            R[k] = own + prob.lam * self_cost
+            H[k] = np.broadcast_to(self_h, (n, prob.n_groups))
+            continue
+        q = st.q[k]
+        hi, lo = shape.hi[k], shape.lo[k]
+        if shape.kind == "cascade":
+            R[k] = (1 - q) * (own + prob.lam * self_cost) + q * R[hi]
+            H[k] = (1 - q)[:, None] * self_h + q[:, None] * H[hi]
+        else:
+            R[k] = own + q * R[hi] + (1 - q) * R[lo]
+            H[k] = q[:, None] * H[hi] + (1 - q)[:, None] * H[lo]
+    return R, H
+
+
+def total(prob: Problem, shape: Shape, P: Params) -> float:
+    """The objective at ``P`` (auxiliaries at their minimisers: the exact relaxed objective)."""
+    st = forward(prob, shape, P)
+    aux = solve_aux(prob, shape, P, st)
+    R, _ = downstream(prob, shape, P, st, aux)
+    l1 = sum(float(np.abs(P.W[k]).sum()) for k in shape.alive())
+    out = float(R[0].mean()) + prob.rho * l1
+    if prob.variant == "cronus":
+        out += sum(float(aux.kappa[k] @ group_sq(prob, P.W[k])) for k in shape.alive())
+    return out

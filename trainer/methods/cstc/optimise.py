@@ -1,0 +1,200 @@
+"""Algorithm 1 of Xu et al. (JMLR 2014): initialise top-down, block coordinate descent in
+level order with Lemma 1's auxiliaries, prune on validation, then fine-tune the answering
+classifiers without the cost term. (The paper prunes the initialised tree; here the nodes are
+initialised as leaves under the full cost term, which keeps their expensive features out, so
+pruning waits until the tree has specialised.)
+
+``fit_model`` works on standardised features; ``CostSensitiveModel`` holds the result with the
+standardisation folded into the weights (raw float inputs, as the exported nodes see them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from adaptedge.trainer.methods.cstc.node_solve import node_terms, solve_node
+from adaptedge.trainer.methods.cstc.objective import (
+    EPS,
+    FloatArray,
+    IntArray,
+    Params,
+    Problem,
+    forward,
+    group_sq,
+    solve_aux,
+)
+from adaptedge.trainer.methods.cstc.structure import Shape
+
+PRUNE_TOLERANCE = 0.01
+"""The first sensor-pruning round may give up this much validation accuracy: the routes are
+re-optimised on the kept sensors before the second, strict round."""
+CLAMP = 1e-3
+"""A node's group whose weights' norm falls below this is set to zero for good (the paper's
+practical clamp of Lemma 1)."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    sweeps: int = 3
+    """Level-order passes of block coordinate descent."""
+    inner: int = 2
+    """Auxiliary / node-solve alternations per node and pass."""
+    max_iter: int = 40
+    """L-BFGS iterations per node solve."""
+
+
+@dataclass(frozen=True)
+class CostSensitiveModel:
+    """A trained tree or cascade on raw inputs: node ``k`` scores ``z = x W[k] + b[k]`` and
+    routes to ``hi`` when ``z v[k] - theta[k] >= 0``."""
+
+    shape: Shape
+    W: tuple[FloatArray, ...]
+    b: tuple[FloatArray, ...]
+    v: tuple[FloatArray, ...]
+    theta: FloatArray
+    groups: tuple[tuple[int, ...], ...]
+    """Per node, the sensor groups its classifier reads (non-zero weights)."""
+
+    def logits(self, k: int, X: FloatArray) -> FloatArray:
+        out: FloatArray = np.asarray(X, dtype=np.float64) @ self.W[k] + self.b[k]
+        return out
+
+    def route_score(self, k: int, X: FloatArray) -> FloatArray:
+        out: FloatArray = self.logits(k, X) @ self.v[k] - self.theta[k]
+        return out
+
+    def answering_node(self, X: FloatArray) -> IntArray:
+        """The node whose classifier answers each row (hard routing)."""
+        node = np.zeros(len(X), dtype=np.int64)
+        for k in self.shape.alive():
+            rows = np.flatnonzero(node == k)
+            if not self.shape.routes(k) or not rows.size:
+                continue
+            up = self.route_score(k, X[rows]) >= 0
+            lo = self.shape.lo[k]
+            node[rows[up]] = self.shape.hi[k]
+            if lo >= 0:
+                node[rows[~up]] = lo
+        return node
+
+
+def visiting(shape: Shape, P: Params, X: FloatArray) -> list[FloatArray]:
+    """Hard 0/1 visit indicator of every node for rows ``X`` (standardised)."""
+    visit = [np.zeros(len(X)) for _ in range(shape.n_nodes)]
+    visit[0][:] = 1
+    for k in shape.alive():
+        if shape.routes(k):
+            up = ((X @ P.W[k] + P.b[k]) @ P.v[k] - P.theta[k] >= 0).astype(float)
+            visit[shape.hi[k]] = visit[k] * up
+            if shape.lo[k] >= 0:
+                visit[shape.lo[k]] = visit[k] * (1 - up)
+    return visit
+
+
+def hard_accuracy(shape: Shape, P: Params, X: FloatArray, y: IntArray) -> float:
+    visit = visiting(shape, P, X)
+    right = np.zeros(len(X))
+    for k in shape.terminals():
+        z = X @ P.W[k] + P.b[k]
+        pred = (z[:, 0] > 0).astype(int) if z.shape[1] == 1 else z.argmax(axis=1)
+        answers = visit[k] * (1 - (0 if not (shape.kind == "cascade" and shape.routes(k))
+                                   else visit[shape.hi[k]]))
+        right += answers * (pred == y)
+    return float(right.mean())
+
+
+def block(prob: Problem, shape: Shape, P: Params, k: int, schedule: Schedule,
+          with_cost: bool = True) -> None:
+    """Alternate Lemma 1's auxiliaries and node ``k``'s solve; clamp dead groups."""
+    for _ in range(schedule.inner):
+        st = forward(prob, shape, P)
+        aux = solve_aux(prob, shape, P, st)
+        solve_node(prob, shape, P, aux, k, node_terms(prob, shape, P, st, aux, k, with_cost),
+                   schedule.max_iter)
+        if with_cost:
+            dead = np.sqrt(group_sq(prob, P.W[k])) < CLAMP
+            P.active[k] &= ~dead
+            P.W[k][dead[prob.group_of]] = 0.0
+
+
+def initialise(prob: Problem, shape: Shape, val: tuple[FloatArray, IntArray],
+               schedule: Schedule) -> Params:
+    """Top-down: each node trained as if it were a leaf, then its threshold set to split the
+    validation rows reaching it evenly."""
+    d, m, G = prob.X.shape[1], prob.Y.shape[1], prob.n_groups
+    P = Params([np.zeros((d, m)) for _ in range(shape.n_nodes)],
+               [np.zeros(m) for _ in range(shape.n_nodes)],
+               [np.ones(m) for _ in range(shape.n_nodes)],
+               np.zeros(shape.n_nodes), [np.ones(G, dtype=bool) for _ in range(shape.n_nodes)])
+    for k in shape.alive():
+        if k > 0:
+            P.b[k] = P.b[shape.parent(k)].copy()
+        warm = replace(prob, lam=0.0, rho=EPS * EPS)
+        block(warm, shape.cut(k), P, k, replace(schedule, inner=1), with_cost=False)
+        block(prob, shape.cut(k), P, k, schedule)
+        if shape.routes(k):
+            reach = visiting(shape, P, val[0])[k] > 0
+            z = val[0][reach] @ P.W[k] + P.b[k] if reach.any() else np.zeros((1, m))
+            if m > 1:
+                centred = z - z.mean(axis=0)
+                direction = np.linalg.svd(centred, full_matrices=False)[2][0]
+                P.v[k] = direction * np.sign(direction[np.abs(direction).argmax()])
+            s = z @ P.v[k]
+            P.theta[k] = float(np.quantile(s, 0.25) + np.quantile(s, 0.75)) / 2
+    return P
+
+
+def prune(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, IntArray]) -> Shape:
+    """Bottom-up, cut every routing node whose removal does not lower validation accuracy."""
+    best = hard_accuracy(shape, P, *val)
+    for k in reversed(shape.alive()):
+        if not shape.routes(k) or any(shape.routes(c) for c in (shape.hi[k], shape.lo[k])
+                                      if c >= 0 and shape.kind == "tree"):
+            continue
+        candidate = shape.cut(k)
+        score = hard_accuracy(candidate, P, *val)
+        if score >= best:
+            shape, best = candidate, score
+    return shape
+
+
+def fit_params(prob: Problem, shape: Shape, val: tuple[FloatArray, IntArray],
+               schedule: Schedule) -> tuple[Shape, Params]:
+    """Initialise, optimise, then twice: fine-tune the leaves, prune nodes and sensor groups; returns the final shape and parameters."""
+    P = initialise(prob, shape, val, schedule)
+    for _ in range(schedule.sweeps):
+        for k in shape.alive():
+            block(prob, shape, P, k, schedule)
+    fine = replace(prob, rho=EPS)
+    for round_ in range(2):  # fine-tune the answering leaves, prune nodes and sensors
+        for k in [k for k in shape.terminals() if not shape.routes(k)]:
+            block(fine, shape, P, k, replace(schedule, inner=1), with_cost=False)
+        shape = prune(prob, shape, P, val)
+        prune_groups(prob, shape, P, val, PRUNE_TOLERANCE if round_ == 0 else 0.0)
+        for k in shape.alive():  # re-optimise on the kept sensors
+            block(prob, shape, P, k, replace(schedule, inner=1))
+    for k in [k for k in shape.terminals() if not shape.routes(k)]:
+        block(fine, shape, P, k, replace(schedule, inner=1), with_cost=False)
+    return shape, P
+
+
+def prune_groups(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, IntArray],
+                 tolerance: float = 0.0) -> None:
+    """Root first, most expensive first: drop a node's sensor group when zeroing its weights
+    does not lower validation accuracy by more than ``tolerance`` (in all). (The relaxed cost is linear in a weight's size, so
+    small weights on expensive sensors survive the optimisation yet cost their full price at
+    test time; this is the paper's validation pruning applied to sensors as well as nodes.)"""
+    floor = hard_accuracy(shape, P, *val) - tolerance
+    for k in shape.alive():
+        for g in sorted(np.flatnonzero(P.active[k]), key=lambda g: -prob.costs[g]):
+            cols = prob.group_of == g
+            saved = P.W[k][cols].copy()
+            P.W[k][cols] = 0.0
+            score = hard_accuracy(shape, P, *val)
+            if score >= floor:
+                P.active[k][g] = False
+            else:
+                P.W[k][cols] = saved
