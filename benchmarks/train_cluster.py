@@ -45,7 +45,7 @@ def _best(policies: list[Any], hpc_accuracy: float) -> dict[str, Any] | None:
 
 def _sweep(method: str, dataset: Any, hpc: Any, quick: bool) -> tuple[list[Any], float, float]:
     """The candidates, the wall seconds and the CPU seconds of this process."""
-    from adaptedge.trainer.methods import MethodOptions, get_method
+    from adaptedge.trainer.methods.registry import MethodOptions, get_method
 
     options = MethodOptions(n_jobs=1, progress=False, quick=quick)
     started, cpu = time.perf_counter(), time.process_time()
@@ -71,7 +71,7 @@ def _on_cluster(n_workers: int, method: str, dataset: Any, hpc: Any, quick: bool
         with use_cluster(cluster.scheduler_address) as connected:
             assert connected is not None
             started = time.perf_counter()
-            from adaptedge.trainer.methods import METHOD_MODULES
+            from adaptedge.trainer.methods.registry import METHOD_MODULES
 
             connected.client.run(__import__, METHOD_MODULES[method])
             warm = time.perf_counter() - started
@@ -89,7 +89,7 @@ def _signature(policies: list[Any]) -> list[tuple[str, Any]]:
 
 
 def run(dataset_name: str, method: str, quick: bool) -> dict[str, Any]:
-    from adaptedge.trainer.datasets import load_dataset
+    from adaptedge.trainer.data.datasets import load_dataset
 
     from adaptedge.trainer.hpc import fit_hpc
 
