@@ -65,3 +65,22 @@ def test_wheel_holds_only_adaptedge(tmp_path: Path) -> None:
         gone = subprocess.run([sys.executable, "-c", f"import {old}"], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=60)
         assert gone.returncode != 0 and "ModuleNotFoundError" in gone.stderr, old
+
+
+def test_benchmark_imports_resolve() -> None:
+    """mypy does not check benchmarks/: every ``from adaptedge... import name`` there (also inside
+    functions) must name a module and attribute that exist, or a benchmark dies mid-run."""
+    import importlib
+    import importlib.util
+
+    missing = []
+    for path in sorted((REPO / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                    and node.module.split(".")[0] == "adaptedge"):
+                continue
+            module = importlib.import_module(node.module)
+            missing += [f"{path.name}:{node.lineno} {node.module}.{alias.name}"
+                        for alias in node.names if not hasattr(module, alias.name)
+                        and importlib.util.find_spec(f"{node.module}.{alias.name}") is None]
+    assert missing == [], f"benchmarks import names that do not exist: {missing}"
