@@ -17,6 +17,7 @@ from adaptedge.protocol.codec import decode
 from adaptedge.protocol.errors import ProtocolError
 from adaptedge.protocol.messages import InferenceRequest
 from adaptedge.protocol.topics import DEFAULT_PREFIX, wildcard
+from adaptedge.simulator.remote_sensors import run_client, stop_client
 
 
 class RequestMonitor:
@@ -63,8 +64,7 @@ class RequestMonitor:
         client.on_connect = on_connect
         client.on_subscribe = on_subscribe
         client.on_message = on_message
-        client.connect(self.host, self.port, keepalive=30)
-        client.loop_start()
+        run_client(client, self.host, self.port)
         self._client = client
         if not self._subscribed.wait(timeout_s):
             self.stop()
@@ -73,10 +73,7 @@ class RequestMonitor:
 
     def stop(self) -> None:
         client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(Exception):
-                client.disconnect()
-            client.loop_stop()
+        stop_client(client)
 
     def arrival(self, device: str, request_id: int) -> float | None:
         with self._lock:

@@ -67,6 +67,20 @@ def _host_port(url: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
+def run_client(client: Any, host: str, port: int) -> None:
+    """Connect ``client`` and start its network thread."""
+    client.connect(host, port, keepalive=30)
+    client.loop_start()
+
+
+def stop_client(client: Any) -> None:
+    """Disconnect ``client`` (if it can) and stop its network thread; ``None`` is a no-op."""
+    if client is not None:
+        with contextlib.suppress(Exception):
+            client.disconnect()
+        client.loop_stop()
+
+
 class _Subscribed:
     def __init__(self, client: Any, topics: list[str], timeout_s: float) -> None:
         done = threading.Event()
@@ -105,8 +119,7 @@ class RemoteSensorServer:
         topics = [f"{self.prefix}/{TOPIC_VERSION}/{d}/sensor/+/get" for d in self.devices]
         sub = _Subscribed(client, topics, timeout_s)
         client.on_message = self._on_message
-        client.connect(self.host, self.port, keepalive=30)
-        client.loop_start()
+        run_client(client, self.host, self.port)
         self._client = client
         self._sender = threading.Thread(target=self._send_loop, name="remote-sensors", daemon=True)
         self._sender.start()
@@ -122,10 +135,7 @@ class RemoteSensorServer:
         if self._sender is not None:
             self._sender.join(timeout=5)
         client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(Exception):
-                client.disconnect()
-            client.loop_stop()
+        stop_client(client)
 
     def __enter__(self) -> RemoteSensorServer:
         self.start()
@@ -203,8 +213,7 @@ class RemoteSensors:
         topics = [sensor_topic(self.device, s, "value", self.prefix) for s in self.sensor_names]
         sub = _Subscribed(client, topics, timeout_s)
         client.on_message = self._on_message
-        client.connect(self.host, self.port, keepalive=30)
-        client.loop_start()
+        run_client(client, self.host, self.port)
         self._client = client
         if not sub.done.wait(timeout_s):
             self.stop()
@@ -214,10 +223,7 @@ class RemoteSensors:
 
     def stop(self) -> None:
         client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(Exception):
-                client.disconnect()
-            client.loop_stop()
+        stop_client(client)
 
     def __enter__(self) -> RemoteSensors:
         return self.start()

@@ -214,12 +214,8 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
             bar.update(len(X))
     if bar is not None:
         bar.close()
-    return RunResult(
-        mode="replay", bundle_id=manifest.bundle_id, operating_point=point,
-        classes=manifest.classes, columns=cols,
-        outages=[(o.start_s, o.end_s) for o in scenario.network.outages] if cloud else [],
-        duration_s=end_time, wall_s=time.perf_counter() - started,
-        extra={"cloud": cloud, "devices": n_devices, "rows_per_device": len(X)})
+    return _run_result(manifest, point, cols, scenario, cloud, end_time, started, n_devices,
+                       len(X))
 
 
 def replay_batched(bundle_dir: Path, manifest: Manifest, X: npt.NDArray[np.float32],
@@ -242,12 +238,19 @@ def replay_batched(bundle_dir: Path, manifest: Manifest, X: npt.NDArray[np.float
         ends = [arrays[-1]["t_start"][-1:], timeline.end]
         end_time = max([end_time] + [float(e.max()) for e in ends if e.size])
     cols = column_arrays([f"dev-{d}" for d in range(n_devices)], arrays, y)
+    return _run_result(manifest, point, cols, scenario, cloud, end_time, started, n_devices,
+                       len(X))
+
+
+def _run_result(manifest: Manifest, point: str, cols: Any, scenario: Scenario, cloud: bool,
+                end_time: float, started: float, n_devices: int, n_rows: int) -> RunResult:
+    """The replay's ``RunResult`` (per-row or batched columns alike)."""
     return RunResult(
         mode="replay", bundle_id=manifest.bundle_id, operating_point=point,
         classes=manifest.classes, columns=cols,
         outages=[(o.start_s, o.end_s) for o in scenario.network.outages] if cloud else [],
         duration_s=end_time, wall_s=time.perf_counter() - started,
-        extra={"cloud": cloud, "devices": n_devices, "rows_per_device": len(X)})
+        extra={"cloud": cloud, "devices": n_devices, "rows_per_device": n_rows})
 
 
 def _replay_device(rt: Any, uplink: SimulatedUplink | None, clock: SimClock,
