@@ -65,7 +65,7 @@ def _plot(name: str, results: dict[str, Any], out: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for method, entry in results["methods"].items():
-        pts = sorted(entry["frontier"], key=lambda p: p["test"]["cost"])
+        pts = sorted(entry["frontier"], key=lambda p: p["val"]["cost"])  # frontier order
         ax.plot([p["test"]["cost"] for p in pts], [p["test"]["accuracy"] for p in pts],
                 marker="o", ms=3, label=method)
     ax.axhline(results["hpc_test_accuracy"], color="grey", ls=":", label="HPC")
