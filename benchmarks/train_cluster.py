@@ -90,7 +90,6 @@ def _signature(policies: list[Any]) -> list[tuple[str, Any]]:
 
 def run(dataset_name: str, method: str, quick: bool) -> dict[str, Any]:
     from adaptedge.trainer.data.datasets import load_dataset
-
     from adaptedge.trainer.hpc import fit_hpc
 
     dataset = load_dataset(dataset_name)
