@@ -105,16 +105,19 @@ def _full_proba(estimator: Any, X: npt.NDArray[np.float32], n_classes: int
     return out
 
 
-def _oof(template: Any, d: Dataset, seed: int, progress: bool) -> npt.NDArray[np.float64]:
+def oof_proba(template: Any, X: Any, y: npt.NDArray[np.int64], n_classes: int,
+              seed: int | None, progress: bool = False) -> npt.NDArray[np.float64]:
+    """Out-of-fold class probabilities of ``template`` on (X, y): each row's from a clone fitted
+    without it (stratified folds, at most ``N_FOLDS``, fewer when a class is rarer)."""
     from sklearn.base import clone
     from sklearn.model_selection import StratifiedKFold
 
-    counts = np.bincount(d.y_train)
+    counts = np.bincount(y)
     n_splits = max(2, min(N_FOLDS, int(counts[counts > 0].min())))
     folds = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
-    oof = np.zeros((len(d.y_train), d.n_classes))
-    jobs = [(clone(template), d.X_train, d.y_train, train_idx, held_idx, d.n_classes)
-            for train_idx, held_idx in folds.split(d.X_train, d.y_train)]
+    oof = np.zeros((len(y), n_classes))
+    jobs = [(clone(template), X, y, train_idx, held_idx, n_classes)
+            for train_idx, held_idx in folds.split(X, y)]
     # sequential here as before; one task per fold on a Dask cluster (trainer.parallel)
     for held_idx, proba in parallel_map(_fit_fold, jobs, 1, progress, "HPC out-of-fold"):
         oof[held_idx] = proba
@@ -233,7 +236,7 @@ def _fit(d: Dataset, kind: Any, seed: int, n_jobs: int, progress: bool,
             best = (acc, name, fitted, proba_val)
     assert best is not None
     acc, name, fitted, proba_val = best
-    oof = _oof(clone(fitted), d, seed, progress)
+    oof = oof_proba(clone(fitted), d.X_train, d.y_train, d.n_classes, seed, progress)
     tried = f" (best on validation of {', '.join(names)})" if len(names) > 1 else ""
     if getattr(fitted, "n_jobs", None) is not None:
         fitted.set_params(n_jobs=1)  # predicting (cloud, evaluation) is single-process

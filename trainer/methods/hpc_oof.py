@@ -18,22 +18,18 @@ from sklearn.utils._param_validation import HasMethods, StrOptions
 
 HPC_CONSTRAINT: list[Any] = [StrOptions({"auto"}), HasMethods(["fit", "predict_proba"])]
 """``_parameter_constraints["hpc"]`` of the estimators that take one."""
-N_FOLDS = 5
 
 
 def oof_hpc_proba(hpc: Any, X: Any, y: Any, random_state: int | None) -> NDArray[np.float64]:
-    """Out-of-fold ``predict_proba`` of ``hpc`` on (X, y), one column per class of ``y``."""
-    from sklearn.base import clone
+    """Out-of-fold ``predict_proba`` of ``hpc`` on (X, y), one column per class of ``y``
+    (``trainer.hpc.oof_proba``, the trainer's own out-of-fold fit)."""
     from sklearn.ensemble import HistGradientBoostingClassifier
-    from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
-    model = (HistGradientBoostingClassifier(random_state=random_state) if hpc == "auto"
-             else clone(hpc))
-    counts = np.bincount(np.asarray(y, dtype=np.int64))
-    folds = max(2, min(N_FOLDS, int(counts[counts > 0].min())))
-    cv = StratifiedKFold(n_splits=folds, shuffle=True, random_state=random_state)
-    proba = cross_val_predict(model, X, y, cv=cv, method="predict_proba")
-    return np.asarray(proba, dtype=np.float64)
+    from adaptedge.trainer.hpc import oof_proba
+
+    model = HistGradientBoostingClassifier(random_state=random_state) if hpc == "auto" else hpc
+    labels = np.asarray(y, dtype=np.int64)
+    return oof_proba(model, np.asarray(X), labels, int(labels.max()) + 1, random_state)
 
 
 def hpc_proba_for(estimator: Any, X: Any, y: Any, given: Any) -> Any:
