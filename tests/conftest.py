@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from support.toy_bundle import build_toy_bundle
+from support.wheel import BuiltWheel, build_wheel
 
 from adaptedge.protocol import Manifest
 
@@ -56,3 +57,9 @@ def mosquitto() -> Iterator[object]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> BuiltWheel:
+    """The wheel, built once per session (``support.wheel``)."""
+    return build_wheel(tmp_path_factory.mktemp("wheel"))

@@ -4,16 +4,14 @@ README that links only to files in the repository."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
+from support.wheel import BuiltWheel
 
 REPO = Path(__file__).resolve().parents[1]
-TOP_LEVEL_SKIP = {".venv", ".git", "build", "dist", "benchmarks", "tests"}
 
 
 @pytest.mark.parametrize(("blocked", "argv", "extra"), [
@@ -41,38 +39,20 @@ def test_a_missing_extra_is_named(blocked: str, argv: list[str], extra: str,
         in run.stderr
 
 
-def _copy_repo(dest: Path) -> Path:
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        skip = {n for n in names if n == "__pycache__" or n.endswith(("_cache", ".egg-info"))}
-        return skip | (TOP_LEVEL_SKIP & set(names) if Path(folder) == REPO else set())
-
-    shutil.copytree(REPO, dest, symlinks=True, ignore=ignore)
-    return dest
-
-
 @pytest.mark.slow
-def test_the_wheel_ships_the_datasets(tmp_path: Path) -> None:
-    source = _copy_repo(tmp_path / "src")
-    out = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "--no-cache-dir", "--quiet", "-w", str(tmp_path / "dist"), str(source)],
-        capture_output=True, text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-2000:]
-    (wheel,) = (tmp_path / "dist").glob("adaptedge-*.whl")
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(tmp_path / "site")
-        names = archive.namelist()
+def test_the_wheel_ships_the_datasets(built_wheel: BuiltWheel, tmp_path: Path) -> None:
+    names = built_wheel.names
     shipped = {n.removeprefix("adaptedge/data/") for n in names if n.startswith("adaptedge/data/")}
     vendored = {str(p.relative_to(REPO / "data")) for p in (REPO / "data").rglob("*")
                 if p.is_file()}
     assert shipped == vendored
     code = ("import adaptedge; from adaptedge.trainer.data.datasets import load_dataset; "
             "d = load_dataset('letter-binary'); print(adaptedge.__file__, d.X_train.shape)")
-    env = {"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(built_wheel.site), "PATH": "/usr/bin:/bin"}
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-1500:]
-    assert run.stdout.startswith(str(tmp_path / "site"))
+    assert run.stdout.startswith(str(built_wheel.site))
 
 
 def test_license_is_mit_as_pyproject_says() -> None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import ast
-import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
+
+from support.wheel import BuiltWheel
 
 REPO = Path(__file__).resolve().parents[1]
 OLD_NAMES = ("protocol", "trainer", "edge", "cloud", "simulator", "adaptedge_cli")
@@ -38,29 +38,18 @@ def test_no_module_imports_a_bare_top_level_name() -> None:
     assert offenders == [], "import through adaptedge.*: " + ", ".join(offenders)
 
 
-def test_wheel_holds_only_adaptedge(tmp_path: Path) -> None:
-    source = tmp_path / "src"
-    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(
-        ".venv", ".git", "*.egg-info", "build", "__pycache__", ".*_cache", "data", "benchmarks"))
-    out = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-cache-dir",
-         "--quiet", "-w", str(tmp_path / "dist"), str(source)],
-        capture_output=True, text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-2000:]
-    (wheel,) = (tmp_path / "dist").glob("adaptedge-*.whl")
-    with zipfile.ZipFile(wheel) as archive:
-        names = archive.namelist()
-        archive.extractall(tmp_path / "site")
+def test_wheel_holds_only_adaptedge(built_wheel: BuiltWheel, tmp_path: Path) -> None:
+    names = built_wheel.names
     top = {name.split("/")[0] for name in names}
     assert {t for t in top if not t.endswith(".dist-info")} == {"adaptedge"}
     assert "adaptedge/simulator/scenarios/ideal.toml" in names
     code = ("import adaptedge, adaptedge.edge, adaptedge.cloud; "
             "print(adaptedge.__file__)")
-    env = {"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(built_wheel.site), "PATH": "/usr/bin:/bin"}
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=60)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.strip().startswith(str(tmp_path / "site"))
+    assert run.stdout.strip().startswith(str(built_wheel.site))
     for old in OLD_NAMES:
         gone = subprocess.run([sys.executable, "-c", f"import {old}"], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=60)
