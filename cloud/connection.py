@@ -11,14 +11,13 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 
 from adaptedge.cloud.errors import CloudError
+from adaptedge.protocol.broker_url import split_broker_url
 
-DEFAULT_PORTS = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883}
 MAX_INFLIGHT = 1024
 """Unacknowledged QoS 1 publishes paho keeps on the wire (its default of 20 throttles replies)."""
 MAX_REFUSALS = 6
@@ -50,15 +49,11 @@ class TlsFiles:
 
 
 def parse_broker_url(url: str) -> BrokerAddress:
-    """``mqtt://host:port`` (plain) or ``mqtts://host:port`` (TLS); the port defaults by scheme."""
-    parts = urlsplit(url if "://" in url else f"mqtt://{url}")
-    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
-        raise CloudError(f"broker URL {url!r} is not mqtt://HOST[:PORT] or mqtts://HOST[:PORT]")
+    """The broker's address (``protocol.broker_url``: the port defaults by scheme)."""
     try:
-        port = parts.port or DEFAULT_PORTS[parts.scheme]
+        return BrokerAddress(*split_broker_url(url))
     except ValueError as exc:
-        raise CloudError(f"broker URL {url!r} has an invalid port") from exc
-    return BrokerAddress(parts.hostname, port, parts.scheme in ("mqtts", "ssl"))
+        raise CloudError(str(exc)) from None
 
 
 def _nodelay(client: mqtt.Client, userdata: Any, sock: Any) -> None:

@@ -20,12 +20,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 
 from adaptedge.edge.errors import UplinkConfigError
+from adaptedge.protocol.broker_url import split_broker_url
 from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.errors import ProtocolError
 from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest, Telemetry
@@ -36,17 +36,11 @@ log = logging.getLogger("edge.mqtt")
 
 
 def parse_broker_url(url: str) -> tuple[str, int, bool]:
-    """``mqtt://host[:port]``, ``mqtts://host[:port]`` or ``host:port`` -> (host, port, tls)."""
-    parts = urlsplit(url if "://" in url else f"mqtt://{url}")
-    if parts.scheme not in ("mqtt", "mqtts", "tcp", "ssl") or not parts.hostname:
-        raise UplinkConfigError(f"broker URL {url!r} is not mqtt://HOST[:PORT] or "
-                                "mqtts://HOST[:PORT]")
-    tls = parts.scheme in ("mqtts", "ssl")
+    """``(host, port, tls)`` of a broker URL (``protocol.broker_url``)."""
     try:
-        port = parts.port or (8883 if tls else 1883)
+        return split_broker_url(url)
     except ValueError as exc:
-        raise UplinkConfigError(f"broker URL {url!r} has an invalid port") from exc
-    return parts.hostname, port, tls
+        raise UplinkConfigError(str(exc)) from None
 
 
 class _Slot:
