@@ -1,0 +1,32 @@
+"""Labelled rows from the field: the contract between the cloud's store and recalibration.
+
+The cloud labels every forwarded record with the HPC and stores it. Two kinds arrive:
+``escalated`` rows (the gate sent them to the cloud: a biased sample, the hard inputs) and
+``audit`` rows (a seeded fraction of locally answered decisions, see ``protocol.audit``: an
+unbiased sample of what the device answered on its own).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+RowKind = Literal["escalated", "audit"]
+ROW_KINDS: tuple[RowKind, ...] = ("escalated", "audit")
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledRow:
+    """One stored row. ``features`` has every feature of the bundle, NaN where not measured;
+    ``local_label`` is the device's own answer (None when it had none); ``hpc_label`` is the
+    cloud HPC's; ``point`` is the index of the operating point the device was at."""
+
+    device: str
+    bundle_id: str
+    request_id: int
+    kind: RowKind
+    point: int | None
+    features: tuple[float, ...]
+    local_label: int | None
+    hpc_label: int
+    received_at: float
