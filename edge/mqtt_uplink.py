@@ -95,6 +95,7 @@ class MqttUplink:
         self._answered = _RecentIds(_REMEMBERED_IDS)
         self._expired = _RecentIds(_REMEMBERED_IDS)
         self._lock = threading.Lock()
+        self._channels: dict[str, Callable[[bytes], None]] = {}  # attach(): extra subscriptions
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
@@ -155,6 +156,19 @@ class MqttUplink:
         message = Telemetry(source=self.device_id, sent_at=time.time(),
                             counters={k: float(v) for k, v in counters.items()})
         info = self._client.publish(self.telemetry_topic, encode(message), qos=0)
+        return info.rc == MQTTErrorCode.MQTT_ERR_SUCCESS
+
+    def attach(self, topic: str, on_message: Callable[[bytes], None]) -> None:
+        """Also subscribe to ``topic`` (QoS 1, again after every reconnect); its payloads go
+        to ``on_message`` on the network thread (``edge.drain`` reads acknowledgements so)."""
+        self._channels[topic] = on_message
+        self._client.message_callback_add(topic, lambda c, u, m: on_message(bytes(m.payload)))
+        if self.is_connected():
+            self._client.subscribe(topic, qos=1)
+
+    def publish(self, topic: str, payload: bytes) -> bool:
+        """Publish at QoS 1 on one of this device's topics; False when not accepted."""
+        info = self._client.publish(topic, payload, qos=1)
         return info.rc == MQTTErrorCode.MQTT_ERR_SUCCESS
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -241,6 +255,8 @@ class MqttUplink:
         self._counters["connects"] += 1
         self.last_error = None
         client.subscribe(self.reply_topic, qos=1)
+        for topic in list(self._channels):
+            client.subscribe(topic, qos=1)
 
     def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, reason_code: Any,
                        properties: Any) -> None:

@@ -1,4 +1,6 @@
-"""MQTT topic names: ``<prefix>/v1/<device>/{req,resp,telemetry}`` and the shared-subscription form."""
+"""MQTT topic names: ``<prefix>/v1/<device>/{req,resp,telemetry,store,stored}`` and the
+shared-subscription form. ``store`` carries outbox records to label and keep (device to cloud),
+``stored`` the cloud's acknowledgement once a record is durably stored."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ from adaptedge.protocol.errors import BAD_TOPIC, ProtocolError
 
 TOPIC_VERSION = "v1"
 DEFAULT_PREFIX = "adaptedge"
-Channel = Literal["req", "resp", "telemetry"]
-CHANNELS: tuple[Channel, ...] = ("req", "resp", "telemetry")
+Channel = Literal["req", "resp", "telemetry", "store", "stored"]
+CHANNELS: tuple[Channel, ...] = ("req", "resp", "telemetry", "store", "stored")
 _FORBIDDEN = ("/", "+", "#", "\x00")
 
 

@@ -11,6 +11,8 @@ import threading
 from types import FrameType
 from typing import Any
 
+from adaptedge.cli import fleet_serve
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("cloud", help="run the cloud HPC service, or generate broker credentials")
@@ -46,6 +48,7 @@ def register(sub: Any) -> None:
                    help="publish stats telemetry and log them every S seconds (default 10)")
     s.add_argument("--client-id", help="MQTT client id and worker name (default cloud-HOST-PID)")
     s.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    fleet_serve.add_options(s)
     s.set_defaults(handler=serve)
 
     a = cmds.add_parser("acl", help="write a mosquitto password file and ACL for the devices")
@@ -103,6 +106,7 @@ def serve(args: argparse.Namespace) -> int:
                                share=args.share, max_queue_ms=args.max_queue_ms,
                                collect_telemetry=args.collect_telemetry)
             svc.start()
+            stops = fleet_serve.start(args, svc, root, tls)
         except CloudError as exc:
             raise CommandError(str(exc)) from exc
         print(f"adaptedge cloud: worker {svc.worker_id} ready", file=sys.stderr, flush=True)
@@ -110,6 +114,8 @@ def serve(args: argparse.Namespace) -> int:
             stop.wait(0.5)
         crashed = not svc.running
         svc.stop()
+        for stop_part in stops:
+            stop_part()
     if svc.failure is not None:
         print(f"adaptedge: error: {svc.failure}", file=sys.stderr)
     return 1 if crashed else 0

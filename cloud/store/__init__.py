@@ -1,0 +1,17 @@
+"""The fleet store: labelled records, device telemetry and alarms in SQLite or PostgreSQL
+(needs the ``fleet`` extra: ``pip install 'adaptedge[fleet]'``)."""
+
+from __future__ import annotations
+
+from adaptedge.cloud.store.fleet_store import (
+    DEFAULT_DB,
+    Alarm,
+    FleetStore,
+    NewRecord,
+    StoreError,
+    database_url,
+)
+from adaptedge.cloud.store.schema import SCHEMA_VERSION
+
+__all__ = ["DEFAULT_DB", "SCHEMA_VERSION", "Alarm", "FleetStore", "NewRecord", "StoreError",
+           "database_url"]
