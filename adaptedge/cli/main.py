@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "cloud_cmd",
     "simulate",
     "cache_cmd",
+    "fleet_cmd",
 )
 
 

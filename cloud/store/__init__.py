@@ -8,10 +8,9 @@ from adaptedge.cloud.store.fleet_store import (
     Alarm,
     FleetStore,
     NewRecord,
-    StoreError,
     database_url,
 )
-from adaptedge.cloud.store.schema import SCHEMA_VERSION
+from adaptedge.cloud.store.schema import SCHEMA_VERSION, StoreError
 
 __all__ = ["DEFAULT_DB", "SCHEMA_VERSION", "Alarm", "FleetStore", "NewRecord", "StoreError",
            "database_url"]

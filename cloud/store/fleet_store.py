@@ -18,22 +18,17 @@ from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
-from sqlalchemy import Engine, case, create_engine, event, func, select
+from sqlalchemy import Engine, case, create_engine, event, func, make_url, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 
-from adaptedge.cloud.errors import CloudError
-from adaptedge.cloud.store.schema import migrate, tables
+from adaptedge.cloud.store.schema import StoreError, migrate, tables
 from adaptedge.protocol.fleet_rows import ROW_KINDS, LabelledRow, RowKind
 
 DEFAULT_DB: Final = "fleet.db"
 """The SQLite file ``cloud serve`` uses when ``--db`` is not given (in the current folder)."""
 _U64: Final = 1 << 64
-
-
-class StoreError(CloudError):
-    """The fleet store cannot be opened or written (the message says what to fix)."""
 
 
 def database_url(value: str | os.PathLike[str] | None) -> str:
@@ -99,6 +94,11 @@ class FleetStore:
     def __init__(self, url: str | os.PathLike[str] | None = None, *,
                  schema: str | None = None) -> None:
         self.url = database_url(url)
+        backend = make_url(self.url).get_backend_name()
+        if backend not in ("sqlite", "postgresql"):
+            raise StoreError(f"the fleet store supports SQLite and PostgreSQL, not {backend} "
+                             f"({url}): give --db sqlite:///FILE, a file path or "
+                             "postgresql://USER@HOST/DB")
         try:
             self.engine: Engine = create_engine(self.url, pool_pre_ping=True)
         except (SQLAlchemyError, ImportError, ValueError) as exc:
@@ -107,13 +107,14 @@ class FleetStore:
         self.dialect = self.engine.dialect.name
         if self.dialect == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        elif self.dialect != "postgresql":
-            raise StoreError(f"the fleet store supports SQLite and PostgreSQL, not "
-                             f"{self.dialect} ({url})")
         self.t = tables(schema)
         try:
             self.version = migrate(self.engine.connect, self.t)
+        except StoreError:
+            self.engine.dispose()
+            raise
         except SQLAlchemyError as exc:
+            self.engine.dispose()
             raise StoreError(f"cannot open the fleet store at {self._shown()}: "
                              f"{exc.__class__.__name__}: {str(exc).splitlines()[0]}") from exc
 
@@ -147,8 +148,9 @@ class FleetStore:
                         mask=r.mask, local_label=r.local_label, hpc_label=r.hpc_label,
                         label_error=r.label_error, sent_at=r.sent_at,
                         received_at=r.received_at,
-                    ).on_conflict_do_nothing(index_elements=["device", "request_id", "digest"])
-                    out.append(conn.execute(stmt).rowcount == 1)
+                    ).on_conflict_do_nothing(index_elements=["device", "request_id", "digest"]
+                                             ).returning(table.c.id)
+                    out.append(conn.execute(stmt).first() is not None)
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot write records to {self._shown()}: "
                              f"{str(exc).splitlines()[0]}") from exc

@@ -30,6 +30,10 @@ from sqlalchemy import (
 from adaptedge.cloud.errors import CloudError
 
 
+class StoreError(CloudError):
+    """The fleet store cannot be opened or written (the message says what to fix)."""
+
+
 @dataclass(frozen=True)
 class Tables:
     metadata: MetaData
@@ -118,7 +122,7 @@ def migrate(connect: Callable[[], Connection], t: Tables) -> int:
         with connect() as conn, conn.begin():
             version = current_version(conn, t)
             if version > SCHEMA_VERSION:
-                raise CloudError(f"the fleet store is at schema version {version}, newer than "
+                raise StoreError(f"the fleet store is at schema version {version}, newer than "
                                  f"this adaptedge ({SCHEMA_VERSION}): upgrade adaptedge")
             if version == SCHEMA_VERSION:
                 return version
