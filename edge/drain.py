@@ -70,7 +70,9 @@ class OutboxDrainer:
         self._clock = clock
         self._lock = threading.Lock()
         self._in_flight: dict[tuple[int, bytes], _InFlight] = {}
-        self._next_send = 0.0
+        self._burst = max(1.0, rate_per_s * 0.1)  # token bucket: 100 ms worth of records
+        self._tokens = self._burst
+        self._refilled = clock()
         self._was_connected = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -135,14 +137,14 @@ class OutboxDrainer:
         if room > due:
             fresh = [p for p in self.outbox.oldest(self.window + len(busy)) if p not in busy]
             paths += [(None, p) for p in fresh[: room - due]]
+        self._tokens = min(self._burst, self._tokens + (now - self._refilled) * self.rate_per_s)
+        self._refilled = now
         sent = 0
         for key, path in paths:
-            if now < self._next_send:
-                break
-            if not self._send(key, path, now):
+            if self._tokens < 1.0 or not self._send(key, path, now):
                 break
             sent += 1
-            self._next_send = max(self._next_send, now - 1.0) + 1.0 / self.rate_per_s
+            self._tokens -= 1.0
         return sent
 
     def _send(self, key: tuple[int, bytes] | None, path: Path, now: float) -> bool:
