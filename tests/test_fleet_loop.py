@@ -12,7 +12,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.fleet import REPO, offline_outbox, start_cloud, wait_ready, wait_until
+from support.fleet import (
+    REPO,
+    offline_outbox,
+    postgres_database,
+    postgres_unreachable,
+    start_cloud,
+    wait_ready,
+    wait_until,
+)
 
 from adaptedge.cloud.inference import HpcInference
 from adaptedge.cloud.ingest import StoreIngest
@@ -119,11 +127,23 @@ def test_kill_9_of_the_draining_device_loses_and_duplicates_nothing(
     assert not list((tmp_path / "outbox").glob("*.msgpack"))
 
 
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
 def test_kill_9_of_the_cloud_worker_mid_drain_loses_and_duplicates_nothing(
-        toy_bundle: Bundle, mosquitto: MosquittoBroker, tmp_path: Path) -> None:
-    path, _ = toy_bundle
+        toy_bundle: Bundle, mosquitto: MosquittoBroker, tmp_path: Path, database: str) -> None:
+    if database == "sqlite":
+        _kill_cloud_mid_drain(toy_bundle[0], mosquitto, tmp_path, tmp_path / "fleet.db")
+        return
+    reason = postgres_unreachable()
+    if reason is not None:
+        pytest.skip(reason)
+    with postgres_database() as url:
+        _kill_cloud_mid_drain(toy_bundle[0], mosquitto, tmp_path, url)
+
+
+def _kill_cloud_mid_drain(path: Path, mosquitto: MosquittoBroker, tmp_path: Path,
+                          db: Path | str) -> None:
     n = offline_outbox(path, tmp_path / "outbox", 500)
-    db, log = tmp_path / "fleet.db", tmp_path / "cloud.log"
+    log = tmp_path / "cloud.log"
     cloud = start_cloud(path, mosquitto.url, db, log)
     uplink = MqttUplink(mosquitto.url, "dev1", reconnect_min_s=0.05).start()
     outbox = Outbox(tmp_path / "outbox")
@@ -148,5 +168,8 @@ def test_kill_9_of_the_cloud_worker_mid_drain_loses_and_duplicates_nothing(
         if cloud.poll() is None:
             cloud.terminate()
             cloud.wait(timeout=10)
-    assert_once(store, n)
+    try:
+        assert_once(store, n)
+    finally:
+        store.close()
     assert drainer.counters["drain_resent"] > 0  # unacknowledged records were sent again

@@ -4,7 +4,6 @@ idempotent records, labelled rows, telemetry, alarms, versioned migrations."""
 from __future__ import annotations
 
 import math
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,29 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sqlalchemy import create_engine, text
+from support.fleet import PG_ADMIN, postgres_unreachable
 
 from adaptedge.cloud.store import SCHEMA_VERSION, FleetStore, NewRecord, StoreError, database_url
 from adaptedge.cloud.store.fleet_store import to_signed, to_unsigned
 from adaptedge.cloud.store.schema import MIGRATIONS, migrate, tables
 from adaptedge.protocol.features import pack_features
-
-PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-
-
-def _pg_reason() -> str | None:
-    try:
-        with socket.create_connection(("127.0.0.1", 5432), timeout=0.5):
-            pass
-    except OSError as exc:
-        return f"no PostgreSQL on 127.0.0.1:5432 ({exc})"
-    try:
-        engine = create_engine(PG_URL)
-        with engine.connect() as conn:
-            conn.execute(text("select 1"))
-        engine.dispose()
-    except Exception as exc:  # a server that refuses us: say why, skip
-        return f"PostgreSQL on 127.0.0.1:5432 refused user postgres, db test ({exc})"
-    return None
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -43,11 +25,11 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FleetStore
         with FleetStore(tmp_path / "fleet.db") as s:
             yield s
         return
-    reason = _pg_reason()
+    reason = postgres_unreachable()
     if reason is not None:
         pytest.skip(reason)
     schema = f"t_{uuid.uuid4().hex[:12]}"  # one schema per test, dropped after
-    admin = create_engine(PG_URL)
+    admin = create_engine(PG_ADMIN)
     with admin.begin() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))
     try:

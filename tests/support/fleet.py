@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +18,7 @@ from adaptedge.edge import EdgeRuntime, Outbox
 REPO = Path(__file__).resolve().parents[2]
 
 
-def start_cloud(bundle: Path, url: str, db: Path, log: Path, *extra: str,
+def start_cloud(bundle: Path, url: str, db: Path | str, log: Path, *extra: str,
                 name: str = "fleet-cloud") -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "adaptedge.cli.main", "cloud", "serve", "--bundle", str(bundle),
            "--broker", url, "--client-id", name, "--stats-every", "0.2", "--db", str(db),
@@ -62,3 +64,45 @@ def offline_outbox(bundle: Path, folder: Path, n_rows: int, device: str = "dev1"
         for row in rows:
             rt.predict_row(row)
     return len(outbox)
+
+
+PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def postgres_unreachable() -> str | None:
+    """Why the PostgreSQL of the tests (127.0.0.1:5432, user postgres, db test) cannot be
+    used, or None."""
+    import socket
+
+    from sqlalchemy import create_engine, text
+
+    try:
+        with socket.create_connection(("127.0.0.1", 5432), timeout=0.5):
+            pass
+    except OSError as exc:
+        return f"no PostgreSQL on 127.0.0.1:5432 ({exc})"
+    try:
+        engine = create_engine(PG_ADMIN)
+        with engine.connect() as conn:
+            conn.execute(text("select 1"))
+        engine.dispose()
+    except Exception as exc:  # a server that refuses us: say why
+        return f"PostgreSQL on 127.0.0.1:5432 refused user postgres, db test ({exc})"
+    return None
+
+
+@contextlib.contextmanager
+def postgres_database() -> Iterator[str]:
+    """A fresh database (its URL), dropped afterwards."""
+    from sqlalchemy import create_engine, text
+
+    name = f"fleet_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        admin.dispose()
