@@ -29,7 +29,7 @@ Bundle = tuple[Path, Manifest]
 
 
 def test_acl_text_confines_the_store_channels() -> None:
-    text = acl_text(["dev1"], ["svc"], store_user="svc-store")
+    text = acl_text(["dev1"], ["svc"], store_users=["svc-store"])
     assert "user svc-store\ntopic read adaptedge/v1/+/store\ntopic write adaptedge/v1/+/stored" \
         in text
     assert "topic write adaptedge/v1/dev1/store\ntopic read adaptedge/v1/dev1/stored" in text
@@ -39,7 +39,9 @@ def test_acl_text_confines_the_store_channels() -> None:
 def test_devices_forward_only_their_own_records(toy_bundle: Bundle, tmp_path: Path) -> None:
     path, _ = toy_bundle
     creds = tmp_path / "creds"
-    assert cli(["cloud", "acl", "--devices", "dev1,dev2", "--out", str(creds)]) == 0
+    assert cli(["cloud", "acl", "--devices", "dev1,dev2", "--out", str(creds),
+                "--workers", "2"]) == 0
+    assert (creds / "secrets" / "adaptedge-cloud-2-store").exists()
     secret = creds / "secrets"
     n = offline_outbox(path, tmp_path / "outbox", 200)
     foreign = read_record(Outbox(tmp_path / "outbox").oldest(1)[0])[2]

@@ -124,7 +124,7 @@ def serve(args: argparse.Namespace) -> int:
 def acl(args: argparse.Namespace) -> int:
     from adaptedge.cli.main import CommandError
     from adaptedge.cloud import CloudError
-    from adaptedge.cloud.acl import give_to, system_account, write_credentials
+    from adaptedge.cloud.acl import give_to, store_user_of, system_account, write_credentials
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     try:
@@ -151,4 +151,7 @@ def acl(args: argparse.Namespace) -> int:
     for worker in creds.workers:
         print(f"  adaptedge cloud serve --bundle BUNDLE --broker mqtt://HOST:1883 "
               f"--username {worker} --password-file {creds.secret_file(worker)}")
+    print(f"\nwith --db, a worker's store ingest logs in as its user + '-store' (e.g. "
+          f"{store_user_of(creds.workers[0])}; its password file is found next to "
+          "--password-file)")
     return 0
