@@ -184,6 +184,13 @@ class OutboxDrainer:
             time.sleep(tick_s)
         return self.idle
 
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait (while the background thread drains) until ``idle`` or ``timeout_s`` passed."""
+        deadline = time.monotonic() + timeout_s
+        while not self.idle and time.monotonic() < deadline and self.link.is_connected():
+            time.sleep(0.01)
+        return self.idle
+
     def start(self, tick_s: float = 0.05) -> OutboxDrainer:
         """Drain in a background thread until ``stop()``."""
         if self._thread is None:

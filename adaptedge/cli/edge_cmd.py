@@ -237,8 +237,7 @@ def _run_device(args: argparse.Namespace, stop: dict[str, bool]) -> int:
         try:
             _replay(args, rt, uplink, log, [dataset.classes[int(t)] for t in y], X, stop)
         finally:
-            if drainer is not None:
-                drainer.stop()
+            edge_drain.finish_drain(args, drainer, stop["flag"])
             if uplink is not None:
                 uplink.publish_telemetry(_telemetry(rt.counters, log.latencies))
                 time.sleep(0.05)  # let the last telemetry leave

@@ -25,6 +25,9 @@ def add_run_options(run: Any) -> None:
                      "in the background (edge drain can do it later)")
     run.add_argument("--drain-rate", type=float, default=50.0, metavar="N",
                      help="forward at most N outbox records a second (default 50)")
+    run.add_argument("--drain-wait", type=float, default=5.0, metavar="S",
+                     help="at the end of the data, wait up to S seconds for the outbox to be "
+                     "forwarded while the link is up (default 5; the rest goes next time)")
 
 
 def register_drain(edge_sub: Any) -> None:
@@ -71,6 +74,15 @@ def start_drain(args: argparse.Namespace, rt: Any, uplink: Any) -> Any:
 
     return OutboxDrainer(rt.outbox, uplink, args.device, prefix=args.prefix,
                          rate_per_s=args.drain_rate).start()
+
+
+def finish_drain(args: argparse.Namespace, drainer: Any, interrupted: bool) -> None:
+    """Let the background drain forward what is left (not when interrupted), then stop it."""
+    if drainer is None:
+        return
+    if not interrupted and args.drain_wait > 0:
+        drainer.wait_idle(args.drain_wait)
+    drainer.stop()
 
 
 def audit_line(counters: dict[str, float]) -> str:
