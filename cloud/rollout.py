@@ -25,7 +25,7 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 
-from adaptedge.cloud.connection import TlsFiles, connect, make_client, parse_broker_url
+from adaptedge.cloud.connection import BrokerAddress, TlsFiles, make_client, parse_broker_url
 from adaptedge.cloud.errors import CloudError
 from adaptedge.protocol.bundle import open_bundle, read_manifest_body, verify
 from adaptedge.protocol.bundle_version import bundle_version
@@ -146,6 +146,37 @@ def withdraw(client: mqtt.Client, devices: Sequence[str], *, prefix: str = DEFAU
     _publish_all(client, (topic(d, "update", prefix) for d in devices), b"", timeout_s)
 
 
+def start_threaded(client: mqtt.Client, address: BrokerAddress, timeout_s: float = 10.0) -> None:
+    """Connect and run the client's loop in paho's thread (which reconnects by itself); wait
+    for the CONNACK. ``CloudError`` if the broker is unreachable or refuses. The client's own
+    ``on_connect`` (set before) still runs on every connection."""
+    outcome: list[Any] = []
+    own = client.on_connect
+
+    def on_connect(c: mqtt.Client, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
+        outcome.append(reason)
+        if own is not None:
+            own(c, userdata, flags, reason, props)
+
+    client.on_connect = on_connect
+    try:
+        client.connect(address.host, address.port, keepalive=30)
+    except (OSError, ValueError) as exc:
+        raise CloudError(f"cannot reach the MQTT broker at {address.host}:{address.port} "
+                         f"({exc}): check --broker and that the broker is running") from exc
+    client.loop_start()
+    deadline = time.monotonic() + timeout_s
+    while not outcome and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if not outcome or outcome[0].is_failure:
+        client.disconnect()
+        client.loop_stop()
+        why = f"refused the connection: {outcome[0]}" if outcome else \
+            f"sent no CONNACK within {timeout_s:g} s"
+        raise CloudError(f"the broker at {address.host}:{address.port} {why} (check "
+                         "--username/--password-file and the broker's ACL)")
+
+
 class ChunkServer:
     """Answers chunk requests for the images it holds, over its own MQTT client."""
 
@@ -169,12 +200,10 @@ class ChunkServer:
             self.images[image.bundle_id] = image
 
     def start(self) -> ChunkServer:
-        """Connect (``CloudError`` if the broker is unreachable or refuses), subscribe, and
-        serve in paho's thread (it reconnects and subscribes again by itself)."""
-        connect(self.client, self.address)
+        """Connect (``CloudError`` if the broker is unreachable or refuses) and serve in paho's
+        thread (it reconnects and subscribes again by itself)."""
         self.client.on_connect = self._on_connect
-        self.client.subscribe(self._filter, qos=0)
-        self.client.loop_start()
+        start_threaded(self.client, self.address)
         return self
 
     def stop(self) -> None:

@@ -224,8 +224,9 @@ class UpdateFollower:
         root = self.slots.unpack(part, ann.bundle_id)
         try:
             manifest = verify(root, trust=self.trust)
-        except BundleError as exc:
-            raise Refusal(f"verification failed: {exc}") from exc
+        except BundleError as exc:  # named by file, not by this device's folders
+            where = f"{Path(exc.path).name}: " if exc.path else ""
+            raise Refusal(f"verification failed: {where}{exc.message}") from exc
         if manifest.bundle_id != ann.bundle_id:
             raise Refusal(f"the image holds bundle {manifest.bundle_id}, not the announced "
                           f"{ann.bundle_id}")

@@ -1,0 +1,207 @@
+"""Over-the-air rollouts on a real mosquitto: canaries under load, refusals, rollback."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+from support.ota_fleet import Keys, LoadedDevice, new_keys, start_device, versioned_bundle
+
+from adaptedge.cloud.bundle_pool import BundlePool
+from adaptedge.cloud.connection import make_client, parse_broker_url
+from adaptedge.cloud.rollout import (
+    ChunkServer,
+    announce,
+    announcement,
+    build_image,
+    start_threaded,
+)
+from adaptedge.cloud.rollout_status import RolloutWatch
+from adaptedge.cloud.service import CloudService
+from adaptedge.protocol.bundle import MANIFEST_NAME, manifest_digest, read_manifest_body
+from adaptedge.protocol.signing import sign_bundle
+from adaptedge.simulator.brokers import MosquittoBroker
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+class Fleet:
+    """Cloud (a worker over a bundle pool + a chunk server) and devices on one broker."""
+
+    def __init__(self, broker: MosquittoBroker, tmp: Path, stack: ExitStack) -> None:
+        self.broker, self.tmp, self.stack = broker, tmp, stack
+        self.keys: Keys = new_keys(tmp / "keys")
+        self.v1 = tmp / "v1"
+        versioned_bundle(self.v1, 1, self.keys, seed=1)
+        self.server = ChunkServer(broker.url).start()
+        stack.callback(self.server.stop)
+        self.admin = make_client("test-admin")
+        self.watch = RolloutWatch()
+        self.admin.on_connect = lambda c, u, f, r, p: self.watch.attach(c)
+        start_threaded(self.admin, parse_broker_url(broker.url))
+        stack.callback(self.admin.loop_stop)
+        stack.callback(self.admin.disconnect)
+
+    def cloud(self, *bundles: Path) -> CloudService:
+        pool = BundlePool([self.v1, *bundles])
+        svc = CloudService(pool, self.broker.url, share="off", client_id="cloud-test")
+        svc.start()
+        self.stack.callback(pool.close)
+        self.stack.callback(svc.stop)
+        return svc
+
+    def device(self, name: str) -> LoadedDevice:
+        dev = start_device(name, self.v1, self.broker.url, self.keys, self.tmp / "updates",
+                           version=1)
+        self.stack.callback(dev.close)
+        return dev
+
+    def deploy(self, bundle: Path, devices: list[str], *, check: bool = True,
+               **limits: float) -> str:
+        image = build_image(bundle, self.tmp / "images", chunk_size=4096, check=check)
+        self.server.add(image)
+        announce(self.admin, devices, announcement(image, rollout="test", **limits))
+        return image.bundle_id
+
+
+@pytest.fixture()
+def fleet(mosquitto: MosquittoBroker, tmp_path: Path) -> Iterator[Fleet]:
+    with ExitStack() as stack:
+        yield Fleet(mosquitto, tmp_path, stack)
+
+
+def test_canary_rollout_to_two_of_three_devices_under_load(fleet: Fleet) -> None:
+    v2 = fleet.tmp / "v2"
+    b2 = versioned_bundle(v2, 2, fleet.keys, seed=2).bundle_id
+    b1 = read_manifest_body(fleet.v1)["bundle_id"]
+    svc = fleet.cloud(v2)
+    devices = [fleet.device(f"dev{i}").start(rate_hz=150, seed=i) for i in (1, 2, 3)]
+    assert all(d.wait_decisions(60) for d in devices)
+    fleet.deploy(v2, ["dev1", "dev2"], probation_decisions=60, min_decisions=10,
+                 max_degraded_rate=0.1)
+    for dev in devices[:2]:
+        assert dev.wait_state("active", b2, 30.0), dev.follower.statuses[-1]
+    assert devices[0].wait_decisions(60) and devices[1].wait_decisions(60)
+    for dev in devices:
+        dev.stop.set()
+        assert dev.thread is not None
+        dev.thread.join(10)
+    for dev in devices:
+        indexes = [r.index for r in dev.records]
+        assert indexes == list(range(len(indexes)))  # every decision once, none lost
+        ids = [r.bundle_id for r in dev.records]
+        assert set(ids) <= {b1, b2}
+        switch = ids.index(b2) if b2 in ids else len(ids)
+        assert ids[:switch] == [b1] * switch and ids[switch:] == [b2] * (len(ids) - switch)
+        assert [r for r in dev.records if r.source == "degraded"] == []
+        escalated = [r for r in dev.records[switch:] if r.source == "cloud"]
+        if dev.name != "dev3":
+            assert switch < len(ids) - 60 and escalated  # the cloud answered the new bundle
+    assert {r.bundle_id for r in devices[2].records} == {b1}  # the third device untouched
+    assert devices[2].follower.statuses[-1].state == "active"
+    assert devices[2].holder.bundle_id == b1
+    assert set(svc.inference.loaded) == {b1, b2}  # type: ignore[union-attr]
+    assert fleet.watch.wait_settled(["dev1", "dev2"], b2, 10.0)
+    rows = {r["device"]: r for r in fleet.watch.rows(b2)}
+    assert set(rows) == {"dev1", "dev2"}
+    assert all(r["state"] == "active" and r["active_version"] == 2
+               and r["previous_bundle"] == b1 for r in rows.values())
+    kept = fleet.tmp / "updates" / "dev1" / "bundles"
+    assert (kept / b2 / MANIFEST_NAME).is_file()
+
+
+def _tamper(src: Path, out: Path, keys: Keys, how: str) -> None:
+    shutil.copytree(src, out)
+    if how == "bytes":  # a model file changed after signing
+        model = out / "a.onnx"
+        model.write_bytes(model.read_bytes()[:-1] + b"\x00")
+    elif how == "rehashed":  # ... with every hash and the id recomputed: only the key is missing
+        import hashlib
+        import json
+
+        model = out / "a.onnx"
+        model.write_bytes(model.read_bytes()[:-1] + b"\x01")
+        body = read_manifest_body(out)
+        body["files"]["a.onnx"] = hashlib.sha256(model.read_bytes()).hexdigest()
+        body["bundle_id"] = manifest_digest(body)
+        (out / MANIFEST_NAME).write_text(json.dumps(body, indent=2, sort_keys=True))
+
+
+def test_bad_bundles_are_refused_and_the_device_keeps_answering(fleet: Fleet) -> None:
+    fleet.cloud()
+    dev = fleet.device("dev1").start(rate_hz=100)
+    b1 = dev.holder.bundle_id
+    cases: dict[str, tuple[Path, str]] = {}
+    good = fleet.tmp / "good"
+    versioned_bundle(good, 5, fleet.keys, seed=5)
+    for how in ("bytes", "rehashed"):
+        _tamper(good, fleet.tmp / how, fleet.keys, how)
+    cases["bytes"] = (fleet.tmp / "bytes", "does not match its SHA-256")
+    cases["rehashed"] = (fleet.tmp / "rehashed", "signature")
+    versioned_bundle(fleet.tmp / "unsigned", 6, None, seed=6)
+    cases["unsigned"] = (fleet.tmp / "unsigned", "is not signed")
+    other = new_keys(fleet.tmp / "other-keys")
+    versioned_bundle(fleet.tmp / "stranger", 7, other, seed=7)
+    cases["stranger"] = (fleet.tmp / "stranger", "not trusted")
+    versioned_bundle(fleet.tmp / "older", 0, fleet.keys, seed=8)
+    cases["older"] = (fleet.tmp / "older", "older")
+    for name, (path, reason) in cases.items():
+        bundle_id = fleet.deploy(path, ["dev1"], check=False)
+        assert dev.wait_state("refused", bundle_id, 20.0), (name, dev.follower.statuses[-3:])
+        status = next(s for s in dev.follower.statuses
+                      if s.bundle_id == bundle_id and s.state == "refused")
+        assert reason in status.reason, (name, status.reason)
+        assert status.active_bundle_id == b1
+        assert dev.wait_decisions(20)
+    assert {r.bundle_id for r in dev.records} == {b1}
+    assert [r for r in dev.records if r.source == "degraded"] == []
+    rows = fleet.watch.rows()
+    assert rows[0]["state"] == "refused" and rows[0]["reason"]
+
+
+def test_a_bundle_failing_probation_is_rolled_back(fleet: Fleet) -> None:
+    fleet.cloud()  # serves v1 only: every escalation of v3 is answered unknown_bundle
+    dev = fleet.device("dev1").start(rate_hz=150)
+    b1 = dev.holder.bundle_id
+    v3 = fleet.tmp / "v3"
+    versioned_bundle(v3, 3, fleet.keys, seed=3)
+    b3 = fleet.deploy(v3, ["dev1"], probation_decisions=500, min_decisions=20,
+                      max_degraded_rate=0.05)
+    assert dev.wait_state("rolled_back", b3, 30.0), dev.follower.statuses[-1]
+    assert dev.holder.bundle_id == b1 and dev.holder.version == 1
+    assert dev.wait_decisions(30)
+    tail = dev.records[-20:]
+    assert {r.bundle_id for r in tail} == {b1}
+    degraded = {r.error for r in dev.records if r.source == "degraded"}
+    assert degraded == {"unknown_bundle"}
+    assert {r.bundle_id for r in dev.records if r.source == "degraded"} == {b3}
+    assert fleet.watch.wait_settled(["dev1"], b3, 10.0)
+    row = fleet.watch.rows(b3)[0]
+    assert row["state"] == "rolled_back" and "degraded rate" in row["reason"]
+    assert row["active_bundle"] == b1
+    assert dev.holder.counters["rollbacks"] == 1.0
+
+
+def test_a_bundle_that_fails_to_load_is_rolled_back(fleet: Fleet) -> None:
+    fleet.cloud()
+    dev = fleet.device("dev1").start(rate_hz=100)
+    broken = fleet.tmp / "broken"
+    versioned_bundle(broken, 4, None, seed=4)
+    body = read_manifest_body(broken)
+    (broken / "a.onnx").write_bytes(b"not an onnx model")
+    import hashlib
+    import json
+
+    body["files"]["a.onnx"] = hashlib.sha256(b"not an onnx model").hexdigest()
+    body["bundle_id"] = manifest_digest(body)
+    (broken / MANIFEST_NAME).write_text(json.dumps(body, indent=2, sort_keys=True))
+    sign_bundle(broken, fleet.keys.private)
+    bundle_id = fleet.deploy(broken, ["dev1"])
+    assert dev.wait_state("rolled_back", bundle_id, 20.0), dev.follower.statuses[-1]
+    status = dev.follower.statuses[-1]
+    assert status.reason.startswith("failed to load") and status.active_version == 1
+    assert dev.wait_decisions(20)
+    assert [r for r in dev.records if r.source == "degraded"] == []
