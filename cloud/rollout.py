@@ -151,7 +151,7 @@ def start_threaded(client: mqtt.Client, address: BrokerAddress, timeout_s: float
     for the CONNACK. ``CloudError`` if the broker is unreachable or refuses. The client's own
     ``on_connect`` (set before) still runs on every connection."""
     outcome: list[Any] = []
-    own = client.on_connect
+    own: Any = client.on_connect
 
     def on_connect(c: mqtt.Client, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
         outcome.append(reason)
