@@ -170,8 +170,9 @@ class SwitchableRuntime:
 
     # -- swapping ----------------------------------------------------------------------------
     def swap(self, runtime: EdgeRuntime, version: int, probation: Probation) -> None:
-        """Make ``runtime`` answer from the next decision on, on probation. A bundle still on
-        probation is ended first (rolled back: a newer one replaces it)."""
+        """Make ``runtime`` answer from the next decision on, on probation (none when
+        ``probation.decisions`` is 0). A bundle still on probation is ended first (rolled back:
+        a newer one replaces it)."""
         verdict = None
         with self._lock:
             if self._trial is not None:
@@ -179,8 +180,10 @@ class SwitchableRuntime:
             self._trial = _Trial(self._rt, self.version, probation)
             self._rt, self.version = runtime, version
             self.update_counters["updates_applied"] += 1
-        if verdict is not None and self.on_verdict is not None:
-            self.on_verdict(verdict)
+            kept = self._end(True, "") if probation.decisions <= 0 else None  # no probation
+        for ended in (verdict, kept):
+            if ended is not None and self.on_verdict is not None:
+                self.on_verdict(ended)
 
     def close(self) -> None:
         """Run ``on_close`` (e.g. stop an update follower), then close every runtime held."""

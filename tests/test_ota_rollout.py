@@ -8,7 +8,14 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from support.ota_fleet import Keys, LoadedDevice, new_keys, start_device, versioned_bundle
+from support.ota_fleet import (
+    Keys,
+    LoadedDevice,
+    new_keys,
+    rewrite_file,
+    start_device,
+    versioned_bundle,
+)
 
 from adaptedge.cloud.bundle_pool import BundlePool
 from adaptedge.cloud.connection import make_client, parse_broker_url
@@ -21,7 +28,7 @@ from adaptedge.cloud.rollout import (
 )
 from adaptedge.cloud.rollout_status import RolloutWatch
 from adaptedge.cloud.service import CloudService
-from adaptedge.protocol.bundle import MANIFEST_NAME, manifest_digest, read_manifest_body
+from adaptedge.protocol.bundle import MANIFEST_NAME, read_manifest_body
 from adaptedge.protocol.signing import sign_bundle
 from adaptedge.simulator.brokers import MosquittoBroker
 
@@ -113,21 +120,13 @@ def test_canary_rollout_to_two_of_three_devices_under_load(fleet: Fleet) -> None
     assert (kept / b2 / MANIFEST_NAME).is_file()
 
 
-def _tamper(src: Path, out: Path, keys: Keys, how: str) -> None:
+def _tamper(src: Path, out: Path, how: str) -> None:
     shutil.copytree(src, out)
+    data = (out / "a.onnx").read_bytes()
     if how == "bytes":  # a model file changed after signing
-        model = out / "a.onnx"
-        model.write_bytes(model.read_bytes()[:-1] + b"\x00")
-    elif how == "rehashed":  # ... with every hash and the id recomputed: only the key is missing
-        import hashlib
-        import json
-
-        model = out / "a.onnx"
-        model.write_bytes(model.read_bytes()[:-1] + b"\x01")
-        body = read_manifest_body(out)
-        body["files"]["a.onnx"] = hashlib.sha256(model.read_bytes()).hexdigest()
-        body["bundle_id"] = manifest_digest(body)
-        (out / MANIFEST_NAME).write_text(json.dumps(body, indent=2, sort_keys=True))
+        (out / "a.onnx").write_bytes(data[:-1] + b"\x00")
+    else:  # ... with every hash and the id recomputed: only the key is missing
+        rewrite_file(out, "a.onnx", data[:-1] + b"\x01")
 
 
 def test_bad_bundles_are_refused_and_the_device_keeps_answering(fleet: Fleet) -> None:
@@ -138,7 +137,7 @@ def test_bad_bundles_are_refused_and_the_device_keeps_answering(fleet: Fleet) ->
     good = fleet.tmp / "good"
     versioned_bundle(good, 5, fleet.keys, seed=5)
     for how in ("bytes", "rehashed"):
-        _tamper(good, fleet.tmp / how, fleet.keys, how)
+        _tamper(good, fleet.tmp / how, how)
     cases["bytes"] = (fleet.tmp / "bytes", "does not match its SHA-256")
     cases["rehashed"] = (fleet.tmp / "rehashed", "signature")
     versioned_bundle(fleet.tmp / "unsigned", 6, None, seed=6)
@@ -190,14 +189,7 @@ def test_a_bundle_that_fails_to_load_is_rolled_back(fleet: Fleet) -> None:
     dev = fleet.device("dev1").start(rate_hz=100)
     broken = fleet.tmp / "broken"
     versioned_bundle(broken, 4, None, seed=4)
-    body = read_manifest_body(broken)
-    (broken / "a.onnx").write_bytes(b"not an onnx model")
-    import hashlib
-    import json
-
-    body["files"]["a.onnx"] = hashlib.sha256(b"not an onnx model").hexdigest()
-    body["bundle_id"] = manifest_digest(body)
-    (broken / MANIFEST_NAME).write_text(json.dumps(body, indent=2, sort_keys=True))
+    rewrite_file(broken, "a.onnx", b"not an onnx model")
     sign_bundle(broken, fleet.keys.private)
     bundle_id = fleet.deploy(broken, ["dev1"])
     assert dev.wait_state("rolled_back", bundle_id, 20.0), dev.follower.statuses[-1]

@@ -7,6 +7,8 @@ seeded random rows and records, for each decision index, the bundle that answere
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from adaptedge.edge import EdgeRuntime, MqttUplink
 from adaptedge.edge.bundle_slots import BundleSlots
 from adaptedge.edge.switchable import SwitchableRuntime
 from adaptedge.edge.updates import UpdateFollower
+from adaptedge.protocol.bundle import MANIFEST_NAME, manifest_digest, read_manifest_body
 from adaptedge.protocol.bundle_version import stamp_version
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.signing import sign_bundle, write_keypair
@@ -42,6 +45,17 @@ def versioned_bundle(out: Path, version: int, keys: Keys | None, *, seed: int = 
     if keys is not None:
         sign_bundle(out, keys.private)
     return manifest
+
+
+def rewrite_file(bundle: Path, name: str, data: bytes) -> str:
+    """Write ``name`` into a bundle and re-hash the manifest as an exporter would (any signature
+    then no longer matches); returns the new bundle id."""
+    (bundle / name).write_bytes(data)
+    body = read_manifest_body(bundle)
+    body["files"][name] = hashlib.sha256(data).hexdigest()
+    body["bundle_id"] = manifest_digest(body)
+    (bundle / MANIFEST_NAME).write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
+    return str(body["bundle_id"])
 
 
 @dataclass
