@@ -35,6 +35,7 @@ def _padded_bundle(out: Path, keys: Keys, megabytes: float, seed: int) -> str:
     return bundle_id
 
 
+@pytest.mark.broker
 def test_a_5mb_bundle_downloads_over_a_link_losing_5_percent(mosquitto: MosquittoBroker,
                                                              tmp_path: Path) -> None:
     keys = new_keys(tmp_path / "keys")

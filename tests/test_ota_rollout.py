@@ -32,7 +32,7 @@ from adaptedge.protocol.bundle import MANIFEST_NAME, read_manifest_body
 from adaptedge.protocol.signing import sign_bundle
 from adaptedge.simulator.brokers import MosquittoBroker
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = pytest.mark.broker
 
 
 class Fleet:
