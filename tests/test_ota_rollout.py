@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -197,3 +198,59 @@ def test_a_bundle_that_fails_to_load_is_rolled_back(fleet: Fleet) -> None:
     assert status.reason.startswith("failed to load") and status.active_version == 1
     assert dev.wait_decisions(20)
     assert [r for r in dev.records if r.source == "degraded"] == []
+
+
+def test_a_rollout_works_through_the_acl_and_stays_private(tmp_path: Path) -> None:
+    from adaptedge.cli.main import main as cli
+    from adaptedge.cloud.acl import read_password_file
+    from adaptedge.edge import EdgeRuntime, MqttUplink
+    from adaptedge.edge.bundle_slots import BundleSlots
+    from adaptedge.edge.switchable import SwitchableRuntime
+    from adaptedge.edge.updates import UpdateFollower
+
+    creds = tmp_path / "creds"
+    assert cli(["cloud", "acl", "--devices", "dev1,dev2", "--out", str(creds),
+                "--workers", "2"]) == 0
+
+    def secret(user: str) -> str:
+        return read_password_file(creds / "secrets" / user)
+
+    keys = new_keys(tmp_path / "keys")
+    versioned_bundle(tmp_path / "v1", 1, keys, seed=1)
+    b2 = versioned_bundle(tmp_path / "v2", 2, keys, seed=2).bundle_id
+    with MosquittoBroker(password_file=creds / "passwd", acl_file=creds / "acl") as broker, \
+            ExitStack() as stack:
+        server = ChunkServer(broker.url, username="adaptedge-cloud-2",
+                             password=secret("adaptedge-cloud-2")).start()
+        stack.callback(server.stop)
+        image = build_image(tmp_path / "v2", tmp_path / "images", chunk_size=2048)
+        server.add(image)
+        followers = []
+        for name in ("dev1", "dev2"):
+            uplink = MqttUplink(broker.url, name, username=name, password=secret(name)).start()
+            stack.callback(uplink.close)
+            assert uplink.wait_connected(10.0)
+            holder = SwitchableRuntime(EdgeRuntime.load(tmp_path / "v1", uplink=uplink), 1)
+            stack.callback(holder.close)
+            follower = UpdateFollower(
+                holder, uplink, BundleSlots(tmp_path / "up" / name), trust=[keys.public],
+                load=lambda root, u=uplink: EdgeRuntime.load(root, uplink=u), retry_s=0.2)
+            followers.append(follower.start())
+        # dev2 asks for dev1's chunks on dev1's topic: the broker drops it (nothing reaches
+        # the server), and dev2 never sees dev1's announcement.
+        followers[1].carrier.publish("adaptedge/v1/dev1/fetch", b"\x93\x01\x02\x03")
+        admin = make_client("admin", username="adaptedge-cloud-2",
+                            password=secret("adaptedge-cloud-2"))
+        start_threaded(admin, parse_broker_url(broker.url))
+        stack.callback(admin.loop_stop)
+        stack.callback(admin.disconnect)
+        announce(admin, ["dev1"], announcement(image, rollout="acl", probation_decisions=0))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and followers[0].holder.bundle_id != b2:
+            time.sleep(0.05)
+        assert followers[0].holder.bundle_id == b2
+        assert followers[1].holder.bundle_id != b2
+        assert all(s.bundle_id != b2 for s in followers[1].statuses)
+        # (chunks of a tar's zero padding are already right in the pre-sized part file)
+        assert server.counters["bad_fetches"] == 0
+        assert 0 < server.counters["chunks_sent"] <= len(image.chunk_hashes)
