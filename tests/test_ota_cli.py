@@ -81,6 +81,12 @@ def test_deploy_from_the_command_line_to_a_running_device(tmp_path: Path,
         assert status.returncode == 0, status.stderr
         out, err = device.communicate(timeout=60)
         assert device.returncode == 0, err
+        again = subprocess.run(  # a restart resumes on the bundle taken over the air
+            cli("edge", "run", "--bundle", str(bundles[0]), "--broker", url, "--device", "dev1",
+                "--replay", "letter-binary", "--limit", "20", "--follow-updates", "--trust",
+                str(keys.public), "--updates-dir", str(tmp_path / "updates")),
+            capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert again.returncode == 0 and "resuming on bundle" in again.stderr, again.stderr
     finally:
         for proc in (device, cloud):
             if proc is not None:
@@ -101,3 +107,4 @@ def test_deploy_from_the_command_line_to_a_running_device(tmp_path: Path,
     assert 50 <= switch < 500 and ids == [b1] * switch + [b2] * (600 - switch)
     assert not [d for d in decisions if d["source"] == "degraded"]
     assert {d["source"] for d in decisions[switch:]} >= {"cloud"}
+    assert f"bundle {b2}" in again.stdout  # the summary names the bundle that answered

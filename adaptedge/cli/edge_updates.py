@@ -6,6 +6,7 @@ Kept out of ``edge_cmd`` (which only calls ``add_update_options`` and ``follow_u
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +50,38 @@ def follow_updates(args: argparse.Namespace, rt: Any, uplink: Any) -> Any:
             return EdgeRuntime.load(root, uplink=uplink, device_id=args.device,
                                     trust=args.trust, sensor_timeouts_ms=timeouts, outbox=outbox)
 
-    holder = SwitchableRuntime(rt, bundle_version(rt.manifest))
     slots = BundleSlots(args.updates_dir or Path("adaptedge-updates") / args.device)
+    rt = _resume_active(rt, slots, load)
+    holder = SwitchableRuntime(rt, bundle_version(rt.manifest))
     follower = UpdateFollower(holder, uplink, slots, trust=args.trust, load=load,
                               prefix=args.prefix).start()
     holder.on_close.append(follower.close)
     return holder
+
+
+def _resume_active(rt: Any, slots: Any, load: Any) -> Any:
+    """After a restart: the bundle an update made active, when it is newer than ``--bundle``,
+    loads and verifies, and reads the same sensors; else ``rt``."""
+    from adaptedge.protocol.bundle_version import bundle_version
+
+    active = str(slots.state.get("active") or "")
+    if not active or active == rt.manifest.bundle_id:
+        return rt
+    try:
+        root = slots.bundle_path(active)
+        new = load(root) if root.is_dir() else None
+    except Exception as exc:  # a broken leftover: stay on --bundle
+        print(f"adaptedge edge: warning: cannot resume on updated bundle {active}: {exc}",
+              file=sys.stderr)
+        return rt
+    if new is None:
+        return rt
+    if bundle_version(new.manifest) <= bundle_version(rt.manifest) or \
+            new.manifest.feature_names != rt.manifest.feature_names:
+        new.close()
+        return rt
+    print(f"adaptedge edge: resuming on bundle {active} (version "
+          f"{bundle_version(new.manifest)}), taken over the air before the restart",
+          file=sys.stderr, flush=True)
+    rt.close()
+    return new
