@@ -5,7 +5,8 @@ names, zero times and owners), its *image*. ``announce`` publishes an ``UpdateAn
 an image on each chosen device's ``update`` topic, retained, so a device that connects later
 still finds it; ``withdraw`` clears it. ``ChunkServer`` answers ``ChunkRequest``s on every
 device's ``fetch`` topic with the chunk's bytes on that device's ``chunk`` topic (QoS 0: a lost
-chunk is asked for again, which is what makes downloads resumable). It runs beside the
+chunk is asked for again, which is what makes downloads resumable); it stays silent about
+bundles it does not hold, so several servers can share the fetch topics. It runs beside the
 ``CloudService`` with its own MQTT client (``cloud serve --serve-updates``, ``fleet deploy
 --serve``).
 """
@@ -242,11 +243,16 @@ class ChunkServer:
         with self._lock:
             image = self.images.get(request.bundle_id)
         if image is None or request.index >= len(image.chunk_hashes):
+            # Silent: another server (another worker, fleet deploy --serve) may hold it; a
+            # device nobody answers gives up after its retries.
             self.counters["chunk_refusals"] += 1
-            reply = ChunkReply(request.bundle_id, request.index, b"",
-                               f"this server has no chunk {request.index} of bundle "
-                               f"{request.bundle_id}")
+            return
+        try:
+            data = image.read_chunk(request.index)
+        except OSError as exc:
+            reply = ChunkReply(image.bundle_id, request.index, b"",
+                               f"cannot read chunk {request.index}: {exc.strerror}")
         else:
-            reply = ChunkReply(image.bundle_id, request.index, image.read_chunk(request.index))
+            reply = ChunkReply(image.bundle_id, request.index, data)
             self.counters["chunks_sent"] += 1
         client.publish(topic(device, "chunk", self.prefix), encode_ota(reply), qos=0)

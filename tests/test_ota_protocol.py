@@ -149,3 +149,13 @@ def test_the_loss_model_drops_whole_qos0_publishes_only() -> None:
     kept = [out[i:i + 22] for i in range(0, len(out), 22)]
     assert all(p[0] in (0x30, 0x32) for p in kept)  # whole packets, stream still framed
     assert sum(p[0] == 0x32 for p in kept) == 200  # every QoS 1 publish went through
+
+
+def test_a_fraction_picks_the_same_devices_for_the_same_rollout() -> None:
+    from adaptedge.cli.fleet_rollout import choose_devices
+
+    fleet = [f"dev{i}" for i in range(40)]
+    first = choose_devices(fleet, 0.1, "canary-1")
+    assert len(first) == 4 and first == choose_devices(list(reversed(fleet)), 0.1, "canary-1")
+    assert first != choose_devices(fleet, 0.1, "canary-2")
+    assert len(choose_devices(fleet[:3], 0.01, "x")) == 1  # at least one

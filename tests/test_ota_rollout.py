@@ -254,3 +254,28 @@ def test_a_rollout_works_through_the_acl_and_stays_private(tmp_path: Path) -> No
         # (chunks of a tar's zero padding are already right in the pre-sized part file)
         assert server.counters["bad_fetches"] == 0
         assert 0 < server.counters["chunks_sent"] <= len(image.chunk_hashes)
+
+
+def test_cloud_serve_pool_serves_both_bundles_and_their_chunks(fleet: Fleet) -> None:
+    import argparse
+
+    from adaptedge.cli.cloud_pool import serve_pool
+
+    v2 = fleet.tmp / "v2"
+    b2 = versioned_bundle(v2, 2, fleet.keys, seed=2).bundle_id
+    args = argparse.Namespace(bundle=[str(fleet.v1)], bundle_dir=[], max_loaded=2,
+                              serve_updates=True, prefix="adaptedge", trust=[fleet.keys.public],
+                              broker=fleet.broker.url, username=None, client_id="w1")
+    (fleet.tmp / "pool").mkdir()
+    shutil.copytree(v2, fleet.tmp / "pool" / "v2")
+    args.bundle_dir = [str(fleet.tmp / "pool")]
+    with ExitStack() as stack:
+        pool = serve_pool(args, stack, None, None)
+        assert isinstance(pool, BundlePool) and pool.bundle_ids[1] == b2
+        dev = fleet.device("dev1")
+        image = build_image(v2, fleet.tmp / "images")  # what the deployer announces
+        announce(fleet.admin, ["dev1"], announcement(image, rollout="r", probation_decisions=0))
+        assert dev.wait_state("active", b2, 20.0), dev.follower.statuses[-1]
+    # the worker's chunk server answered; the other one, without the bundle, kept quiet
+    assert fleet.server.counters["chunks_sent"] == 0
+    assert fleet.server.counters["chunk_refusals"] > 0
