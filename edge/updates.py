@@ -7,7 +7,8 @@ announcement, in a background thread, it
 1. refuses a bundle it refused before, or whose announced version is not above the active
    one (no downgrade);
 2. downloads the image (``edge.ota_download``: chunks over MQTT, resumable, or the URL) and
-   checks its size and SHA-256;
+   checks its size and SHA-256 (a failed download is reported but not remembered: the next
+   delivery of the announcement, e.g. after a reconnect, tries again and resumes);
 3. unpacks it (``edge.bundle_slots``) and verifies every file hash and the signature against
    the trusted keys, and that the signed manifest carries the announced id and version;
 4. loads it (a bundle that fails to load is rolled back: the device never left the old one)
@@ -30,7 +31,7 @@ from typing import Protocol
 
 from adaptedge.edge.bundle_slots import BundleSlots, safe_id
 from adaptedge.edge.errors import EdgeError
-from adaptedge.edge.ota_download import ChunkDownload, fetch_url
+from adaptedge.edge.ota_download import ChunkDownload, DownloadError, fetch_url
 from adaptedge.edge.runtime import EdgeRuntime
 from adaptedge.edge.switchable import Probation, SwitchableRuntime, Verdict
 from adaptedge.protocol.bundle import verify
@@ -74,7 +75,7 @@ class UpdateFollower:
     def __init__(self, holder: SwitchableRuntime, carrier: Carrier, slots: BundleSlots, *,
                  trust: Sequence[str | os.PathLike[str]], load: Callable[[Path], EdgeRuntime],
                  prefix: str = DEFAULT_PREFIX, window: int = 8, retry_s: float = 1.0,
-                 download_timeout_s: float = 600.0) -> None:
+                 max_tries: int = 50, download_timeout_s: float = 600.0) -> None:
         if not trust:
             raise EdgeError("following updates needs at least one trusted public key (--trust):"
                             " only signed bundles are taken over the air")
@@ -84,6 +85,7 @@ class UpdateFollower:
         self.device = holder.device_id
         self.prefix = prefix
         self._window, self._retry_s, self._timeout_s = window, retry_s, download_timeout_s
+        self._max_tries = max_tries
         self._cond = threading.Condition()
         self._pending: UpdateAnnouncement | None = None
         self._verdicts: list[Verdict] = []
@@ -175,9 +177,12 @@ class UpdateFollower:
             self._check_version(ann.version, "announced")
             part = self._fetch(ann)
             root = self._unpack(ann, part)
+        except DownloadError as exc:  # not the bundle's fault: a new announcement retries
+            if not self._stop.is_set():  # (a download cut short by close() is no failure)
+                self.report(REFUSED, ann.bundle_id, reason=f"download failed: {exc}")
+            return
         except (EdgeError, BundleError) as exc:
-            if not self._stop.is_set():  # a download cut short by close() is not a refusal
-                self._refuse(ann, str(exc))
+            self._refuse(ann, str(exc))
             return
         try:
             runtime = self._load(root)
@@ -213,7 +218,8 @@ class UpdateFollower:
         download = ChunkDownload(
             ann, part, lambda i: self.carrier.publish(
                 fetch, encode_ota(ChunkRequest(self.device, ann.bundle_id, i)), qos=0),
-            window=self._window, retry_s=self._retry_s, timeout_s=self._timeout_s)
+            window=self._window, retry_s=self._retry_s, max_tries=self._max_tries,
+            timeout_s=self._timeout_s)
         self._download = download
         try:
             return download.run(self._stop, progress)

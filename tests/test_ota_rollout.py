@@ -279,3 +279,21 @@ def test_cloud_serve_pool_serves_both_bundles_and_their_chunks(fleet: Fleet) -> 
     # the worker's chunk server answered; the other one, without the bundle, kept quiet
     assert fleet.server.counters["chunks_sent"] == 0
     assert fleet.server.counters["chunk_refusals"] > 0
+
+
+def test_a_failed_download_is_reported_and_retried_on_the_next_announcement(
+        fleet: Fleet) -> None:
+    fleet.cloud()
+    dev = start_device("dev1", fleet.v1, fleet.broker.url, fleet.keys, fleet.tmp / "updates",
+                       version=1, retry_s=0.05, max_tries=3)
+    fleet.stack.callback(dev.close)
+    v2 = fleet.tmp / "v2"
+    b2 = versioned_bundle(v2, 2, fleet.keys, seed=2).bundle_id
+    image = build_image(v2, fleet.tmp / "images", chunk_size=4096)
+    ann = announcement(image, rollout="r", probation_decisions=0)
+    announce(fleet.admin, ["dev1"], ann)  # no chunk server holds it yet
+    assert dev.wait_state("refused", b2, 20.0)
+    assert dev.follower.statuses[-1].reason.startswith("download failed")
+    fleet.server.add(image)
+    announce(fleet.admin, ["dev1"], ann)
+    assert dev.wait_state("active", b2, 20.0), dev.follower.statuses[-1]

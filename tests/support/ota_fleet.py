@@ -118,7 +118,8 @@ class LoadedDevice:
 
 
 def start_device(name: str, bundle: Path, broker_url: str, keys: Keys, updates: Path, *,
-                 version: int, retry_s: float = 0.3, window: int = 8) -> LoadedDevice:
+                 version: int, retry_s: float = 0.3, window: int = 8,
+                 max_tries: int = 50) -> LoadedDevice:
     """A device on ``bundle`` following updates through ``broker_url`` (not yet deciding)."""
     uplink = MqttUplink(broker_url, name).start()
     assert uplink.wait_connected(10.0), uplink.last_error
@@ -129,5 +130,6 @@ def start_device(name: str, bundle: Path, broker_url: str, keys: Keys, updates: 
     runtime = load(bundle)
     holder = SwitchableRuntime(runtime, version)
     follower = UpdateFollower(holder, uplink, BundleSlots(updates / name), trust=[keys.public],
-                              load=load, retry_s=retry_s, window=window).start()
+                              load=load, retry_s=retry_s, window=window,
+                              max_tries=max_tries).start()
     return LoadedDevice(name, holder, uplink, follower)
