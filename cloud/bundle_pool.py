@@ -7,12 +7,14 @@ and at most ``max_bytes`` of HPC model files resident (least recently used evict
 first bundle, the default, is never evicted). A request naming a bundle the pool does not hold
 is answered ``unknown_bundle``, as a single-bundle worker does.
 
-The pool answers the same calls as an ``HpcInference`` (``prepare``, ``error``,
+Every bundle's hashes (and, with ``trust``, signer) are verified at start. The pool answers
+the same calls as an ``HpcInference`` (``prepare``, ``error``,
 ``handle_batch``, ``error_counts``), so ``CloudService`` takes either.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import Counter, OrderedDict
@@ -25,12 +27,13 @@ from adaptedge.cloud.errors import CloudError
 from adaptedge.cloud.guard import DEFAULT_RUN_LIMIT_S
 from adaptedge.cloud.inference import HpcInference, Reply
 from adaptedge.protocol import errors as E
-from adaptedge.protocol.bundle import open_bundle, read_manifest
+from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.messages import ErrorReply, InferenceRequest
 from adaptedge.protocol.topics import DEFAULT_PREFIX
 
+log = logging.getLogger("adaptedge.cloud")
 DEFAULT_MAX_LOADED = 4
 DEFAULT_MAX_BYTES = 2 << 30
 
@@ -80,7 +83,7 @@ class BundlePool:
         try:
             for path in paths:
                 root = Path(self._stack.enter_context(open_bundle(path)))
-                manifest = read_manifest(root)
+                manifest = verify(root, trust=trust)  # every bundle checked at start
                 if manifest.bundle_id not in self.entries:
                     size = (root / manifest.hpc.file).stat().st_size
                     self.entries[manifest.bundle_id] = PoolEntry(manifest.bundle_id, root, size,
@@ -89,6 +92,8 @@ class BundlePool:
             self._stack.close()
             raise
         self.error_counts: Counter[str] = Counter()
+        self.failed: dict[str, str] = {}
+        """Bundles whose HPC failed to load on first use, and why (not retried)."""
         self._loaded: OrderedDict[str, HpcInference] = OrderedDict()
         self._lock = threading.RLock()
         self.loads = 0
@@ -113,9 +118,15 @@ class BundlePool:
             if inference is not None:
                 self._loaded.move_to_end(bundle_id)
                 return inference
-            if bundle_id not in self.entries:
+            if bundle_id not in self.entries or bundle_id in self.failed:
                 return None
-            return self._load(bundle_id)
+            try:
+                return self._load(bundle_id)
+            except (CloudError, BundleError, OSError) as exc:  # changed on disk since start?
+                self.failed[bundle_id] = str(exc)
+                log.error("bundle %s cannot be loaded (%s); its requests are answered "
+                          "unknown_bundle", bundle_id, exc)
+                return None
 
     def _load(self, bundle_id: str) -> HpcInference:
         entry = self.entries[bundle_id]

@@ -108,6 +108,16 @@ def test_the_pool_answers_each_bundle_with_its_own_hpc_and_bounds_what_is_loaded
         pool.close()
     with pytest.raises(CloudError, match="no bundle given"):
         bundle_paths([], [])
+    keys = new_keys(tmp_path / "keys")
+    with pytest.raises(BundleError, match="is not signed"):  # checked at start, not first use
+        BundlePool([tmp_path / "dir" / "b1"], trust=[keys.public])
+    pool = BundlePool([tmp_path / "dir" / "b1", tmp_path / "dir" / "b2"])
+    try:
+        (tmp_path / "dir" / "b2" / "hpc.onnx").write_bytes(b"changed after start")
+        reply = pool.handle_batch([_request(ids[1], 5)])[0]
+        assert reply.code == E.UNKNOWN_BUNDLE and ids[1] in pool.failed  # type: ignore[union-attr]
+    finally:
+        pool.close()
 
 
 def test_images_are_deterministic_and_statuses_are_read_per_device(tmp_path: Path) -> None:
