@@ -114,13 +114,30 @@ def test_downloads_resume_and_refuse_corrupt_chunks(tmp_path: Path) -> None:
         download.run(threading.Event())
 
 
-def test_a_bundle_downloads_from_a_file_url(tmp_path: Path) -> None:
+def test_a_bundle_downloads_from_a_file_or_http_url(tmp_path: Path) -> None:
+    import functools
+    import http.server
+
     keys = new_keys(tmp_path / "keys")
     versioned_bundle(tmp_path / "b", 3, keys, seed=4)
     image = build_image(tmp_path / "b", tmp_path / "img")
     ann = announcement(image, rollout="r", url=image.path.as_uri())
     got = fetch_url(ann, tmp_path / "dl.part")
     assert got.read_bytes() == image.path.read_bytes()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler,
+                                directory=str(image.path.parent))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as httpd:
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            url = f"http://127.0.0.1:{httpd.server_address[1]}/{image.path.name}"
+            got = fetch_url(announcement(image, rollout="r", url=url), tmp_path / "h.part")
+            assert got.read_bytes() == image.path.read_bytes()
+            with pytest.raises(DownloadError, match="404"):
+                fetch_url(announcement(image, rollout="r", url=url + "x"), tmp_path / "x.part")
+        finally:
+            httpd.shutdown()
+            thread.join(5)
     image.path.write_bytes(image.path.read_bytes()[:-1] + b"\x01")
     with pytest.raises(DownloadError, match="SHA-256 does not match"):
         fetch_url(ann, tmp_path / "dl2.part")
