@@ -1,8 +1,9 @@
 """Broker credentials for a deployment: a mosquitto password file, an ACL file, one secret each.
 
-A device may publish only its own request and telemetry topics and read only its own reply
-topic; the service accounts (one per worker) may read every request and write every reply and
-telemetry topic (they also read telemetry: the shared-subscription probe goes through its own).
+A device may publish only its own request, telemetry and fetch topics and read only its own
+reply, update and chunk topics; the service accounts (one per worker) may read every request
+and fetch and write every reply, telemetry, update and chunk topic (they also read telemetry:
+the shared-subscription probe goes through its own).
 Password hashes are mosquitto's ``$7$`` format (PBKDF2-SHA512), written here so no password
 ever appears on a command line. ``mosquitto.conf`` holds the broker settings that go with the
 files: client ids bound to accounts (no session takeover), a message size limit, TCP_NODELAY.
@@ -32,6 +33,7 @@ from adaptedge.protocol.topics import (
     reply_topic,
     request_topic,
     telemetry_topic,
+    topic,
     wildcard,
 )
 
@@ -103,6 +105,9 @@ def acl_text(devices: Sequence[str], service_user: str | Sequence[str],
             f"topic read {wildcard('req', prefix)}",
             f"topic write {wildcard('resp', prefix)}",
             f"topic readwrite {wildcard('telemetry', prefix)}",
+            f"topic write {wildcard('update', prefix)}",  # over-the-air: protocol.ota
+            f"topic read {wildcard('fetch', prefix)}",
+            f"topic write {wildcard('chunk', prefix)}",
         ]
     for device in devices:
         lines += [
@@ -111,6 +116,9 @@ def acl_text(devices: Sequence[str], service_user: str | Sequence[str],
             f"topic write {request_topic(device, prefix)}",
             f"topic read {reply_topic(device, prefix)}",
             f"topic write {telemetry_topic(device, prefix)}",
+            f"topic read {topic(device, 'update', prefix)}",
+            f"topic write {topic(device, 'fetch', prefix)}",
+            f"topic read {topic(device, 'chunk', prefix)}",
         ]
     return "\n".join(lines) + "\n"
 

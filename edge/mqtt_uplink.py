@@ -98,6 +98,7 @@ class MqttUplink:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
+        self._channels: dict[str, Callable[[bytes, bool], None]] = {}  # add_channel
         self._counters: dict[str, float] = {
             "late_replies": 0.0, "duplicate_replies": 0.0, "unknown_replies": 0.0,
             "bad_replies": 0.0, "connects": 0.0, "connect_failures": 0.0, "disconnects": 0.0,
@@ -155,6 +156,19 @@ class MqttUplink:
         message = Telemetry(source=self.device_id, sent_at=time.time(),
                             counters={k: float(v) for k, v in counters.items()})
         info = self._client.publish(self.telemetry_topic, encode(message), qos=0)
+        return info.rc == MQTTErrorCode.MQTT_ERR_SUCCESS
+
+    def add_channel(self, topic: str, on_payload: Callable[[bytes, bool], None]) -> None:
+        """Also receive ``topic`` (subscribed on every connect): ``on_payload(payload, retained)``
+        runs on the network thread. ``edge.updates`` takes its announcements and chunks here."""
+        self._channels[topic] = on_payload
+        self._client.message_callback_add(topic, lambda c, u, m: on_payload(bytes(m.payload), m.retain))
+        if self.is_connected():
+            self._client.subscribe(topic, qos=1)
+
+    def publish(self, topic: str, payload: bytes, *, qos: int = 0, retain: bool = False) -> bool:
+        """Publish raw bytes on one of this device's topics; False when not queued."""
+        info = self._client.publish(topic, payload, qos=qos, retain=retain)
         return info.rc == MQTTErrorCode.MQTT_ERR_SUCCESS
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -241,6 +255,8 @@ class MqttUplink:
         self._counters["connects"] += 1
         self.last_error = None
         client.subscribe(self.reply_topic, qos=1)
+        for extra in self._channels:
+            client.subscribe(extra, qos=1)
 
     def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, reason_code: Any,
                        properties: Any) -> None:

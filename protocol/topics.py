@@ -1,4 +1,5 @@
-"""MQTT topic names: ``<prefix>/v1/<device>/{req,resp,telemetry}`` and the shared-subscription form."""
+"""MQTT topic names: ``<prefix>/v1/<device>/{req,resp,telemetry}`` (and the over-the-air
+``update``, ``fetch``, ``chunk``: ``protocol.ota``) and the shared-subscription form."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from adaptedge.protocol.errors import BAD_TOPIC, ProtocolError
 
 TOPIC_VERSION = "v1"
 DEFAULT_PREFIX = "adaptedge"
-Channel = Literal["req", "resp", "telemetry"]
-CHANNELS: tuple[Channel, ...] = ("req", "resp", "telemetry")
+Channel = Literal["req", "resp", "telemetry", "update", "fetch", "chunk"]
+CHANNELS: tuple[Channel, ...] = ("req", "resp", "telemetry", "update", "fetch", "chunk")
 _FORBIDDEN = ("/", "+", "#", "\x00")
 
 

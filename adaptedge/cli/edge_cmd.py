@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from adaptedge.cli.edge_updates import add_update_options, follow_updates
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("edge", help="run the edge runtime on a device")
@@ -71,6 +73,7 @@ def register(sub: Any) -> None:
                      help="stream every decision here as JSON Lines, the summary last")
     run.add_argument("--fsync-every", type=float, default=1.0, metavar="S",
                      help="fsync --json-out at most every S seconds (default 1; 0: every line)")
+    add_update_options(run)
     run.set_defaults(handler=run_device)
     summary = edge_sub.add_parser("summary", help="rebuild the summary of an edge run's "
                                   "--json-out journal (a killed run's too)")
@@ -189,7 +192,7 @@ def _start_runtime(args: argparse.Namespace, dataset: Any) -> tuple[Any, Any]:
             print(f"adaptedge: warning: not connected to {args.broker} after "
                   f"{args.connect_timeout:g} s ({uplink.last_error}); escalations answer "
                   "degraded until it is reachable", file=sys.stderr)
-    return rt, uplink
+    return follow_updates(args, rt, uplink), uplink
 
 
 class _Log:
@@ -317,6 +320,7 @@ def _record(index: int, d: Any, truth: str, t_s: float) -> dict[str, Any]:
         "cloud_ms": d.timings["cloud"] * 1000.0,
         "request_id": d.request_id,
         "error": d.error,
+        "bundle_id": d.bundle_id,
     }
 
 

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "sign_cmd",
     "edge_cmd",
     "cloud_cmd",
+    "fleet_cmd",
     "simulate",
     "cache_cmd",
 )
