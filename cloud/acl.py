@@ -1,11 +1,11 @@
 """Broker credentials for a deployment: a mosquitto password file, an ACL file, one secret each.
 
-A device may publish only its own request, telemetry and store topics and read only its own
-reply and stored topics; the service accounts (one per worker) may read every request and
-write every reply and telemetry topic (they also read telemetry: the shared-subscription probe
-goes through its own); the store accounts (``<service user>-store``, one per worker: the store
-ingest of ``cloud serve --db``, ``cloud.ingest``) read every store and telemetry topic and write
-every stored topic.
+A device may publish only its own request, telemetry, fetch and store topics and read only its
+own reply, update, chunk and stored topics; the service accounts (one per worker) may read every
+request and fetch and write every reply, telemetry, update and chunk topic (they also read
+telemetry: the shared-subscription probe goes through its own); the store accounts
+(``<service user>-store``, one per worker: the store ingest of ``cloud serve --db``,
+``cloud.ingest``) read every store and telemetry topic and write every stored topic.
 Password hashes are mosquitto's ``$7$`` format (PBKDF2-SHA512), written here so no password
 ever appears on a command line. ``mosquitto.conf`` holds the broker settings that go with the
 files: client ids bound to accounts (no session takeover), a message size limit, TCP_NODELAY.
@@ -113,6 +113,9 @@ def acl_text(devices: Sequence[str], service_user: str | Sequence[str],
             f"topic read {wildcard('req', prefix)}",
             f"topic write {wildcard('resp', prefix)}",
             f"topic readwrite {wildcard('telemetry', prefix)}",
+            f"topic write {wildcard('update', prefix)}",  # over-the-air: protocol.ota
+            f"topic read {wildcard('fetch', prefix)}",
+            f"topic write {wildcard('chunk', prefix)}",
         ]
     for store_user in store_users:
         lines += [
@@ -129,6 +132,9 @@ def acl_text(devices: Sequence[str], service_user: str | Sequence[str],
             f"topic write {request_topic(device, prefix)}",
             f"topic read {reply_topic(device, prefix)}",
             f"topic write {telemetry_topic(device, prefix)}",
+            f"topic read {topic(device, 'update', prefix)}",
+            f"topic write {topic(device, 'fetch', prefix)}",
+            f"topic read {topic(device, 'chunk', prefix)}",
             f"topic write {topic(device, 'store', prefix)}",
             f"topic read {topic(device, 'stored', prefix)}",
         ]

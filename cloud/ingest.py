@@ -16,15 +16,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import MQTTErrorCode
 
 from adaptedge.cloud.connection import TlsFiles, connect, make_client, parse_broker_url, reconnect
 from adaptedge.cloud.errors import CloudError
-from adaptedge.cloud.inference import HpcInference
+from adaptedge.cloud.inference import Reply
 from adaptedge.cloud.store import FleetStore, NewRecord
 from adaptedge.cloud.telemetry import TelemetryInbox
 from adaptedge.protocol.errors import ProtocolError
@@ -42,6 +43,16 @@ _SUCCESS = MQTTErrorCode.MQTT_ERR_SUCCESS
 MAX_BATCH = 256
 
 
+class Labeller(Protocol):
+    """What labels records: an ``HpcInference`` (one bundle) or a ``BundlePool`` (several).
+    Give the ingest its own: neither may run batches from two threads at once."""
+
+    bundle_id: str
+
+    def handle_batch(self, requests: Sequence[InferenceRequest],
+                     now: float | None = None) -> list[Reply]: ...
+
+
 @dataclass(slots=True)
 class _Incoming:
     device: str
@@ -54,7 +65,7 @@ class _Incoming:
 class StoreIngest:
     """Labels and stores forwarded records. ``start()`` serves in a thread; ``stop()``."""
 
-    def __init__(self, inference: HpcInference, store: FleetStore, broker_url: str, *,
+    def __init__(self, inference: Labeller, store: FleetStore, broker_url: str, *,
                  client_id: str, username: str | None = None, password: str | None = None,
                  tls: TlsFiles | None = None, prefix: str = DEFAULT_PREFIX,
                  group: str | None = None, logger: logging.Logger | None = None) -> None:

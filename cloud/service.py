@@ -27,6 +27,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import MQTTErrorCode
 
 from adaptedge.cloud.batcher import MicroBatch
+from adaptedge.cloud.bundle_pool import BundlePool
 from adaptedge.cloud.connection import (
     MAX_REFUSALS,
     TlsFiles,
@@ -55,7 +56,6 @@ _IDLE_TICK_S = 0.05
 _DRAIN_QUIET_S = 0.1
 
 
-
 def default_worker_id() -> str:
     host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:48] or "host"
     return f"cloud-{host}-{os.getpid()}"
@@ -65,7 +65,7 @@ class CloudService:
     """A cloud worker for one bundle. ``start()`` connects and serves in a background thread;
     ``stop()`` stops taking work, answers what is in flight and disconnects cleanly."""
 
-    def __init__(self, bundle_dir: str | os.PathLike[str], broker_url: str, *,
+    def __init__(self, bundle_dir: str | os.PathLike[str] | BundlePool, broker_url: str, *,
                  group: str | None = "adaptedge", max_batch: int = 32, max_wait_ms: float = 2.0,
                  username: str | None = None, password: str | None = None,
                  tls: TlsFiles | None = None, prefix: str = DEFAULT_PREFIX,
@@ -82,7 +82,8 @@ class CloudService:
             raise ValueError(f"stats_every_s must be > 0, got {stats_every_s}")
         self.log = logger or logging.getLogger("adaptedge.cloud")
         self.address = parse_broker_url(broker_url)
-        self.inference = HpcInference.load(bundle_dir, prefix=prefix, run_limit_s=run_limit_s)
+        self.inference = bundle_dir if isinstance(bundle_dir, BundlePool) else \
+            HpcInference.load(bundle_dir, prefix=prefix, run_limit_s=run_limit_s)
         self.worker_id = client_id or default_worker_id()
         self.prefix = prefix
         self.group = group

@@ -38,9 +38,10 @@ class StoreLink(Protocol):
 
     def is_connected(self) -> bool: ...
 
-    def attach(self, topic: str, on_message: Callable[[bytes], None]) -> None: ...
+    def add_channel(self, topic: str, on_payload: Callable[[bytes, bool], None]) -> None: ...
 
-    def publish(self, topic: str, payload: bytes) -> bool: ...
+    def publish(self, topic: str, payload: bytes, *, qos: int = 0,
+                retain: bool = False) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -77,7 +78,7 @@ class OutboxDrainer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._counters = dict.fromkeys(DRAIN_COUNTERS, 0.0)
-        link.attach(self.stored_topic, self._on_ack)
+        link.add_channel(self.stored_topic, self._on_ack)
 
     @property
     def counters(self) -> dict[str, float]:
@@ -94,7 +95,9 @@ class OutboxDrainer:
             return not self._in_flight and len(self.outbox) == 0
 
     # -- acknowledgements (the link's network thread) -----------------------------------------
-    def _on_ack(self, payload: bytes) -> None:
+    def _on_ack(self, payload: bytes, retained: bool = False) -> None:
+        if retained:  # acknowledgements are never retained: not from the cloud
+            return
         try:
             ack = decode_ack(payload)
         except ProtocolError as exc:
@@ -156,7 +159,7 @@ class OutboxDrainer:
             self._set_aside(path, exc)
             return True
         fresh_key = (request.request_id, record_digest(record.request))
-        if not self.link.publish(self.store_topic, payload):
+        if not self.link.publish(self.store_topic, payload, qos=1):
             return False
         with self._lock:
             self._in_flight[fresh_key] = _InFlight(path, now)

@@ -95,10 +95,10 @@ class MqttUplink:
         self._answered = _RecentIds(_REMEMBERED_IDS)
         self._expired = _RecentIds(_REMEMBERED_IDS)
         self._lock = threading.Lock()
-        self._channels: dict[str, Callable[[bytes], None]] = {}  # attach(): extra subscriptions
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
+        self._channels: dict[str, Callable[[bytes, bool], None]] = {}  # add_channel
         self._counters: dict[str, float] = {
             "late_replies": 0.0, "duplicate_replies": 0.0, "unknown_replies": 0.0,
             "bad_replies": 0.0, "connects": 0.0, "connect_failures": 0.0, "disconnects": 0.0,
@@ -158,17 +158,17 @@ class MqttUplink:
         info = self._client.publish(self.telemetry_topic, encode(message), qos=0)
         return info.rc == MQTTErrorCode.MQTT_ERR_SUCCESS
 
-    def attach(self, topic: str, on_message: Callable[[bytes], None]) -> None:
-        """Also subscribe to ``topic`` (QoS 1, again after every reconnect); its payloads go
-        to ``on_message`` on the network thread (``edge.drain`` reads acknowledgements so)."""
-        self._channels[topic] = on_message
-        self._client.message_callback_add(topic, lambda c, u, m: on_message(bytes(m.payload)))
+    def add_channel(self, topic: str, on_payload: Callable[[bytes, bool], None]) -> None:
+        """Also receive ``topic`` (subscribed on every connect): ``on_payload(payload, retained)``
+        runs on the network thread. ``edge.updates`` takes its announcements and chunks here."""
+        self._channels[topic] = on_payload
+        self._client.message_callback_add(topic, lambda c, u, m: on_payload(bytes(m.payload), m.retain))
         if self.is_connected():
             self._client.subscribe(topic, qos=1)
 
-    def publish(self, topic: str, payload: bytes) -> bool:
-        """Publish at QoS 1 on one of this device's topics; False when not accepted."""
-        info = self._client.publish(topic, payload, qos=1)
+    def publish(self, topic: str, payload: bytes, *, qos: int = 0, retain: bool = False) -> bool:
+        """Publish raw bytes on one of this device's topics; False when not queued."""
+        info = self._client.publish(topic, payload, qos=qos, retain=retain)
         return info.rc == MQTTErrorCode.MQTT_ERR_SUCCESS
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -255,8 +255,8 @@ class MqttUplink:
         self._counters["connects"] += 1
         self.last_error = None
         client.subscribe(self.reply_topic, qos=1)
-        for topic in list(self._channels):
-            client.subscribe(topic, qos=1)
+        for extra in self._channels:
+            client.subscribe(extra, qos=1)
 
     def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, reason_code: Any,
                        properties: Any) -> None:

@@ -309,7 +309,7 @@ class EdgeRuntime:
             label=self._classes[label_index], label_index=label_index,
             probabilities=probabilities, source=source, sensors_read=tuple(trail.order),
             failed_sensors=trail.failed, nodes=tuple(trail.nodes), escalated=kind == ESCALATE,
-            cost=cost, request_id=request_id,
+            cost=cost, request_id=request_id, bundle_id=self.manifest.bundle_id,
             timings={"total": clock() - t0, "local": t_local, "cloud": t_cloud}, error=error)
 
     def _walk_replay(self, values: F32) -> tuple[CompiledNode, CompiledAction, Trail]:

@@ -20,17 +20,17 @@ class Link:
         self.connected = True
         self.accept = True
         self.sent: list[bytes] = []
-        self.on_ack: Callable[[bytes], None] | None = None
+        self.on_ack: Callable[[bytes, bool], None] | None = None
 
     def is_connected(self) -> bool:
         return self.connected
 
-    def attach(self, topic: str, on_message: Callable[[bytes], None]) -> None:
+    def add_channel(self, topic: str, on_payload: Callable[[bytes, bool], None]) -> None:
         assert topic == "adaptedge/v1/dev1/stored"
-        self.on_ack = on_message
+        self.on_ack = on_payload
 
-    def publish(self, topic: str, payload: bytes) -> bool:
-        assert topic == "adaptedge/v1/dev1/store"
+    def publish(self, topic: str, payload: bytes, *, qos: int = 0, retain: bool = False) -> bool:
+        assert topic == "adaptedge/v1/dev1/store" and qos == 1 and not retain
         if self.accept:
             self.sent.append(payload)
         return self.accept
@@ -39,7 +39,8 @@ class Link:
         record, request = decode_record(payload)
         assert self.on_ack is not None
         self.on_ack(encode_ack(StoreAck(device, request.request_id,
-                                        record_digest(record.request), status)))  # type: ignore[arg-type]
+                                        record_digest(record.request), status)),  # type: ignore[arg-type]
+                    False)
 
 
 class Clock:

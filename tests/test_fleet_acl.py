@@ -63,8 +63,8 @@ def test_devices_forward_only_their_own_records(toy_bundle: Bundle, tmp_path: Pa
             as_dev2 = encode_record(StoreRecord("audit", 0, encode(
                 msgspec.structs.replace(foreign, device="dev2"))))
             received = ingest.counts["records"]
-            assert uplink.publish(topic("dev2", "store"), as_dev2)
-            assert uplink.publish(topic("dev1", "store"), as_dev2)
+            assert uplink.publish(topic("dev2", "store"), as_dev2, qos=1)
+            assert uplink.publish(topic("dev1", "store"), as_dev2, qos=1)
             wait_until(lambda: ingest.counts["records"] > received, 5.0, "the second copy")
             time.sleep(0.3)
         finally:

@@ -8,10 +8,12 @@ import logging
 import signal
 import sys
 import threading
+from contextlib import ExitStack
 from types import FrameType
 from typing import Any
 
 from adaptedge.cli import fleet_serve
+from adaptedge.cli.cloud_pool import serve_pool
 
 
 def register(sub: Any) -> None:
@@ -19,7 +21,14 @@ def register(sub: Any) -> None:
     cmds = p.add_subparsers(dest="cloud_command", metavar="ACTION", required=True)
 
     s = cmds.add_parser("serve", help="answer escalated requests with the bundle's HPC over MQTT")
-    s.add_argument("--bundle", required=True, help="bundle directory or .tar")
+    s.add_argument("--bundle", action="append", default=[], help="bundle directory or .tar "
+                   "(repeatable: one worker answers every bundle given; the first is the default)")
+    s.add_argument("--bundle-dir", action="append", default=[], metavar="DIR",
+                   help="serve every bundle (folder or .tar) in DIR too (repeatable)")
+    s.add_argument("--max-loaded", type=int, default=4, metavar="N",
+                   help="keep at most N bundles' HPC models loaded (default 4; LRU)")
+    s.add_argument("--serve-updates", action="store_true",
+                   help="also serve the bundles' chunks to devices downloading an update")
     s.add_argument("--trust", action="append", metavar="PUBKEY",
                    help="serve only a bundle signed by this public key (repeatable)")
     s.add_argument("--broker", required=True, help="mqtt://HOST:PORT or mqtts://HOST:PORT")
@@ -71,7 +80,6 @@ def serve(args: argparse.Namespace) -> int:
     from adaptedge.cli.main import CommandError
     from adaptedge.cloud import CloudError, CloudService, TlsFiles
     from adaptedge.cloud.acl import read_password_file
-    from adaptedge.protocol.bundle import open_bundle, verify
 
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -95,10 +103,9 @@ def serve(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    with open_bundle(args.bundle) as root:
-        if args.trust is not None:
-            verify(root, trust=args.trust)  # the signer, before any connection
+    with ExitStack() as stack:
         try:
+            root = serve_pool(args, stack, password, tls)
             svc = CloudService(root, args.broker, group=args.group, max_batch=args.max_batch,
                                max_wait_ms=args.max_wait_ms, username=args.username,
                                password=password, tls=tls, prefix=args.prefix,

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from adaptedge.cli import edge_drain
+from adaptedge.cli.edge_updates import add_update_options, follow_updates
 
 
 def register(sub: Any) -> None:
@@ -74,6 +75,7 @@ def register(sub: Any) -> None:
     run.add_argument("--fsync-every", type=float, default=1.0, metavar="S",
                      help="fsync --json-out at most every S seconds (default 1; 0: every line)")
     edge_drain.add_run_options(run)
+    add_update_options(run)
     run.set_defaults(handler=run_device)
     edge_drain.register_drain(edge_sub)
     summary = edge_sub.add_parser("summary", help="rebuild the summary of an edge run's "
@@ -194,7 +196,7 @@ def _start_runtime(args: argparse.Namespace, dataset: Any) -> tuple[Any, Any]:
             print(f"adaptedge: warning: not connected to {args.broker} after "
                   f"{args.connect_timeout:g} s ({uplink.last_error}); escalations answer "
                   "degraded until it is reachable", file=sys.stderr)
-    return rt, uplink
+    return follow_updates(args, rt, uplink), uplink
 
 
 class _Log:
@@ -325,6 +327,7 @@ def _record(index: int, d: Any, truth: str, t_s: float) -> dict[str, Any]:
         "cloud_ms": d.timings["cloud"] * 1000.0,
         "request_id": d.request_id,
         "error": d.error,
+        "bundle_id": d.bundle_id,
     }
 
 

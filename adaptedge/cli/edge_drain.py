@@ -68,11 +68,13 @@ def audit_policy(args: argparse.Namespace) -> Any:
 def start_drain(args: argparse.Namespace, rt: Any, uplink: Any) -> Any:
     """The background drain of ``edge run`` (None without an outbox, a broker or with
     --no-drain)."""
-    if uplink is None or rt.outbox is None or not args.drain:
+    inner = getattr(rt, "runtime", rt)  # --follow-updates: the active runtime; one outbox
+    outbox = getattr(inner, "outbox", None)
+    if uplink is None or outbox is None or not args.drain:
         return None
     from adaptedge.edge.drain import OutboxDrainer
 
-    return OutboxDrainer(rt.outbox, uplink, args.device, prefix=args.prefix,
+    return OutboxDrainer(outbox, uplink, args.device, prefix=args.prefix,
                          rate_per_s=args.drain_rate).start()
 
 

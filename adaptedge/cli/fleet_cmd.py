@@ -1,9 +1,10 @@
-"""``adaptedge fleet``: the fleet store seen from the command line.
+"""``adaptedge fleet``: the fleet seen from the command line.
 
 ``fleet status --db URL [--json]`` prints one line (or JSON object) per device: records
 stored, audits and the audited agreement with the HPC, escalation rate, alarms.
 ``fleet report --db URL --out DIR [--bundle B]`` writes ``fleet.md`` and PNGs of agreement and
 escalation rate over time against the bundle's validation expectation (``cloud.fleet_view``).
+``fleet deploy`` / ``rollout-status``: over-the-air rollouts (``fleet_rollout``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+from adaptedge.cli.fleet_rollout import register_rollout
+
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("fleet", help="the fleet's stored records, audits and alarms")
+    p = sub.add_parser("fleet", help="manage a fleet of devices: stored records, audits and "
+                       "alarms; over-the-air rollouts")
     cmds = p.add_subparsers(dest="fleet_command", metavar="ACTION", required=True)
     s = cmds.add_parser("status", help="one line per device: records, audits, agreement, "
                         "escalation rate, alarms")
@@ -33,6 +37,7 @@ def register(sub: Any) -> None:
     r.add_argument("--window", type=int, default=50, metavar="N",
                    help="audits per agreement estimate (default 50)")
     r.set_defaults(handler=report)
+    register_rollout(cmds)
 
 
 def _open(url: str) -> Any:

@@ -43,14 +43,16 @@ def start(args: argparse.Namespace, svc: Any, root: Any, tls: Any) -> list[Calla
     stops: list[Callable[[], None]] = []
     ingest, store = None, None
     if args.db is not None:
-        from adaptedge.cloud.inference import HpcInference
         from adaptedge.cloud.ingest import StoreIngest
         from adaptedge.cloud.store import FleetStore
 
         store = FleetStore(args.db)
         stops.append(store.close)
+        labeller = _labeller(args, root)
+        if hasattr(labeller, "close"):
+            stops.append(labeller.close)
         username, password = _store_login(args)
-        ingest = StoreIngest(HpcInference.load(root, prefix=args.prefix), store, args.broker,
+        ingest = StoreIngest(labeller, store, args.broker,
                              client_id=username or f"{svc.worker_id}-store", username=username,
                              password=password, tls=tls, prefix=args.prefix,
                              group=f"{args.group}-store" if svc.shared_subscription else None)
@@ -61,6 +63,17 @@ def start(args: argparse.Namespace, svc: Any, root: Any, tls: Any) -> list[Calla
     if args.metrics_port is not None:
         stops.insert(0, _start_metrics(args, svc, ingest, store))
     return stops
+
+
+def _labeller(args: argparse.Namespace, root: Any) -> Any:
+    """The ingest's own HPC(s): the worker's bundle, or every bundle of its pool."""
+    from adaptedge.cloud.bundle_pool import BundlePool
+    from adaptedge.cloud.inference import HpcInference
+
+    if isinstance(root, BundlePool):
+        return BundlePool([e.root for e in root.entries.values()], prefix=args.prefix,
+                          trust=args.trust, max_loaded=args.max_loaded)
+    return HpcInference.load(root, prefix=args.prefix)
 
 
 def _start_metrics(args: argparse.Namespace, svc: Any, ingest: Any, store: Any

@@ -26,9 +26,9 @@ COMMAND_MODULES = (
     "sign_cmd",
     "edge_cmd",
     "cloud_cmd",
+    "fleet_cmd",
     "simulate",
     "cache_cmd",
-    "fleet_cmd",
 )
 
 
