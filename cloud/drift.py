@@ -33,20 +33,16 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from adaptedge.protocol.drift_reference import Reference, reference_from_manifest
 from adaptedge.protocol.manifest import Manifest
 
 log = logging.getLogger("adaptedge.cloud.drift")
 
 Stream = Literal["escalation", "agreement"]
 Direction = Literal["up", "down"]
-REFERENCE_KEY = "drift_reference"
-"""``Manifest.metadata[REFERENCE_KEY][point name]``: the validation figures a monitor needs
-(``escalation_rate``, ``n_rows``, ``local_agreement``, ``n_local``)."""
-
 _Z99 = 2.5758293035489004  # standard normal quantile at 0.995
 
 
@@ -74,18 +70,6 @@ class DriftDesign:
     def threshold(self, charts: int) -> float:
         """``h = ln(charts * horizon / false_alarm)``: the union bound over charts and starts."""
         return math.log(max(charts, 1) * self.horizon / self.false_alarm)
-
-
-@dataclass(frozen=True, slots=True)
-class Reference:
-    """The validation figures of one operating point: escalation rate on ``n_rows`` rows and,
-    when known, agreement of local answers with the HPC on ``n_local`` locally answered rows.
-    ``n_rows`` / ``n_local`` of ``None``: the figure is taken as exact (no interval)."""
-
-    escalation_rate: float
-    n_rows: int | None = None
-    local_agreement: float | None = None
-    n_local: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,37 +226,6 @@ class DriftMonitor:
         self.alarms.append(alarm)
         log.warning("%s", alarm.message())
         return alarm
-
-
-def reference_from_manifest(manifest: Manifest, point: str) -> Reference:
-    """The validation figures of operating point ``point``: ``metadata["drift_reference"]``
-    when the bundle carries them (trainer ``drift_reference``, ``adaptedge recalibrate``),
-    else only the point's escalation rate, taken as exact (no agreement chart)."""
-    spec = manifest.operating_point(point)  # KeyError names an unknown point
-    figures = manifest.metadata.get(REFERENCE_KEY, {})
-    raw = figures.get(point) if isinstance(figures, Mapping) else None
-    if not isinstance(raw, Mapping):
-        return Reference(escalation_rate=spec.escalation_rate)
-    return reference_from_dict(raw)
-
-
-def reference_from_dict(raw: Mapping[str, Any]) -> Reference:
-    """A ``Reference`` from its JSON object (``ValueError`` naming a bad field)."""
-    def number(key: str, integer: bool = False) -> Any:
-        value = raw.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or not (
-                0 <= value <= (math.inf if integer else 1)) or (integer and value != int(value)):
-            raise ValueError(f"drift reference field {key!r} is {value!r}: expected "
-                             f"{'a count >= 0' if integer else 'a rate in [0, 1]'}")
-        return int(value) if integer else float(value)
-
-    rate = number("escalation_rate")
-    if rate is None:
-        raise ValueError("drift reference lacks 'escalation_rate'")
-    return Reference(escalation_rate=rate, n_rows=number("n_rows", True),
-                     local_agreement=number("local_agreement"), n_local=number("n_local", True))
 
 
 class FleetDriftMonitor:

@@ -14,13 +14,15 @@ from adaptedge.cloud.drift import (
     DriftDesign,
     DriftMonitor,
     FleetDriftMonitor,
-    Reference,
-    reference_from_dict,
-    reference_from_manifest,
     shifted,
     wilson_bounds,
 )
 from adaptedge.protocol import Manifest
+from adaptedge.protocol.drift_reference import (
+    Reference,
+    reference_from_dict,
+    reference_from_manifest,
+)
 
 
 def _first_alarm(monitor: DriftMonitor, esc: np.ndarray, audit_at: np.ndarray,
