@@ -142,5 +142,5 @@ def no_drift_false_alarms(manifest: Manifest, old: StreamRun, start: int, config
     probe = DriftMonitor(ref, config.design)
     bound = min(1.0, length * len(probe.charts) * float(np.exp(-probe.threshold)))
     return {"streams": n_streams, "length": length, "streams_with_alarm": fired,
-            "false_alarm_rate": fired / n_streams, "designed_bound": bound,
+            "false_alarm_rate": fired / max(n_streams, 1), "designed_bound": bound,
             "escalation_rate": float(esc.mean()), "local_agreement": float(agree[~esc].mean())}

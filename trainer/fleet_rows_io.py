@@ -22,7 +22,10 @@ class RowsFileError(ValueError):
 
 def row_to_dict(row: LabelledRow) -> dict[str, Any]:
     out = {name: getattr(row, name) for name in _FIELDS}
-    out["features"] = [None if math.isnan(v) else v for v in row.features]
+    for name in ("request_id", "point", "local_label", "hpc_label"):  # numpy ints too
+        out[name] = None if out[name] is None else int(out[name])
+    out["received_at"] = float(row.received_at)
+    out["features"] = [None if math.isnan(v) else float(v) for v in row.features]
     return out
 
 

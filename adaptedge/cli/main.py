@@ -28,6 +28,8 @@ COMMAND_MODULES = (
     "cloud_cmd",
     "simulate",
     "cache_cmd",
+    "recalibrate_cmd",
+    "drift_cmd",
 )
 
 
