@@ -54,6 +54,10 @@ def run_scenario(out: Path, config: DriftConfig, *, null_streams: int = 200,
         "first_alarm_after_batch3": after[0].to_dict() if after else None,
         "alarm_delay_decisions": after[0].decision - start if after else None,
         "n_alarms_after_batch3": len(after),
+        "alarm_decisions": [a.decision for a in alarms],
+        "escalation_windows": _windows(np.asarray(old.run.columns.escalated, dtype=bool)),
+        "batch_starts": {str(int(b)): int(np.flatnonzero(stream.batch == b)[0])
+                         for b in np.unique(stream.batch)},
         "old": _figures(old, stream.batch),
         "hpc_accuracy_per_batch": per_batch_rate(old.hpc_label == stream.y, stream.batch),
     }
@@ -70,6 +74,7 @@ def run_scenario(out: Path, config: DriftConfig, *, null_streams: int = 200,
             "cut_decision": cut, "rows": {k: int(sum(r.kind == k for r in rows))
                                           for k in ("escalated", "audit")},
             "audit_cost_until_cut": _audit_until(old, manifest, cut),
+            "decision_energy_mj_until_cut": float(np.sum(np.asarray(old.run.columns.energy_mj)[:cut])),
             "bundle_id": result.manifest.bundle_id, "chosen": asdict(result.chosen),
             "target_agreement": result.target, "n_effective": result.n_effective,
             "before": _tail_figures(old_tail, stream.y[cut:], stream.batch[cut:]),
@@ -77,9 +82,19 @@ def run_scenario(out: Path, config: DriftConfig, *, null_streams: int = 200,
         }
     summary["no_drift"] = {
         "time_ordered_rows": start, "time_ordered_alarms": len(early_alarms),
-        "resampled": no_drift_false_alarms(manifest, old, start, config, null_streams,
-                                           null_length)}
+        "resampled": no_drift_false_alarms(manifest, old, start, config.design, config,
+                                           null_streams, null_length),
+        # a design loose enough that its bound is testable on this many streams
+        "resampled_loose_design": no_drift_false_alarms(
+            manifest, old, start, DriftDesign(false_alarm=0.2, horizon=null_length), config,
+            null_streams, null_length)}
     return summary
+
+
+def _windows(flags: npt.NDArray[np.bool_], size: int = 100) -> dict[str, Any]:
+    """The escalation rate over consecutive windows of ``size`` decisions."""
+    n = len(flags) // size * size
+    return {"size": size, "rate": flags[:n].reshape(-1, size).mean(axis=1).round(4).tolist()}
 
 
 def _threshold(manifest: Manifest, design: DriftDesign) -> float:
@@ -120,8 +135,8 @@ def _audit_until(s: StreamRun, manifest: Manifest, cut: int) -> dict[str, float]
     return audit_costs(manifest, s.run, mask)
 
 
-def no_drift_false_alarms(manifest: Manifest, old: StreamRun, start: int, config: DriftConfig,
-                          n_streams: int, length: int) -> dict[str, Any]:
+def no_drift_false_alarms(manifest: Manifest, old: StreamRun, start: int, design: DriftDesign,
+                          config: DriftConfig, n_streams: int, length: int) -> dict[str, Any]:
     """The monitor on ``n_streams`` seeded no-drift replays of ``length`` decisions drawn from
     the batches 1-2 test rows (the first ``start`` rows of the stream). The bundle's decisions
     are deterministic per row, so resampling the rows' outcomes replays resampled rows."""
@@ -133,14 +148,15 @@ def no_drift_false_alarms(manifest: Manifest, old: StreamRun, start: int, config
         rows = np.random.default_rng([config.seed, r]).integers(0, start, size=length)
         audit = AuditPolicy(config.audit_fraction, r).selected_many(
             DEVICE, np.arange(length), old.point_index) & ~esc[rows]
-        monitor = DriftMonitor(ref, config.design)
+        monitor = DriftMonitor(ref, design)
         for i, row in enumerate(rows.tolist()):
             if monitor.observe_decision(bool(esc[row])) is not None or (
                     audit[i] and monitor.observe_audit(bool(agree[row])) is not None):
                 fired += 1
                 break
-    probe = DriftMonitor(ref, config.design)
+    probe = DriftMonitor(ref, design)
     bound = min(1.0, length * len(probe.charts) * float(np.exp(-probe.threshold)))
-    return {"streams": n_streams, "length": length, "streams_with_alarm": fired,
+    return {"design": asdict(design), "threshold": probe.threshold,
+            "streams": n_streams, "length": length, "streams_with_alarm": fired,
             "false_alarm_rate": fired / max(n_streams, 1), "designed_bound": bound,
             "escalation_rate": float(esc.mean()), "local_agreement": float(agree[~esc].mean())}
