@@ -74,6 +74,7 @@ def run_scenario(out: Path, config: DriftConfig, *, null_streams: int = 200,
             "cut_decision": cut, "rows": {k: int(sum(r.kind == k for r in rows))
                                           for k in ("escalated", "audit")},
             "audit_cost_until_cut": _audit_until(old, manifest, cut),
+            "hpc_accuracy_after_cut": float(np.mean(old.hpc_label[cut:] == stream.y[cut:])),
             "decision_energy_mj_until_cut": float(np.sum(np.asarray(old.run.columns.energy_mj)[:cut])),
             "bundle_id": result.manifest.bundle_id, "chosen": asdict(result.chosen),
             "target_agreement": result.target, "n_effective": result.n_effective,

@@ -35,7 +35,7 @@ def _field(bundle: Path, manifest: Manifest, n: int, seed: int, shift: float = 0
     result = runner.evaluate("gate", X)
     hpc = np.argmax(runner.hpc_proba(X), axis=1)
     audited = AUDIT.selected_many("d", np.arange(n), 0) & ~result.escalated
-    rows = [LabelledRow("d", manifest.bundle_id, i, "escalated" if result.escalated[i] else
+    rows = [LabelledRow("d", manifest.bundle_id, int(i), "escalated" if result.escalated[i] else
                         "audit", 0, tuple(float(v) for v in X[i]),
                         None if result.escalated[i] else int(result.labels[i]), int(hpc[i]),
                         float(i))
@@ -142,3 +142,17 @@ def test_cli_db_without_the_store_says_so(toy_bundle: tuple[Path, Manifest], tmp
     code = main(["recalibrate", "--bundle", str(toy_bundle[0]), "--db", "sqlite:///x.db",
                  "--out", str(tmp_path / "b2")])
     assert code == 2 and "--rows" in capsys.readouterr().err
+
+
+def test_thin_evidence_keeps_the_deployed_point(toy_bundle: tuple[Path, Manifest]) -> None:
+    from adaptedge.trainer.recalibrate import Estimate, _choose
+
+    manifest = toy_bundle[1]  # default point "walk"
+    def e(name: str, agreement: float, cost: float) -> Estimate:
+        return Estimate(name, name.split("@")[0], 0.0, agreement, 0.2, cost, 1.0, agreement, 50)
+
+    tied = [e("walk", 1.0, 8.0), e("walk@b+1", 1.0, 9.0), e("gate", 1.0, 5.0)]
+    assert _choose(tied, manifest, 0.99, 0.0, 60) == 0  # no evidence for the cheaper one
+    better = [e("walk", 0.95, 8.0), e("gate", 1.0, 5.0), e("walk@b+1", 1.0, 9.0)]
+    assert _choose(better, manifest, 0.99, 0.0, 60) == 1  # highest bound, the cheaper
+    assert _choose(tied, manifest, 0.99, 0.0, 100_000) == 2  # confident: the cheapest

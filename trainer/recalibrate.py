@@ -21,9 +21,13 @@ estimated agreement with the HPC (said in ``metadata.recalibration``).
 **Rule.** The cheapest candidate whose agreement's Wilson lower bound (95%, on the Kish
 effective number of rows) reaches the target (default: the source default point's validation
 agreement from ``metadata.drift_reference``, else its validation accuracy) minus
-``tolerance``; if none does, the one with the highest bound (``protocol.operating_points.
-confidently_near``). The new bundle holds the candidates' Pareto front (agreement vs cost),
-the chosen one as default, and its provenance in ``metadata.recalibration``.
+``tolerance`` (``protocol.operating_points.confidently_near``). If none does (the usual case
+soon after an alarm: a Wilson bound on ~60 effective rows cannot reach 0.99), the one with the
+highest bound — and when the deployed point (the source default, bias 0) ties for it, the
+deployed point: on evidence that cannot tell candidates apart, recalibration does not trade
+the deployed gate for a cheaper one (it still refreshes the drift reference). The new bundle
+holds the candidates' Pareto front (agreement vs cost), the chosen one as default, and its
+provenance in ``metadata.recalibration``.
 """
 
 from __future__ import annotations
@@ -174,14 +178,30 @@ def recalibrate(bundle_dir: str | Path, rows: Sequence[LabelledRow], out_dir: st
     estimates = [estimate(runner, name, source, bias, sample)
                  for name, (source, bias) in _origins(graphs, manifest).items()]
     goal = target_agreement(manifest) if target is None else target
-    best = confidently_near(estimates, goal, tolerance, max(int(sample.n_effective), 1))
-    assert best is not None  # fallback=True and at least one candidate
+    best = _choose(estimates, manifest, goal, tolerance, max(int(sample.n_effective), 1))
     keep = sorted(set(pareto_front(estimates)) | {best}, key=lambda i: estimates[i].cost)
     new = _new_manifest(manifest, [estimates[i] for i in keep], estimates[best], graphs,
                         sample, goal, tolerance)
     used = {new.hpc.file} | {n.model.file for g in new.policies.values() for n in g.nodes.values()}
     written = write_bundle(out_dir, new, {f: all_files[f] for f in sorted(used)}, force=force)
     return Recalibration(written, estimates[best], estimates, goal, sample.n_effective)
+
+
+def _choose(estimates: list[Estimate], manifest: Manifest, goal: float, tolerance: float,
+            n: int) -> int:
+    """The rule of the module docstring: an index into ``estimates``."""
+    best = confidently_near(estimates, goal, tolerance, n, fallback=False)
+    if best is not None:
+        return best
+    bounds = [wilson_interval(e.agreement, n)[0] for e in estimates]
+    deployed = manifest.operating_point(manifest.default_operating_point).policy
+    top = max(bounds)
+    for i, e in enumerate(estimates):
+        if e.name == deployed and bounds[i] >= top - 1e-12:
+            return i
+    fallback = confidently_near(estimates, goal, tolerance, n)
+    assert fallback is not None  # at least one candidate
+    return fallback
 
 
 def _candidates(manifest: Manifest, files: dict[str, bytes], sample: RowSample
@@ -230,7 +250,8 @@ def _new_manifest(manifest: Manifest, kept: list[Estimate], chosen: Estimate,
         "n_effective": round(sample.n_effective, 2),
         "rule": (f"cheapest candidate (policy x escalation bias) whose estimated agreement with "
                  f"the HPC has a 95% Wilson lower bound on the effective rows >= "
-                 f"{goal:.4f} - {tolerance:g}; else the highest lower bound"),
+                 f"{goal:.4f} - {tolerance:g}; else the highest lower bound, the deployed "
+                 f"point when it ties, else the cheaper"),
         "weights": "escalated rows 1, audit rows 1/audit fraction (Horvitz-Thompson)",
         "accuracy_meaning": "operating points' accuracy = estimated agreement with the HPC",
         "chosen": {k: v for k, v in asdict(chosen).items()},
