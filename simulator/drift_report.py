@@ -100,6 +100,14 @@ def _markdown(s: dict[str, Any]) -> str:
               f"{len(s['alarms_before_batch3'])}; first alarm after batch 3's start: "
               + (f"{first['stream']} {first['direction']} after "
                  f"{s['alarm_delay_decisions']} decisions" if first else "none"), ""]
+    early = s.get("batch3_first_500")
+    if early:
+        agreement = early["audited_agreement"]
+        lines += [f"Batch 3's first {early['decisions']} decisions: escalation rate "
+                  f"{early['escalation_rate']:.3f} (validation {s['reference']['escalation_rate']:.3f}"
+                  f"), {early['audits']} audits, audited agreement "
+                  + ("n/a" if agreement is None else f"{agreement:.3f}") + " (validation "
+                  f"{s['reference'].get('local_agreement') or float('nan'):.3f}).", ""]
     rec = s.get("recalibration")
     if rec:
         b, a = rec["before"], rec["after"]
@@ -114,7 +122,7 @@ def _markdown(s: dict[str, Any]) -> str:
                   f"{b['energy_mj_per_decision']:.2f} |",
                   f"| recalibrated bundle | {a['accuracy']:.4f} | {a['escalation_rate']:.3f} | "
                   f"{a['energy_mj_per_decision']:.2f} |",
-                  f"| HPC on every input (ceiling of HPC-label recalibration) | "
+                  f"| HPC on every input | "
                   f"{rec['hpc_accuracy_after_cut']:.4f} | 1 | |", "",
                   "| batch (after the cut) | deployed | recalibrated |", "|---|---|---|"]
         lines += [f"| {k} | {v:.3f} | {a['accuracy_per_batch'][k]:.3f} |"

@@ -55,6 +55,7 @@ def run_scenario(out: Path, config: DriftConfig, *, null_streams: int = 200,
         "alarm_delay_decisions": after[0].decision - start if after else None,
         "n_alarms_after_batch3": len(after),
         "alarm_decisions": [a.decision for a in alarms],
+        "batch3_first_500": _early_evidence(old, start, 500),
         "escalation_windows": _windows(np.asarray(old.run.columns.escalated, dtype=bool)),
         "batch_starts": {str(int(b)): int(np.flatnonzero(stream.batch == b)[0])
                          for b in np.unique(stream.batch)},
@@ -90,6 +91,17 @@ def run_scenario(out: Path, config: DriftConfig, *, null_streams: int = 200,
             manifest, old, start, DriftDesign(false_alarm=0.2, horizon=null_length), config,
             null_streams, null_length)}
     return summary
+
+
+def _early_evidence(s: StreamRun, start: int, n: int) -> dict[str, Any]:
+    """What the monitor saw in the first ``n`` decisions of batch 3: the escalation rate, the
+    audits and their agreement (to explain an alarm's delay)."""
+    esc = np.asarray(s.run.columns.escalated, dtype=bool)[start:start + n]
+    audited = s.audited[start:start + n]
+    agree = (s.local_label == s.hpc_label)[start:start + n][audited]
+    return {"decisions": len(esc), "escalation_rate": float(esc.mean()),
+            "audits": int(audited.sum()),
+            "audited_agreement": float(agree.mean()) if agree.size else None}
 
 
 def _windows(flags: npt.NDArray[np.bool_], size: int = 100) -> dict[str, Any]:
