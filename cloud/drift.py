@@ -207,6 +207,21 @@ class DriftMonitor:
             fired = fired or alarm
         return fired
 
+    def observe_counts(self, decisions: int, escalated: int) -> list[DriftAlarm]:
+        """Counters from a device's telemetry (``decisions`` since its last report, of which
+        ``escalated``): the cloud does not see local decisions one by one, so the escalations
+        are spread evenly over the report. The likelihood ratio over the whole report does not
+        depend on that order; only where inside it an alarm fires does."""
+        if not 0 <= escalated <= decisions:
+            raise ValueError(f"need 0 <= escalated <= decisions, got {escalated} of {decisions}")
+        alarms = []
+        for i in range(decisions):
+            alarm = self.observe_decision((i + 1) * escalated // decisions
+                                          > i * escalated // decisions)
+            if alarm is not None:
+                alarms.append(alarm)
+        return alarms
+
     def observe_audit(self, agree: bool) -> DriftAlarm | None:
         self.audits += 1
         return self._observe("agreement", "down", bool(agree))

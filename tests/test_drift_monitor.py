@@ -118,3 +118,19 @@ def test_fleet_monitor_reads_the_manifest(toy_bundle: tuple[Path, Manifest]) -> 
     fleet.observe_decision("a", point, False)
     fleet.observe_decision("b", point, True)
     assert {k[0] for k in fleet.monitors} == {"a", "b"}
+
+
+def test_telemetry_counts_feed_the_same_evidence() -> None:
+    one_by_one = DriftMonitor(Reference(0.1, 300))
+    counted = DriftMonitor(Reference(0.1, 300))
+    pattern = [i % 4 == 3 for i in range(40)]  # 10 escalations in 40 decisions, spread evenly
+    for x in pattern:
+        one_by_one.observe_decision(x)
+    assert counted.observe_counts(40, 10) == []
+    assert counted.decisions == 40
+    for key, chart in counted.charts.items():
+        assert chart.statistic == pytest.approx(one_by_one.charts[key].statistic)
+    alarms = counted.observe_counts(2000, 1200)  # a jump to 60% escalations
+    assert alarms and alarms[0].stream == "escalation" and alarms[0].direction == "up"
+    with pytest.raises(ValueError, match="escalated"):
+        counted.observe_counts(3, 4)

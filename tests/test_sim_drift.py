@@ -76,3 +76,12 @@ def test_gas_drift_scenario_acceptance(tmp_path: Path) -> None:
     rec = s["recalibration"]
     assert rec["after"]["accuracy"] > rec["before"]["accuracy"]
     assert rec["audit_cost_until_cut"]["audits"] == rec["rows"]["audit"]
+
+
+def test_cli_registers_the_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    from adaptedge.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["drift-scenario", "--help"])
+    assert exit_info.value.code == 0
+    assert "--audit-fraction" in capsys.readouterr().out
