@@ -29,6 +29,8 @@ COMMAND_MODULES = (
     "fleet_cmd",
     "simulate",
     "cache_cmd",
+    "recalibrate_cmd",
+    "drift_cmd",
 )
 
 
