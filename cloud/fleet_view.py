@@ -5,8 +5,9 @@ answers with the HPC (labelled audits only: an unbiased sample of the local deci
 its 95% Wilson interval, the escalation rate of the latest telemetry, and the alarms raised.
 Over time: agreement per window of consecutive audits, escalation rate between consecutive
 telemetry messages (a counter that went down is a restarted device: its window starts at 0).
-The bundle's validation expectation comes from its manifest: ``metadata["drift_reference"]``
-per operating point when the trainer wrote it, else the point's escalation rate.
+The bundle's validation expectation is what the drift monitor compares with
+(``protocol.drift_reference``): ``metadata["drift_reference"]`` per operating point when the
+bundle carries it, else the point's escalation rate alone.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adaptedge.cloud.store import FleetStore
+from adaptedge.protocol.drift_reference import reference_from_manifest
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.operating_points import wilson_interval
 
@@ -144,22 +146,17 @@ def main_point(store: FleetStore, device: str) -> int | None:
 
 
 def expectations(manifest: Manifest, point: int | None) -> dict[str, Expectation]:
-    """``escalation_rate`` and (when the bundle has it) ``agreement`` on validation."""
+    """``escalation_rate`` and (when the bundle has it) ``agreement`` on validation, of the
+    operating point at index ``point`` (the default point when unknown), from
+    ``protocol.drift_reference`` (the figures the drift monitor compares with)."""
     if point is None or not 0 <= point < len(manifest.operating_points):
-        point = [p.name for p in manifest.operating_points].index(
-            manifest.default_operating_point)
-    op = manifest.operating_points[point]
-    ref = (manifest.metadata.get("drift_reference") or {}).get(op.name) \
-        if isinstance(manifest.metadata.get("drift_reference"), dict) else None
-    out: dict[str, Expectation] = {}
-    if isinstance(ref, dict) and "escalation_rate" in ref:
-        rate, rows = float(ref["escalation_rate"]), int(ref.get("n_rows") or 0)
-        out["escalation_rate"] = _expect(rate, rows)
-        if ref.get("local_agreement") is not None:
-            out["agreement"] = _expect(float(ref["local_agreement"]),
-                                       int(ref.get("n_local") or 0))
+        name = manifest.default_operating_point
     else:
-        out["escalation_rate"] = Expectation(op.escalation_rate, None, None)
+        name = manifest.operating_points[point].name
+    ref = reference_from_manifest(manifest, name)
+    out = {"escalation_rate": _expect(ref.escalation_rate, ref.n_rows or 0)}
+    if ref.local_agreement is not None:
+        out["agreement"] = _expect(ref.local_agreement, ref.n_local or 0)
     return out
 
 
