@@ -4,14 +4,17 @@ real mosquitto; the metrics endpoint answers valid Prometheus text while they ru
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import threading
 import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.dataset_bundle import build_dataset_bundle
 from support.fleet import metrics_port, start_cloud, wait_ready, wait_until
 
 from adaptedge.cli.main import main as cli
@@ -21,7 +24,10 @@ from adaptedge.edge import EdgeRuntime, MqttUplink, Outbox
 from adaptedge.edge.drain import OutboxDrainer
 from adaptedge.protocol import Manifest
 from adaptedge.protocol.audit import AuditPolicy
-from adaptedge.simulator.brokers import MosquittoBroker
+from adaptedge.simulator.brokers import MosquittoBroker, free_port
+from adaptedge.simulator.hil import HilOptions, run_hil
+from adaptedge.simulator.scenario import DevicesConfig, Scenario
+from adaptedge.trainer.data.datasets import load_dataset
 
 pytestmark = pytest.mark.broker
 Bundle = tuple[Path, Manifest]
@@ -127,3 +133,47 @@ def test_expectations_come_from_the_validation_reference(toy_bundle: Bundle) -> 
     assert with_ref["agreement"].value == 0.9 and with_ref["escalation_rate"].value == 0.2
     low, high = with_ref["agreement"].low, with_ref["agreement"].high
     assert low is not None and high is not None and low < 0.9 < high
+
+
+def test_metrics_answer_during_a_hil_run(tmp_path: Path) -> None:
+    """``simulate --hil``'s processes (a real mosquitto, ``cloud serve --db --metrics-port``,
+    ``edge run --outbox --audit-fraction``): GETs during the run parse as Prometheus text."""
+    bundle = tmp_path / "bundle"
+    build_dataset_bundle(bundle, "wall-robot", n_sensors=4, escalate=0.4)
+    port, db = free_port(), tmp_path / "fleet.db"
+    scraped: list[dict[str, list[tuple[dict[str, str], float]]]] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            with contextlib.suppress(OSError):  # not up yet, or gone
+                scraped.append(scrape(port))
+            done.wait(0.2)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        hil = run_hil(bundle, "wall-robot", truth=load_dataset("wall-robot").split("test")[1],
+                      scenario=Scenario(seed=2, devices=DevicesConfig(count=1, rate_hz=60,
+                                                                      limit=180)),
+                      options=HilOptions(devices=1, broker="mosquitto", workdir=tmp_path / "w",
+                                         timeout_s=120, cloud_args=(
+                                             "--db", str(db), "--metrics-port", str(port)),
+                                         device_args=(
+                                             "--outbox", str(tmp_path / "outbox-{device}"),
+                                             "--audit-fraction", "0.2",
+                                             "--telemetry-every", "0.5")))
+    finally:
+        done.set()
+        poller.join(10)
+    assert len(scraped) >= 3  # valid Prometheus text, several times during the run
+    last = scraped[-1]
+    assert last["adaptedge_cloud_requests_total"][0][1] > 0
+    decisions = [v for labels, v in last["adaptedge_device_decisions_total"]
+                 if labels["device"] == "dev-0"]
+    assert decisions and 0 < decisions[0] <= 180
+    escalated = int(np.sum(hil.columns.escalated))
+    with FleetStore(db) as store:
+        kinds = {kind: n for device, _, kind, n, _, _ in store.tallies() if device == "dev-0"}
+    assert kinds["escalated"] == escalated and kinds["audit"] > 0
+    assert not list((tmp_path / "outbox-dev-0").glob("*.msgpack"))
