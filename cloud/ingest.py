@@ -26,6 +26,7 @@ from paho.mqtt.enums import MQTTErrorCode
 from adaptedge.cloud.connection import TlsFiles, connect, make_client, parse_broker_url, reconnect
 from adaptedge.cloud.errors import CloudError
 from adaptedge.cloud.inference import Reply
+from adaptedge.cloud.live_drift import LiveDrift
 from adaptedge.cloud.store import FleetStore, NewRecord
 from adaptedge.cloud.telemetry import TelemetryInbox
 from adaptedge.protocol.errors import ProtocolError
@@ -68,8 +69,11 @@ class StoreIngest:
     def __init__(self, inference: Labeller, store: FleetStore, broker_url: str, *,
                  client_id: str, username: str | None = None, password: str | None = None,
                  tls: TlsFiles | None = None, prefix: str = DEFAULT_PREFIX,
-                 group: str | None = None, logger: logging.Logger | None = None) -> None:
+                 group: str | None = None, logger: logging.Logger | None = None,
+                 drift: LiveDrift | None = None) -> None:
         self.inference = inference
+        self.drift = drift
+        """Live drift alarms fed with every new labelled row and telemetry (``cloud.live_drift``)."""
         self.store = store
         self.prefix = prefix
         self.address = parse_broker_url(broker_url)
@@ -187,6 +191,8 @@ class StoreIngest:
             self.store.add_telemetry(accepted.source, accepted.sent_at, accepted.counters,
                                      time.time())
             self.counts["telemetry_stored"] += 1
+            if self.drift is not None:
+                self.drift.on_telemetry(accepted.source, accepted.counters)
         except Exception:
             self.log.exception("store ingest could not store telemetry; continuing")
 
@@ -210,11 +216,22 @@ class StoreIngest:
             self.log.error("could not store %d records (%s); not acknowledged, the devices "
                            "will send them again", len(rows), exc)
             return
-        for b, new, (label, _) in zip(batch, fresh, labels, strict=True):
+        for b, new, row in zip(batch, fresh, rows, strict=True):
             self.counts["stored" if new else "duplicates"] += 1
-            self.counts["unlabelled"] += new and label is None
+            self.counts["unlabelled"] += new and row.hpc_label is None
             self.bundle_of[b.device] = b.request.bundle_id
             self._ack(b.device, b.request.request_id, b.digest, "stored" if new else "duplicate")
+        if self.drift is not None:  # after the acknowledgements: an alarm never delays them
+            self._watch([row for row, new in zip(rows, fresh, strict=True) if new])
+
+    def _watch(self, rows: list[NewRecord]) -> None:
+        assert self.drift is not None
+        try:
+            for r in rows:
+                self.drift.on_record(r.device, r.bundle_id, r.kind, r.point, r.local_label,
+                                     r.hpc_label)
+        except Exception:  # the monitor must never stop the store
+            self.log.exception("the drift monitor failed on stored rows; continuing")
 
     def _label(self, requests: list[InferenceRequest]) -> list[tuple[int | None, str | None]]:
         try:

@@ -52,7 +52,7 @@ def start(args: argparse.Namespace, svc: Any, root: Any, tls: Any) -> list[Calla
         if hasattr(labeller, "close"):
             stops.append(labeller.close)
         username, password = _store_login(args)
-        ingest = StoreIngest(labeller, store, args.broker,
+        ingest = StoreIngest(labeller, store, args.broker, drift=_live_drift(store, labeller),
                              client_id=username or f"{svc.worker_id}-store", username=username,
                              password=password, tls=tls, prefix=args.prefix,
                              group=f"{args.group}-store" if svc.shared_subscription else None)
@@ -63,6 +63,16 @@ def start(args: argparse.Namespace, svc: Any, root: Any, tls: Any) -> list[Calla
     if args.metrics_port is not None:
         stops.insert(0, _start_metrics(args, svc, ingest, store))
     return stops
+
+
+def _live_drift(store: Any, labeller: Any) -> Any:
+    """Drift alarms on the stored rows and telemetry, against the served bundles' figures."""
+    from adaptedge.cloud.live_drift import LiveDrift
+
+    entries = getattr(labeller, "entries", None)  # a BundlePool
+    if entries is not None:
+        return LiveDrift(store, lambda b: entries[b].manifest if b in entries else None)
+    return LiveDrift(store, lambda b: labeller.manifest if b == labeller.bundle_id else None)
 
 
 def _labeller(args: argparse.Namespace, root: Any) -> Any:
