@@ -177,3 +177,12 @@ def test_metrics_answer_during_a_hil_run(tmp_path: Path) -> None:
         kinds = {kind: n for device, _, kind, n, _, _ in store.tallies() if device == "dev-0"}
     assert kinds["escalated"] == escalated and kinds["audit"] > 0
     assert not list((tmp_path / "outbox-dev-0").glob("*.msgpack"))
+
+
+def test_status_of_a_missing_store_is_a_user_error(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(["fleet", "status", "--db", str(tmp_path / "typo.db")]) == 2
+    assert "no fleet store at" in capsys.readouterr().err
+    assert not (tmp_path / "typo.db").exists()  # not created by looking
+    assert cli(["fleet", "report", "--db", str(tmp_path / "x.db"), "--out", str(tmp_path),
+                "--window", "0"]) == 2

@@ -41,9 +41,16 @@ def register(sub: Any) -> None:
 
 
 def _open(url: str) -> Any:
-    from adaptedge.cli.main import CommandError
-    from adaptedge.cloud.store import FleetStore, StoreError
+    from sqlalchemy import make_url
 
+    from adaptedge.cli.main import CommandError
+    from adaptedge.cloud.store import FleetStore, StoreError, database_url
+
+    parsed = make_url(database_url(url))
+    if parsed.get_backend_name() == "sqlite" and parsed.database and \
+            not Path(parsed.database).is_file():
+        raise CommandError(f"there is no fleet store at {parsed.database} (cloud serve --db "
+                           "creates it): check --db")
     try:
         return FleetStore(url)
     except StoreError as exc:
