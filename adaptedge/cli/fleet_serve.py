@@ -43,7 +43,12 @@ def start(args: argparse.Namespace, svc: Any, root: Any, tls: Any) -> list[Calla
     stops: list[Callable[[], None]] = []
     ingest, store = None, None
     if args.db is not None:
+        from adaptedge.cli.main import CommandError
         from adaptedge.cloud.ingest import StoreIngest
+
+        if str(args.broker).startswith("nats://"):
+            raise CommandError("--db reads the devices' records over MQTT: give cloud serve an "
+                               "mqtt:// --broker (the store ingest has no NATS transport yet)")
         from adaptedge.cloud.store import FleetStore
 
         store = FleetStore(args.db)
@@ -91,11 +96,13 @@ def _start_metrics(args: argparse.Namespace, svc: Any, ingest: Any, store: Any
     from prometheus_client import CollectorRegistry
 
     from adaptedge.cloud.metrics import FleetCollector, ServiceObserver, serve_metrics
+    from adaptedge.cloud.stats import ServiceStats
 
     registry = CollectorRegistry()
     bundle = svc.inference.bundle_id
-    stats = getattr(svc, "_stats", None)  # the worker's ServiceStats: feed the histograms
-    if stats is not None:
+    # The worker's ServiceStats feeds the histograms (on the service, or its transport-free core).
+    stats = getattr(svc, "_stats", None) or getattr(getattr(svc, "core", None), "stats", None)
+    if isinstance(stats, ServiceStats):
         stats.observer = ServiceObserver(registry, bundle)
     inbox = ingest.telemetry if ingest is not None else svc.telemetry
 
