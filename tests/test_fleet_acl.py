@@ -72,3 +72,20 @@ def test_devices_forward_only_their_own_records(toy_bundle: Bundle, tmp_path: Pa
             ingest.stop()
     assert ingest.counts["records"] == received + 1 and ingest.counts["refused"] == 1
     assert store.count_records("dev2") == 0 and store.count_records() == n
+
+
+def test_cloud_serve_finds_the_store_account_of_its_worker(tmp_path: Path) -> None:
+    import argparse
+
+    from adaptedge.cli.fleet_serve import _store_login
+
+    creds = tmp_path / "creds"
+    assert cli(["cloud", "acl", "--devices", "dev1", "--out", str(creds), "--workers", "2"]) == 0
+    secret = creds / "secrets"
+    args = argparse.Namespace(username="adaptedge-cloud-2",
+                              password_file=str(secret / "adaptedge-cloud-2"),
+                              store_username=None, store_password_file=None)
+    assert _store_login(args) == ("adaptedge-cloud-2-store",
+                                  read_password_file(secret / "adaptedge-cloud-2-store"))
+    args.username, args.password_file = None, None
+    assert _store_login(args) == (None, None)  # no credentials: an open broker
