@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Final
+from typing import Final, Protocol
 
 import numpy as np
 
 WINDOW_LIMIT: Final = 100_000
 
 
+class StatsObserver(Protocol):
+    """Sees every batch size and service time as recorded (``cloud.metrics`` histograms)."""
+
+    def batch_size(self, size: int) -> None: ...
+
+    def service_ms(self, values: list[float]) -> None: ...
+
+
 class ServiceStats:
     def __init__(self) -> None:
+        self.observer: StatsObserver | None = None
         self.received = 0
         self.replies = 0
         self.duplicates = 0
@@ -29,10 +38,14 @@ class ServiceStats:
 
     def record_batch(self, size: int) -> None:
         self.batches += 1
+        if self.observer is not None:
+            self.observer.batch_size(size)
         if len(self._window_batches) < WINDOW_LIMIT:
             self._window_batches.append(size)
 
     def record_service_ms(self, values: list[float]) -> None:
+        if self.observer is not None:
+            self.observer.service_ms(values)
         room = WINDOW_LIMIT - len(self._window_ms)
         if room > 0:
             self._window_ms.extend(values[:room])

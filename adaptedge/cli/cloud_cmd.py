@@ -12,6 +12,7 @@ from contextlib import ExitStack
 from types import FrameType
 from typing import Any
 
+from adaptedge.cli import fleet_serve
 from adaptedge.cli.cloud_pool import serve_pool
 
 
@@ -56,6 +57,7 @@ def register(sub: Any) -> None:
                    help="publish stats telemetry and log them every S seconds (default 10)")
     s.add_argument("--client-id", help="MQTT client id and worker name (default cloud-HOST-PID)")
     s.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    fleet_serve.add_options(s)
     s.set_defaults(handler=serve)
 
     a = cmds.add_parser("acl", help="write a mosquitto password file and ACL for the devices")
@@ -111,6 +113,7 @@ def serve(args: argparse.Namespace) -> int:
                                share=args.share, max_queue_ms=args.max_queue_ms,
                                collect_telemetry=args.collect_telemetry)
             svc.start()
+            stops = fleet_serve.start(args, svc, root, tls)
         except CloudError as exc:
             raise CommandError(str(exc)) from exc
         print(f"adaptedge cloud: worker {svc.worker_id} ready", file=sys.stderr, flush=True)
@@ -118,6 +121,8 @@ def serve(args: argparse.Namespace) -> int:
             stop.wait(0.5)
         crashed = not svc.running
         svc.stop()
+        for stop_part in stops:
+            stop_part()
     if svc.failure is not None:
         print(f"adaptedge: error: {svc.failure}", file=sys.stderr)
     return 1 if crashed else 0
@@ -126,7 +131,7 @@ def serve(args: argparse.Namespace) -> int:
 def acl(args: argparse.Namespace) -> int:
     from adaptedge.cli.main import CommandError
     from adaptedge.cloud import CloudError
-    from adaptedge.cloud.acl import give_to, system_account, write_credentials
+    from adaptedge.cloud.acl import give_to, store_user_of, system_account, write_credentials
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     try:
@@ -153,4 +158,7 @@ def acl(args: argparse.Namespace) -> int:
     for worker in creds.workers:
         print(f"  adaptedge cloud serve --bundle BUNDLE --broker mqtt://HOST:1883 "
               f"--username {worker} --password-file {creds.secret_file(worker)}")
+    print(f"\nwith --db, a worker's store ingest logs in as its user + '-store' (e.g. "
+          f"{store_user_of(creds.workers[0])}; its password file is found next to "
+          "--password-file)")
     return 0

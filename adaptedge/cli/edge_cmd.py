@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from adaptedge.cli import edge_drain
 from adaptedge.cli.edge_updates import add_update_options, follow_updates
 
 
@@ -73,8 +74,10 @@ def register(sub: Any) -> None:
                      help="stream every decision here as JSON Lines, the summary last")
     run.add_argument("--fsync-every", type=float, default=1.0, metavar="S",
                      help="fsync --json-out at most every S seconds (default 1; 0: every line)")
+    edge_drain.add_run_options(run)
     add_update_options(run)
     run.set_defaults(handler=run_device)
+    edge_drain.register_drain(edge_sub)
     summary = edge_sub.add_parser("summary", help="rebuild the summary of an edge run's "
                                   "--json-out journal (a killed run's too)")
     summary.add_argument("journal", type=Path, help="the JSON Lines file of edge run --json-out")
@@ -179,7 +182,8 @@ def _start_runtime(args: argparse.Namespace, dataset: Any) -> tuple[Any, Any]:
     rt = EdgeRuntime.load(args.bundle, uplink=uplink, device_id=args.device, trust=args.trust,
                           operating_point=args.operating_point if args.budget is None
                           else args.budget, sensor_timeouts_ms=timeouts,
-                          outbox=Outbox(args.outbox) if args.outbox else None)
+                          outbox=Outbox(args.outbox) if args.outbox else None,
+                          audit=edge_drain.audit_policy(args))
     if tuple(rt.manifest.feature_names) != tuple(dataset.feature_names):
         rt.close()
         raise CommandError(
@@ -231,21 +235,24 @@ def _run_device(args: argparse.Namespace, stop: dict[str, bool]) -> int:
         log.write("start", {"device": args.device, "bundle_id": rt.manifest.bundle_id,
                             "operating_point": rt.operating_point, "replay": str(args.replay),
                             "split": args.split, "rows": len(X), "started_at": time.time()})
+        drainer = edge_drain.start_drain(args, rt, uplink)
         try:
             _replay(args, rt, uplink, log, [dataset.classes[int(t)] for t in y], X, stop)
         finally:
+            edge_drain.finish_drain(args, drainer, stop["flag"])
             if uplink is not None:
                 uplink.publish_telemetry(_telemetry(rt.counters, log.latencies))
                 time.sleep(0.05)  # let the last telemetry leave
                 uplink.close()
             rt.close()
-        log.write("counters", {"counters": rt.counters})
+        counters = rt.counters | ({} if drainer is None else drainer.counters)
+        log.write("counters", {"counters": counters})
         summary = summarize(log.lines)
         summary["interrupted"] = stop["flag"]
         log.write("summary", summary)
     finally:
         log.close()
-    print(_render(summary))
+    print(_render(summary) + "\n" + edge_drain.audit_line(counters))
     return 0
 
 

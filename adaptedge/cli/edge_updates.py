@@ -26,6 +26,7 @@ def follow_updates(args: argparse.Namespace, rt: Any, uplink: Any) -> Any:
     ``UpdateFollower`` runs until the runtime is closed."""
     if not getattr(args, "follow_updates", False):
         return rt
+    from adaptedge.cli.edge_drain import audit_policy
     from adaptedge.cli.main import CommandError
     from adaptedge.edge import EdgeRuntime, OperatingPointError, Outbox
     from adaptedge.edge.bundle_slots import BundleSlots
@@ -39,16 +40,18 @@ def follow_updates(args: argparse.Namespace, rt: Any, uplink: Any) -> Any:
                            "--trust PUBKEY (only signed bundles are taken)")
     timeouts = None if args.sensor_timeout is None else {"*": args.sensor_timeout}
     outbox = rt.outbox if isinstance(rt.outbox, Outbox) else None
+    audit = audit_policy(args)  # edge.audit, as for --bundle
     wanted = args.operating_point if args.budget is None else args.budget
 
     def load(root: Path) -> Any:
         try:
             return EdgeRuntime.load(root, uplink=uplink, device_id=args.device, trust=args.trust,
                                     operating_point=wanted, sensor_timeouts_ms=timeouts,
-                                    outbox=outbox)
+                                    outbox=outbox, audit=audit)
         except OperatingPointError:  # the new bundle has no such point: its default then
             return EdgeRuntime.load(root, uplink=uplink, device_id=args.device,
-                                    trust=args.trust, sensor_timeouts_ms=timeouts, outbox=outbox)
+                                    trust=args.trust, sensor_timeouts_ms=timeouts, outbox=outbox,
+                                    audit=audit)
 
     slots = BundleSlots(args.updates_dir or Path("adaptedge-updates") / args.device)
     rt = _resume_active(rt, slots, load)

@@ -38,7 +38,8 @@ COMMAND_MODULES = (
 EXTRA_OF_MODULE = {
     "sklearn": "train", "skl2onnx": "train", "onnx": "train", "scipy": "train",
     "joblib": "train", "threadpoolctl": "train", "tqdm": "train", "google": "train",
-    "matplotlib": "sim", "amqtt": "broker",
+    "matplotlib": "sim", "amqtt": "broker", "sqlalchemy": "fleet", "prometheus_client": "fleet",
+    "psycopg": "fleet",
 }
 
 
