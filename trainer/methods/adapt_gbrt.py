@@ -199,11 +199,9 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             q, _beta = q_step(excess, p_full)
             for _t in range(self.n_trees):
                 r, h = lpc_gradients(logits, yi, n_classes, 1.0 - q)
-                # grow_tree's fitted values are tree.predict(X32), without walking the tree
-                tree, fitted = grow_tree(
+                tree, fitted = grow_tree(  # fitted: tree.predict(X32), without the walk
                     codes, binner, r, h, params, feature_cost, feature_sensor, bought, allowed,
-                    rows,
-                )
+                    rows)
                 f1_trees.append(tree)
                 logits = logits + fitted
                 if p_full > 0:
