@@ -79,11 +79,17 @@ class ServiceStats:
 
 
 def log_line(stats: dict[str, float]) -> str:
-    """One human-readable line of the important numbers."""
+    """One human-readable line of the important numbers (``-`` for a window with no requests,
+    where the snapshot's mean and percentiles are NaN)."""
     errors = ", ".join(f"{k[6:]}={int(v)}" for k, v in stats.items() if k.startswith("error."))
     return (f"received={int(stats['received'])} replies={int(stats['replies'])} "
             f"errors={int(stats['errors'])}{f' ({errors})' if errors else ''} "
             f"duplicates={int(stats['duplicates'])} batches={int(stats['batches'])} "
-            f"batch_mean={stats['batch_mean']:.2f} batch_max={int(stats['batch_max'])} "
-            f"queue_depth={int(stats['queue_depth'])} service_p50={stats['service_p50_ms']:.3f}ms "
-            f"p99={stats['service_p99_ms']:.3f}ms")
+            f"batch_mean={_number(stats['batch_mean'], '.2f')} batch_max={int(stats['batch_max'])} "
+            f"queue_depth={int(stats['queue_depth'])} "
+            f"service_p50={_number(stats['service_p50_ms'], '.3f', 'ms')} "
+            f"p99={_number(stats['service_p99_ms'], '.3f', 'ms')}")
+
+
+def _number(value: float, spec: str, unit: str = "") -> str:
+    return f"{value:{spec}}{unit}" if math.isfinite(value) else "-"
