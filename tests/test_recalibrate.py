@@ -131,19 +131,6 @@ def test_cli_recalibrate_from_rows(toy_bundle: tuple[Path, Manifest], tmp_path: 
     assert "audit fraction is 0" in capsys.readouterr().err
 
 
-def test_cli_db_without_the_store_says_so(toy_bundle: tuple[Path, Manifest], tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
-    try:
-        import adaptedge.cloud.store  # type: ignore[import-not-found, unused-ignore]  # noqa: F401
-    except ModuleNotFoundError:
-        pass
-    else:
-        pytest.skip("the fleet store is present: its own tests cover --db")
-    code = main(["recalibrate", "--bundle", str(toy_bundle[0]), "--db", "sqlite:///x.db",
-                 "--out", str(tmp_path / "b2")])
-    assert code == 2 and "--rows" in capsys.readouterr().err
-
-
 def test_thin_evidence_keeps_the_deployed_point(toy_bundle: tuple[Path, Manifest]) -> None:
     from adaptedge.trainer.recalibrate import Estimate, _choose
 

@@ -46,14 +46,8 @@ def _rows(args: argparse.Namespace, bundle_id: str) -> list[Any]:
             return read_rows(args.rows)
         except RowsFileError as exc:
             raise CommandError(str(exc)) from None
-    try:
-        from adaptedge.cloud.store import FleetStore  # type: ignore[import-not-found, unused-ignore]
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("adaptedge.cloud.store"):
-            raise CommandError("--db needs the fleet store (adaptedge.cloud.store), which this "
-                               "build lacks: export the rows to JSON Lines and pass --rows"
-                               ) from None
-        raise
+    from adaptedge.cloud.store import FleetStore  # needs the fleet extra (sqlalchemy)
+
     return list(FleetStore(args.db).labelled_rows(bundle_id=bundle_id))
 
 
