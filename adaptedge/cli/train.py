@@ -98,6 +98,8 @@ def render(m: Any, out: Path) -> str:
         f"{len(m.operating_points)} operating points on the validation frontier "
         f"(of {m.metadata.get('n_candidates')} candidates), "
         f"trained in {m.metadata.get('train_seconds', 0):.1f} s",
+        *([f"Frontier: {m.metadata['frontier_rule']}."] if m.metadata.get("frontier_rule")
+          else []),
         f"HPC: validation accuracy {m.hpc.accuracy:.4f}, always-cloud cost "
         f"{hpc_cost(m).scalar:.4g}",
         "",
