@@ -102,6 +102,20 @@ def test_cost_breakdown_drops_an_empty_money_panel(money: bool, tmp_path: Path,
     assert got["ylim"][0][1] > 4.6 * 1.05
 
 
+def test_latency_cdf_has_plain_number_ticks(tmp_path: Path,
+                                            drawn: dict[str, dict[str, Any]]) -> None:
+    rng = np.random.default_rng(1)
+    series = {"this run, replay (p3)": list(rng.lognormal(1, 1.2, 400)),
+              "always local (LPC)": [0.0, *rng.uniform(1.5, 2.5, 200)]}
+    path = plots.latency_cdf_plot(series, tmp_path / "latency.png")
+    assert_png(path)
+    got = drawn["latency.png"]
+    assert {"latency CDF", "decision latency (ms, log scale)", "fraction of decisions",
+            "this run, replay (p3)", "always local (LPC)"} <= got["texts"]
+    assert {"1", "10", "100"} & got["texts"] and {"2", "5"} & got["texts"]
+    assert not any("^" in t for t in got["texts"]), "mathtext ticks like 10^1"
+
+
 def test_latency_cdf_labels_a_span_under_one_decade(tmp_path: Path,
                                                     drawn: dict[str, dict[str, Any]]) -> None:
     rng = np.random.default_rng(2)  # the demo's shape: local 6-8 ms, escalations to 30 ms
@@ -150,3 +164,20 @@ def test_inspect_into_a_closed_pipe_ends_quietly(toy_bundle: tuple[Path, Any]) -
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=60) == 141
     assert "BrokenPipeError" not in err and "Traceback" not in err, err
+
+
+def test_inspect_cost_unit_reads_as_a_sum_not_a_rate() -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    from adaptedge.cli.inspect_cmd import cost_unit
+    from adaptedge.protocol import Manifest
+    from adaptedge.protocol.manifest import CostWeights
+
+    def unit(**weights: float) -> str:
+        return cost_unit(cast(Manifest, SimpleNamespace(cost_weights=CostWeights(**weights))))
+
+    assert unit(energy_mj=1.0, latency_ms=0.05) == "mJ + 0.05*ms"
+    assert unit(energy_mj=2.0) == "2*mJ" and unit(energy_mj=1.0) == "mJ"
+    assert unit(energy_mj=0.0, uniform=1.0) == "features read"
+
