@@ -146,9 +146,13 @@ def _ticks_125(lo: float, hi: float) -> list[float]:
 
 def rates_over_time_plot(rates: dict[str, list[float]], outages: Sequence[Sequence[float]],
                          path: Path) -> Path:
+    """Escalated and degraded fractions over the run; outages shaded where the run was."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 3.8))
-    for i, (start, end) in enumerate(outages):
+    last = max((float(t) for t in rates["t"]), default=0.0)
+    # a scenario's outages after the run's last decision would stretch the axis over nothing
+    shown = [(a, min(b, last)) for a, b in outages if a < last]
+    for i, (start, end) in enumerate(shown):
         ax.axvspan(start, end, color="tab:red", alpha=0.15,
                    label="link outage" if i == 0 else None)
     ax.plot(rates["t"], rates["escalation"], "-", label="escalated")

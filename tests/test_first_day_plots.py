@@ -30,6 +30,7 @@ def drawn(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, Any]]:
             "boxes": [t.get_window_extent(renderer) for t in annotations],
             "size": fig.get_size_inches() * fig.dpi,
             "ylim": [ax.get_ylim() for ax in fig.axes],
+            "xlim": [ax.get_xlim() for ax in fig.axes],
         }
         return save(fig, path)
 
@@ -133,6 +134,15 @@ def test_rates_over_time_plot(tmp_path: Path, drawn: dict[str, dict[str, Any]]) 
     assert_png(path)
     assert {"link outage", "escalated", "degraded (no cloud answer)",
             "time since start (s)"} <= drawn["rates.png"]["texts"]
+
+
+def test_rates_plot_stops_where_the_run_stops(tmp_path: Path,
+                                              drawn: dict[str, dict[str, Any]]) -> None:
+    t = list(np.arange(0, 6, 0.5))  # a 6 s run under a scenario with an outage at 10-11.5 s
+    rates = {"t": t, "escalation": [0.1] * len(t), "degraded": [0.0] * len(t)}
+    plots.rates_over_time_plot(rates, [(4.0, 7.0), (10.0, 11.5)], tmp_path / "rates.png")
+    assert "link outage" in drawn["rates.png"]["texts"]
+    assert drawn["rates.png"]["xlim"][0][1] < 7.0
 
 
 def test_inspect_table_has_columns_units_and_short_labels(
