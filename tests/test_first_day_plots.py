@@ -191,3 +191,17 @@ def test_inspect_cost_unit_reads_as_a_sum_not_a_rate() -> None:
     assert unit(energy_mj=2.0) == "2*mJ" and unit(energy_mj=1.0) == "mJ"
     assert unit(energy_mj=0.0, uniform=1.0) == "features read"
 
+
+
+def test_evaluate_table_names_the_cost_unit_in_aligned_columns() -> None:
+    from adaptedge.cli.evaluate import render
+
+    point = {"name": "p-1", "accuracy": 0.9, "cost": 12.345, "escalation_rate": 0.1,
+             "avg_sensors_read": 2.0, "energy_mj": 10.0, "latency_ms": 23.45, "bytes": 20.0,
+             "validation_interval": [0.85, 0.93]}
+    out = render({"hpc": {"accuracy": 0.95, "cost": 40.0}, "cost_unit": "mJ + 0.1*ms",
+                  "points": [point], "best_within_1pct": None}, "t").splitlines()
+    head, row = out[3], out[4]
+    assert "cost (mJ + 0.1*ms)" in head
+    end = head.index("cost (mJ + 0.1*ms)") + len("cost (mJ + 0.1*ms)")
+    assert row[:end].endswith("12.35")  # the number sits under its header, right-aligned
