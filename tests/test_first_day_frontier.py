@@ -49,3 +49,14 @@ def test_train_prints_how_many_candidates_the_front_was_kept_from(
     match = re.search(r"Frontier: kept (\d+) of (\d+) candidate policies: each of the other "
                       r"(\d+) costs as much or more", printed)
     assert match is not None and match.groups() == (str(kept), str(swept), str(swept - kept))
+
+
+@pytest.mark.parametrize("budget", ["-1", "nan", "inf"])
+def test_a_budget_that_is_no_cost_is_refused_before_training(
+        budget: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = write_csv(tmp_path / "data.csv")
+    assert cli(["train", "--data", str(data), "--target", "label", "--method", "confidence",
+                "--quick", "--budget", budget, "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "--budget must be a finite cost >= 0" in err and "Traceback" not in err
+    assert not (tmp_path / "b").exists()

@@ -4,6 +4,7 @@ bundle, and print the frontier."""
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
                            f"{', '.join(sorted(METHOD_MODULES))}")
     if args.jobs < 1:
         raise CommandError(f"--jobs must be >= 1, got {args.jobs}")
+    if args.budget is not None and not (args.budget >= 0 and math.isfinite(args.budget)):
+        raise CommandError(f"--budget must be a finite cost >= 0, got {args.budget:g}")
     extra = parse_params(args.param)
 
     from adaptedge.trainer.api import TrainError, train_bundle
