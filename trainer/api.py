@@ -130,7 +130,9 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
                             extra=dict(extra or {}))
     candidates = method_fn(dataset, hpc, options)  # a method may return its own Front
     if not candidates:
-        raise TrainError(f"method {method!r} returned no candidate policies on {dataset.name}")
+        raise TrainError(f"method {method!r} found no policy on {dataset.name} (no fitted model "
+                         f"reads a sensor; {len(dataset.y_train)} training rows): give it more "
+                         f"rows or try another method")
     front = pareto_frontier(candidates)
     swept, frontier = front.swept, list(front)
     kept = kept_summary(len(frontier), swept)

@@ -1,0 +1,37 @@
+"""Issue 21, tried again as a new user would: small or lopsided CSVs end in one line, never a
+traceback (a class with one training row crashed the HPC's out-of-fold fit; 20 rows crashed the
+ONNX export of a boosted model whose leaves were all 0)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adaptedge.cli.main import main as cli
+
+
+def write(path: Path, labels: list[str], seed: int = 0) -> Path:
+    X = np.random.default_rng(seed).normal(size=(len(labels), 3))
+    rows = [",".join(f"{v:.3f}" for v in x) + f",{t}" for x, t in zip(X, labels, strict=True)]
+    path.write_text("a,b,c,label\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_a_class_too_rare_to_train_is_named(tmp_path: Path) -> None:
+    from adaptedge.trainer.data.datasets import DatasetError, load_dataset
+
+    data = write(tmp_path / "rare.csv", ["x"] * 298 + ["y"] * 2)
+    with pytest.raises(DatasetError, match=r"too few training rows of class 'y' \(1\); every "
+                                           r"class needs at least 2"):
+        load_dataset(str(data), target="label")
+
+
+def test_twenty_rows_end_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = write(tmp_path / "tiny.csv", ["x", "y"] * 10)
+    assert cli(["train", "--data", str(data), "--target", "label", "--method", "confidence",
+                "--quick", "--no-progress", "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert "found no policy on tiny" in err and "12 training rows" in err
