@@ -35,3 +35,30 @@ def test_twenty_rows_end_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 1
     assert "found no policy on tiny" in err and "12 training rows" in err
+
+
+@pytest.mark.parametrize("target", ["-", "/dev/stdout"])
+def test_edge_run_streams_its_journal_to_a_pipe(target: str, tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from adaptedge.trainer.api import train_bundle
+
+    data = write(tmp_path / "d.csv", ["x", "y"] * 150)
+    train_bundle(str(data), "confidence", tmp_path / "b", target="label", quick=True,
+                 progress=False)
+    launcher = "import sys; from adaptedge.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run(
+        [sys.executable, "-c", launcher, "edge", "run", "--bundle", str(tmp_path / "b"),
+         "--replay", str(data), "--target", "label", "--limit", "20", "--json-out", target,
+         "--fsync-every", "0"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    # fsync on a pipe raised EINVAL; '-' wrote a file named '-'
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "-").exists()
+    kinds = [json.loads(line)["kind"] for line in proc.stdout.splitlines() if line.strip()
+             and line.startswith("{")]
+    assert kinds[0] == "start" and kinds[-1] == "summary" and kinds.count("decision") == 20
+    if target == "-":  # stdout holds JSON Lines only; the text summary went to stderr
+        assert all(line.startswith("{") for line in proc.stdout.splitlines())
+        assert "decisions 20" in proc.stderr
