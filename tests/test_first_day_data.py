@@ -62,3 +62,33 @@ def test_edge_run_streams_its_journal_to_a_pipe(target: str, tmp_path: Path) -> 
     if target == "-":  # stdout holds JSON Lines only; the text summary went to stderr
         assert all(line.startswith("{") for line in proc.stdout.splitlines())
         assert "decisions 20" in proc.stderr
+
+
+def test_a_tar_made_with_dash_c_dot_is_a_bundle(tmp_path: Path) -> None:
+    """``tar -cf b.tar -C bundle .`` (members ``.``, ``./manifest.json``) was refused as
+    "'.' is not a plain path inside the bundle"; ``./..`` stays refused."""
+    import io
+    import tarfile
+
+    from adaptedge.protocol.bundle import open_bundle, verify
+    from adaptedge.protocol.errors import BundleError
+    from adaptedge.trainer.api import train_bundle
+
+    data = write(tmp_path / "d.csv", ["x", "y"] * 150)
+    bundle = tmp_path / "b"
+    manifest = train_bundle(str(data), "confidence", bundle, target="label", quick=True,
+                            progress=False)
+    archive = tmp_path / "b.tar"
+    with tarfile.open(archive, "w", format=tarfile.USTAR_FORMAT) as tar:
+        tar.add(bundle, arcname=".")
+    with tarfile.open(archive) as tar:
+        assert "./manifest.json" in tar.getnames()
+    with open_bundle(archive) as root:
+        assert verify(root).bundle_id == manifest.bundle_id
+    evil = tmp_path / "evil.tar"
+    with tarfile.open(evil, "w", format=tarfile.USTAR_FORMAT) as tar:
+        info = tarfile.TarInfo("./../escape")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(BundleError, match="not a plain path"), open_bundle(evil):
+        pass
