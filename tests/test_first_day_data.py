@@ -92,3 +92,12 @@ def test_a_tar_made_with_dash_c_dot_is_a_bundle(tmp_path: Path) -> None:
         tar.addfile(info, io.BytesIO(b"x"))
     with pytest.raises(BundleError, match="not a plain path"), open_bundle(evil):
         pass
+
+
+def test_a_run_without_any_cloud_answer_asks_about_the_prefix() -> None:
+    from adaptedge.cli.edge_cmd import _reasons
+
+    silent = {"degraded_by_reason": {"deadline": 3}, "by_source": {"local": 9, "cloud": 0}}
+    assert any("same --prefix" in line for line in _reasons(silent))
+    answered = {"degraded_by_reason": {"deadline": 3}, "by_source": {"local": 9, "cloud": 5}}
+    assert not any("same --prefix" in line for line in _reasons(answered))

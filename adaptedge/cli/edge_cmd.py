@@ -362,4 +362,7 @@ def _reasons(s: dict[str, Any]) -> list[str]:
         return []
     lines = ["degraded by reason: " + ", ".join(f"{k} {v}" for k, v in reasons.items())]
     lines += [f"  {k}: {_LOUD_ERRORS[k]}" for k in reasons if k in _LOUD_ERRORS]
+    if reasons.get("deadline") and not (s.get("by_source") or {}).get("cloud"):
+        lines.append("  deadline: no cloud answer arrived at all: is cloud serve running on this "
+                     "broker with the same --prefix?")
     return lines
