@@ -1,7 +1,9 @@
 """Service counters and service-time percentiles, as a flat ``name -> number`` map.
 
 Cumulative counts since start; percentiles and batch sizes over the window since the last
-report (bounded), so a periodic report shows current behaviour, not the all-time blend.
+report (bounded), so a periodic report shows current behaviour, not the all-time blend. A window
+that served nothing has NaN percentiles and batch mean in the map (telemetry: "not measured");
+``log_line`` says "idle" instead.
 """
 
 from __future__ import annotations
@@ -79,17 +81,15 @@ class ServiceStats:
 
 
 def log_line(stats: dict[str, float]) -> str:
-    """One human-readable line of the important numbers (``-`` for a window with no requests,
-    where the snapshot's mean and percentiles are NaN)."""
+    """One human-readable line of the important numbers. A window that served nothing (NaN
+    percentiles and batch mean in the map) reads "idle since the last report", never ``nan``."""
     errors = ", ".join(f"{k[6:]}={int(v)}" for k, v in stats.items() if k.startswith("error."))
-    return (f"received={int(stats['received'])} replies={int(stats['replies'])} "
+    head = (f"received={int(stats['received'])} replies={int(stats['replies'])} "
             f"errors={int(stats['errors'])}{f' ({errors})' if errors else ''} "
-            f"duplicates={int(stats['duplicates'])} batches={int(stats['batches'])} "
-            f"batch_mean={_number(stats['batch_mean'], '.2f')} batch_max={int(stats['batch_max'])} "
-            f"queue_depth={int(stats['queue_depth'])} "
-            f"service_p50={_number(stats['service_p50_ms'], '.3f', 'ms')} "
-            f"p99={_number(stats['service_p99_ms'], '.3f', 'ms')}")
-
-
-def _number(value: float, spec: str, unit: str = "") -> str:
-    return f"{value:{spec}}{unit}" if math.isfinite(value) else "-"
+            f"duplicates={int(stats['duplicates'])} batches={int(stats['batches'])} ")
+    window = [stats.get(k, math.nan) for k in ("batch_mean", "service_p50_ms", "service_p99_ms")]
+    if any(math.isnan(v) for v in window):
+        return head + f"queue_depth={int(stats['queue_depth'])} (idle since the last report)"
+    return head + (f"batch_mean={window[0]:.2f} batch_max={int(stats['batch_max'])} "
+                   f"queue_depth={int(stats['queue_depth'])} service_p50={window[1]:.3f}ms "
+                   f"p99={window[2]:.3f}ms")

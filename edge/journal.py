@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -46,11 +47,13 @@ class DecisionJournal:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: IO[str] = self.path.open("w", encoding="utf-8")
         self._fd = self._file.fileno()
+        # a pipe or terminal (/dev/stdout) cannot be fsynced (EINVAL): flushing is all there is
+        self._durable = stat.S_ISREG(os.fstat(self._fd).st_mode)
         self._fsync_every_s = fsync_every_s
         self._dirty = False
         self._stop = threading.Event()
         self._syncer: threading.Thread | None = None
-        if fsync_every_s > 0:
+        if fsync_every_s > 0 and self._durable:
             self._syncer = threading.Thread(target=self._sync_loop, daemon=True,
                                             name="edge.journal_fsync")
             self._syncer.start()
@@ -64,7 +67,7 @@ class DecisionJournal:
             self._sync()
 
     def _sync(self) -> None:
-        if self._dirty:
+        if self._dirty and self._durable:
             self._dirty = False  # a line written during the fsync makes it dirty again
             os.fsync(self._fd)
 

@@ -4,7 +4,8 @@ The docs name two bundle forms: a directory, or an uncompressed ``.tar`` of one.
 archives are refused before anything is read (a 2 MB ``.tar.gz`` can hold gigabytes). A tar is
 refused, with one ``BundleError`` line, when it is larger than the limits, holds a link, a
 device, a FIFO, a sparse member, a path outside the extraction folder, a duplicate name, or is
-truncated. Members are written with exclusive, no-follow creation.
+truncated. Members are written with exclusive, no-follow creation. A leading ``./`` (``tar -C
+bundle .``) is read as the bundle's root.
 """
 
 from __future__ import annotations
@@ -54,8 +55,14 @@ def _check_format(path: Path, limits: ArchiveLimits) -> None:
                       "archive may hold")
 
 
-def _member_path(member: tarfile.TarInfo) -> PurePosixPath:
+def _member_path(member: tarfile.TarInfo) -> PurePosixPath | None:
+    """The member's path inside the bundle; ``None`` for the archive's own root folder
+    (``tar -cf b.tar -C bundle .`` writes ``.`` and ``./manifest.json``)."""
     name = member.name
+    while name.startswith("./"):
+        name = name[2:]
+    if name in ("", ".") and member.isdir():
+        return None
     rel = PurePosixPath(name)
     if (not name or "\\" in name or "\x00" in name or rel.is_absolute()
             or any(part in ("", ".", "..") for part in name.split("/"))
@@ -103,6 +110,8 @@ def extract_tar(archive: str | os.PathLike[str], dest: Path,
                 if count > limits.max_members:
                     raise _refuse(path, f"holds more than {limits.max_members} members")
                 rel = _member_path(member)
+                if rel is None:
+                    continue
                 _check_member(member, limits)
                 if rel in seen:
                     raise BundleError("appears twice in the archive", path=member.name)

@@ -86,6 +86,7 @@ def cost_breakdown_plot(rows: Sequence[dict[str, Any]], path: Path) -> Path:
         vals = np.asarray([r["cost"][key] for r in rows], dtype=float)
         ax.bar(x, vals, bottom=bottom, label=label)
         bottom += vals
+    ax.set_ylim(0, max(float(bottom.max()), 1e-9) * 1.12)  # room above the tallest bar
     ax.set_xticks(x, names, fontsize=8)
     ax.set_ylabel("mJ per decision")
     ax.set_title("energy by where it is spent")
@@ -103,7 +104,7 @@ def cost_breakdown_plot(rows: Sequence[dict[str, Any]], path: Path) -> Path:
 
 def latency_cdf_plot(series: Mapping[str, Sequence[float]], path: Path) -> Path:
     """Cumulative distribution of decision latency, log scale with plain-number ticks."""
-    from matplotlib.ticker import FuncFormatter, LogLocator
+    from matplotlib.ticker import FixedLocator, FuncFormatter
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -114,7 +115,10 @@ def latency_cdf_plot(series: Mapping[str, Sequence[float]], path: Path) -> Path:
             continue
         ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=label)
     ax.set_xscale("log")
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    drawn = [max(float(v), floor) for values in series.values() for v in values]
+    lo, hi = min(drawn, default=1.0) / 1.15, max(drawn, default=100.0) * 1.15
+    ax.set_xlim(lo, hi)
+    ax.xaxis.set_major_locator(FixedLocator(_ticks_125(lo, hi)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     ax.set_xlabel("decision latency (ms, log scale)")
@@ -126,11 +130,29 @@ def latency_cdf_plot(series: Mapping[str, Sequence[float]], path: Path) -> Path:
     return _save(fig, path)
 
 
+def _ticks_125(lo: float, hi: float) -> list[float]:
+    """Plain ticks covering ``lo..hi``: 1-2-5 per decade, or 1-2-3-4-5-6-8 when that leaves
+    fewer than three (a log axis's own locator labels a span like 6-30 ms with 10 and 20 only);
+    the two ends when nothing fits."""
+    import math
+
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    for mantissas in ((1, 2, 5), (1, 2, 3, 4, 5, 6, 8)):
+        ticks = [m * 10.0**e for e in decades for m in mantissas if lo <= m * 10.0**e <= hi]
+        if len(ticks) >= 3:
+            return ticks
+    return ticks if len(ticks) >= 2 else [float(f"{lo:.2g}"), float(f"{hi:.2g}")]
+
+
 def rates_over_time_plot(rates: dict[str, list[float]], outages: Sequence[Sequence[float]],
                          path: Path) -> Path:
+    """Escalated and degraded fractions over the run; outages shaded where the run was."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 3.8))
-    for i, (start, end) in enumerate(outages):
+    last = max((float(t) for t in rates["t"]), default=0.0)
+    # a scenario's outages after the run's last decision would stretch the axis over nothing
+    shown = [(a, min(b, last)) for a, b in outages if a < last]
+    for i, (start, end) in enumerate(shown):
         ax.axvspan(start, end, color="tab:red", alpha=0.15,
                    label="link outage" if i == 0 else None)
     ax.plot(rates["t"], rates["escalation"], "-", label="escalated")

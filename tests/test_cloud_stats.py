@@ -1,22 +1,30 @@
-"""Cloud service counters: the log line of an idle window."""
+"""cloud.stats: the service's counters and its one log line."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 from adaptedge.cloud.stats import ServiceStats, log_line
 
 
-def test_idle_log_line_prints_no_nan() -> None:
-    line = log_line(ServiceStats().snapshot(Counter(), 0, reset_window=True))
-    assert "nan" not in line.lower()
-    assert "batch_mean=- " in line and "service_p50=- " in line and line.endswith("p99=-")
-
-
-def test_busy_log_line_prints_the_numbers() -> None:
+def test_an_idle_window_logs_no_nan() -> None:
     stats = ServiceStats()
-    stats.record_batch(4)
+    snap = stats.snapshot(Counter(), 0, reset_window=True)
+    assert math.isnan(snap["service_p50_ms"])  # the map says "not measured"
+    line = log_line(snap)
+    assert "nan" not in line.lower() and "idle since the last report" in line
+    assert "received=0" in line and "queue_depth=0" in line
+
+
+def test_a_window_that_served_requests_logs_its_numbers() -> None:
+    stats = ServiceStats()
+    stats.received = stats.replies = 3
+    stats.record_batch(3)
     stats.record_service_ms([1.0, 2.0, 3.0])
-    line = log_line(stats.snapshot(Counter({"bad_request": 2}), 1, reset_window=True))
-    assert "batch_mean=4.00 " in line and "service_p50=2.000ms " in line
-    assert "errors=2 (bad_request=2)" in line
+    line = log_line(stats.snapshot(Counter({"bad_topic": 1}), 2, reset_window=True))
+    assert "batch_mean=3.00" in line and "service_p50=2.000ms" in line
+    assert "errors=1 (bad_topic=1)" in line and "idle" not in line
+    # the window was reset: the next period served nothing
+    assert "idle since the last report" in log_line(stats.snapshot(Counter(), 0,
+                                                                   reset_window=True))

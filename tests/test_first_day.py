@@ -293,4 +293,4 @@ def test_description_names_the_costs_file_not_uniform_costs(tmp_path: Path) -> N
     assert "uniform cost" in plain
     described = load_dataset(str(data), target="label", costs=costs).description
     assert "uniform cost" not in described and "nominal" not in described
-    assert described.endswith("Sensors and costs from costs.toml.")
+    assert described.endswith("split. Sensors and costs from costs.toml.")  # one space

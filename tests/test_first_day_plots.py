@@ -29,6 +29,8 @@ def drawn(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, Any]]:
             "axes": len(fig.axes),
             "boxes": [t.get_window_extent(renderer) for t in annotations],
             "size": fig.get_size_inches() * fig.dpi,
+            "ylim": [ax.get_ylim() for ax in fig.axes],
+            "xlim": [ax.get_xlim() for ax in fig.axes],
         }
         return save(fig, path)
 
@@ -96,6 +98,9 @@ def test_cost_breakdown_drops_an_empty_money_panel(money: bool, tmp_path: Path,
             "this run (replay)", "always cloud"} <= got["texts"]
     assert got["axes"] == (2 if money else 1)
     assert ("money" in got["texts"]) == money
+    # the tallest stack (always cloud: 4.6 mJ) is not cut by the frame (a zero-height idle
+    # bar on top of it used to pin the axis to 4.6)
+    assert got["ylim"][0][1] > 4.6 * 1.05
 
 
 def test_latency_cdf_has_plain_number_ticks(tmp_path: Path,
@@ -112,6 +117,16 @@ def test_latency_cdf_has_plain_number_ticks(tmp_path: Path,
     assert not any("^" in t for t in got["texts"]), "mathtext ticks like 10^1"
 
 
+def test_latency_cdf_labels_a_span_under_one_decade(tmp_path: Path,
+                                                    drawn: dict[str, dict[str, Any]]) -> None:
+    rng = np.random.default_rng(2)  # the demo's shape: local 6-8 ms, escalations to 30 ms
+    series = {"this run, hil": [*rng.uniform(6.5, 8.0, 400), *rng.uniform(10, 30, 20)],
+              "always local (LPC)": list(rng.uniform(6.0, 6.2, 100))}
+    plots.latency_cdf_plot(series, tmp_path / "latency.png")
+    # the log axis's own 1-2-5 locator labelled only 10 and 20 here
+    assert {"6", "8", "10", "20", "30"} <= drawn["latency.png"]["texts"]
+
+
 def test_rates_over_time_plot(tmp_path: Path, drawn: dict[str, dict[str, Any]]) -> None:
     t = list(np.arange(0, 10, 0.5))
     rates = {"t": t, "escalation": [0.1] * len(t), "degraded": [0.0] * len(t)}
@@ -119,6 +134,15 @@ def test_rates_over_time_plot(tmp_path: Path, drawn: dict[str, dict[str, Any]]) 
     assert_png(path)
     assert {"link outage", "escalated", "degraded (no cloud answer)",
             "time since start (s)"} <= drawn["rates.png"]["texts"]
+
+
+def test_rates_plot_stops_where_the_run_stops(tmp_path: Path,
+                                              drawn: dict[str, dict[str, Any]]) -> None:
+    t = list(np.arange(0, 6, 0.5))  # a 6 s run under a scenario with an outage at 10-11.5 s
+    rates = {"t": t, "escalation": [0.1] * len(t), "degraded": [0.0] * len(t)}
+    plots.rates_over_time_plot(rates, [(4.0, 7.0), (10.0, 11.5)], tmp_path / "rates.png")
+    assert "link outage" in drawn["rates.png"]["texts"]
+    assert drawn["rates.png"]["xlim"][0][1] < 7.0
 
 
 def test_inspect_table_has_columns_units_and_short_labels(
@@ -150,3 +174,34 @@ def test_inspect_into_a_closed_pipe_ends_quietly(toy_bundle: tuple[Path, Any]) -
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=60) == 141
     assert "BrokenPipeError" not in err and "Traceback" not in err, err
+
+
+def test_inspect_cost_unit_reads_as_a_sum_not_a_rate() -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    from adaptedge.cli.inspect_cmd import cost_unit
+    from adaptedge.protocol import Manifest
+    from adaptedge.protocol.manifest import CostWeights
+
+    def unit(**weights: float) -> str:
+        return cost_unit(cast(Manifest, SimpleNamespace(cost_weights=CostWeights(**weights))))
+
+    assert unit(energy_mj=1.0, latency_ms=0.05) == "mJ + 0.05*ms"
+    assert unit(energy_mj=2.0) == "2*mJ" and unit(energy_mj=1.0) == "mJ"
+    assert unit(energy_mj=0.0, uniform=1.0) == "features read"
+
+
+
+def test_evaluate_table_names_the_cost_unit_in_aligned_columns() -> None:
+    from adaptedge.cli.evaluate import render
+
+    point = {"name": "p-1", "accuracy": 0.9, "cost": 12.345, "escalation_rate": 0.1,
+             "avg_sensors_read": 2.0, "energy_mj": 10.0, "latency_ms": 23.45, "bytes": 20.0,
+             "validation_interval": [0.85, 0.93]}
+    out = render({"hpc": {"accuracy": 0.95, "cost": 40.0}, "cost_unit": "mJ + 0.1*ms",
+                  "points": [point], "best_within_1pct": None}, "t").splitlines()
+    head, row = out[3], out[4]
+    assert "cost (mJ + 0.1*ms)" in head
+    end = head.index("cost (mJ + 0.1*ms)") + len("cost (mJ + 0.1*ms)")
+    assert row[:end].endswith("12.35")  # the number sits under its header, right-aligned

@@ -100,6 +100,16 @@ def test_a_row_reaching_only_zero_leaves_keeps_the_base_value() -> None:
     assert got.tolist() == [[3.0, 5.0], [4.0, 5.0]]
 
 
+def test_an_ensemble_of_zero_leaves_and_zero_base_exports() -> None:
+    """A boosted model fitted on a few balanced rows (no split, every leaf 0, base 0) left the
+    tree node with no target entries, which onnx refuses ("target_ids ... empty iterator")."""
+    tree = TreeArrays(np.array([-1]), np.zeros(1), np.array([-1]), np.array([-1]),
+                      np.zeros((1, 1)))
+    model = tree_ensemble_to_onnx([tree, tree], 1, 1, base_values=[0.0])
+    got = run_onnx(model, np.array([[0.0], [1.0]], np.float32), "variable")
+    assert got.tolist() == [[0.0], [0.0]]
+
+
 def test_ranked_policy_head_picks_the_first_action_in_the_tie_band() -> None:
     classifier = linear_to_onnx(np.zeros((2, 2)), [0.0, 0.0], output="probabilities",
                                 transform="softmax")

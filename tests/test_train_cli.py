@@ -88,7 +88,7 @@ def test_evaluate_json(trained: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["evaluate", "--bundle", str(trained), "--data", "heart", "--split", "test",
                  "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == {"hpc", "points", "best_within_1pct"}
+    assert set(report) == {"hpc", "cost_unit", "points", "best_within_1pct"}
     assert set(report["hpc"]) == {"accuracy", "cost"}
     m = verify(trained)
     d = load_dataset("heart")

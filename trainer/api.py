@@ -24,6 +24,7 @@ from adaptedge.trainer.methods.registry import INDEXED_METHODS, MethodOptions, g
 from adaptedge.trainer.parallel import use_cluster
 from adaptedge.trainer.policy.frontier import (
     BudgetError,
+    kept_summary,
     pareto_frontier,
     pick_near_accuracy,
     pick_within_budget,
@@ -127,16 +128,21 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
     hpc_seconds = time.perf_counter() - started
     options = MethodOptions(seed=seed, n_jobs=n_jobs, progress=show, quick=quick,
                             extra=dict(extra or {}))
-    candidates = list(method_fn(dataset, hpc, options))
+    candidates = method_fn(dataset, hpc, options)  # a method may return its own Front
     if not candidates:
-        raise TrainError(f"method {method!r} returned no candidate policies on {dataset.name}")
-    frontier = pareto_frontier(candidates)
+        raise TrainError(f"method {method!r} found no policy on {dataset.name} (no fitted model "
+                         f"reads a sensor; {len(dataset.y_train)} training rows): give it more "
+                         f"rows or try another method")
+    front = pareto_frontier(candidates)
+    swept, frontier = front.swept, list(front)
+    kept = kept_summary(len(frontier), swept)
     index = None
     if method in INDEXED_METHODS:  # every indexed model ships: it may be best at some size
         from adaptedge.trainer.methods.polydom.method import budget_index
 
         index = budget_index(method, candidates, dataset)
-        frontier = candidates
+        frontier = list(candidates)
+        kept = f"kept all {swept} candidate models: each may be best at some item size"
     default, rule = choose_default(frontier, hpc.val_accuracy, budget, n_rows=len(dataset.y_val))
     meta: dict[str, Any] = {
         "method": method,
@@ -146,7 +152,8 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
         "quick": quick,
         "budget": budget,
         "default_rule": rule,
-        "n_candidates": len(candidates),
+        "n_candidates": swept,
+        "frontier_rule": kept,
         "hpc_seconds": round(hpc_seconds, 3),
         "train_seconds": round(time.perf_counter() - started, 3),
         "library_versions": library_versions(),

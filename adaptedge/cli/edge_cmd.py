@@ -71,7 +71,8 @@ def register(sub: Any) -> None:
                      "edge.sensors.DEFAULT_TIMEOUT_MS, 1000 ms; inf: no timeout)")
     run.add_argument("--outbox", type=Path, help="record escalated inputs in this directory")
     run.add_argument("--json-out", type=Path, metavar="FILE",
-                     help="stream every decision here as JSON Lines, the summary last")
+                     help="stream every decision here as JSON Lines, the summary last "
+                     "('-': standard output; the text summary then goes to stderr)")
     run.add_argument("--fsync-every", type=float, default=1.0, metavar="S",
                      help="fsync --json-out at most every S seconds (default 1; 0: every line)")
     edge_drain.add_run_options(run)
@@ -209,8 +210,10 @@ class _Log:
         self.lines: list[dict[str, Any]] = []
         self.latencies: list[float] = []
         try:
+            self.to_stdout = str(args.json_out) == "-"
             self.journal = None if args.json_out is None else DecisionJournal(
-                args.json_out, fsync_every_s=args.fsync_every)
+                "/dev/stdout" if self.to_stdout else args.json_out,
+                fsync_every_s=args.fsync_every)
         except OSError as exc:
             raise CommandError(f"cannot write --json-out {args.json_out}: {exc}") from exc
 
@@ -252,7 +255,8 @@ def _run_device(args: argparse.Namespace, stop: dict[str, bool]) -> int:
         log.write("summary", summary)
     finally:
         log.close()
-    print(_render(summary) + "\n" + edge_drain.audit_line(counters))
+    print(_render(summary) + "\n" + edge_drain.audit_line(counters),
+          file=sys.stderr if log.to_stdout else sys.stdout)
     return 0
 
 
@@ -370,4 +374,7 @@ def _reasons(s: dict[str, Any]) -> list[str]:
         return []
     lines = ["degraded by reason: " + ", ".join(f"{k} {v}" for k, v in reasons.items())]
     lines += [f"  {k}: {_LOUD_ERRORS[k]}" for k in reasons if k in _LOUD_ERRORS]
+    if reasons.get("deadline") and not (s.get("by_source") or {}).get("cloud"):
+        lines.append("  deadline: no cloud answer arrived at all: is cloud serve running on this "
+                     "broker with the same --prefix?")
     return lines

@@ -99,8 +99,11 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
         r = result(point.policy, split)
         best = {"name": point.name, "accuracy": r.accuracy, "cost": r.mean_cost,
                 "cost_reduction": (1.0 - r.mean_cost / hpc_scalar) if hpc_scalar > 0 else None}
+    from adaptedge.cli.inspect_cmd import cost_unit
+
     return {
         "hpc": {"accuracy": result("\0hpc", split).accuracy, "cost": hpc_scalar},
+        "cost_unit": cost_unit(manifest),
         "points": points,
         "best_within_1pct": best,
     }
@@ -140,7 +143,7 @@ def check_split(recipe: Any, dataset: Any, seed: int) -> None:
         return
     if split_recipe(dataset, seed).digest != recipe.digest:
         raise CommandError(
-            f"the bundle was trained on {recipe.dataset} split with seed {recipe.seed} (digest "
+            f"the bundle was trained on a split of {recipe.dataset} with seed {recipe.seed} (digest "
             f"{recipe.digest[:12]}), but --data {dataset.name} with seed {seed} gives another "
             f"split: drop --seed (or pass --seed {recipe.seed}) and use the data it was "
             "trained on")
@@ -149,14 +152,16 @@ def check_split(recipe: Any, dataset: Any, seed: int) -> None:
 def render(report: dict[str, Any], title: str) -> str:
     hpc = report["hpc"]
     w = max([len("operating point")] + [len(p["name"]) for p in report["points"]]) + 2
+    cost = f"cost ({report['cost_unit']})" if report.get("cost_unit") else "cost"
+    cw = max(10, len(cost) + 2)
     lines = [title,
              f"HPC (always cloud): accuracy {hpc['accuracy']:.4f}, cost {hpc['cost']:.4g}", "",
-             f"{'operating point':<{w}}{'accuracy':>9}{'cost':>10}{'escalate':>10}{'sensors':>9}"
+             f"{'operating point':<{w}}{'accuracy':>9}{cost:>{cw}}{'escalate':>10}{'sensors':>9}"
              f"{'energy mJ':>11}{'latency ms':>12}{'bytes':>8}  validation 95% interval"]
     for p in report["points"]:
         interval = ("-" if p["validation_interval"] is None
                     else "[{:.4f}, {:.4f}]".format(*p["validation_interval"]))
-        lines.append(f"{p['name']:<{w}}{p['accuracy']:>9.4f}{p['cost']:>10.4g}"
+        lines.append(f"{p['name']:<{w}}{p['accuracy']:>9.4f}{p['cost']:>{cw}.4g}"
                      f"{p['escalation_rate']:>10.3f}{p['avg_sensors_read']:>9.2f}"
                      f"{p['energy_mj']:>11.4g}{p['latency_ms']:>12.4g}{p['bytes']:>8.1f}"
                      f"  {interval}")

@@ -81,14 +81,13 @@ def render(m: Manifest) -> str:
 
 
 def cost_unit(m: Manifest) -> str:
-    """What one unit of the scalar cost is, from the bundle's cost weights."""
+    """What the scalar cost adds up, from the bundle's cost weights: "mJ", or e.g.
+    "mJ + 0.05*ms" (1 per mJ plus 0.05 per ms; it read "1/mJ + 0.05/ms", like a rate)."""
     w = m.cost_weights
     terms = [(w.energy_mj, "mJ"), (w.latency_ms, "ms"), (w.money, "money"),
              (w.uniform, "features read")]
     used = [(k, unit) for k, unit in terms if k]
-    if len(used) == 1 and used[0][0] == 1:
-        return used[0][1]
-    return " + ".join(f"{k:g}/{unit}" for k, unit in used) or "none"
+    return " + ".join(unit if k == 1 else f"{k:g}*{unit}" for k, unit in used) or "none"
 
 
 def point_table(m: Manifest) -> list[str]:

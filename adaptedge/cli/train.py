@@ -4,6 +4,7 @@ bundle, and print the frontier."""
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
                            f"{', '.join(sorted(METHOD_MODULES))}")
     if args.jobs < 1:
         raise CommandError(f"--jobs must be >= 1, got {args.jobs}")
+    if args.budget is not None and not (args.budget >= 0 and math.isfinite(args.budget)):
+        raise CommandError(f"--budget must be a finite cost >= 0, got {args.budget:g}")
     extra = parse_params(args.param)
 
     from adaptedge.trainer.api import TrainError, train_bundle
@@ -98,6 +101,8 @@ def render(m: Any, out: Path) -> str:
         f"{len(m.operating_points)} operating points on the validation frontier "
         f"(of {m.metadata.get('n_candidates')} candidates), "
         f"trained in {m.metadata.get('train_seconds', 0):.1f} s",
+        *([f"Frontier: {m.metadata['frontier_rule']}."] if m.metadata.get("frontier_rule")
+          else []),
         f"HPC: validation accuracy {m.hpc.accuracy:.4f}, always-cloud cost "
         f"{hpc_cost(m).scalar:.4g}",
         "",

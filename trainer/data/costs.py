@@ -199,7 +199,8 @@ def _parse_sensors(raw: Any, p: Path, feature_names: list[str], sized: bool = Fa
         ))
     missing = [f for f in feature_names if f not in owner]
     if missing:
-        raise CostsError(f"{p}: features not assigned to any sensor: {missing}")
+        raise CostsError(f"{p}: features not assigned to any sensor: {missing}; list each in "
+                         "one [[sensor]]'s features (or drop the column from the data)")
     return tuple(sensors)
 
 

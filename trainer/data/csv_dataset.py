@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from adaptedge.trainer.data.data_files import parse_floats, read_rows
 from adaptedge.trainer.data.dataset_core import (
@@ -72,10 +74,26 @@ def csv_dataset(path: Path, target: str | None, grouping: str | None, seed: int)
     else:
         splits = tuple(stratified_split(y, (0.6, 0.2, 0.2), seed))
         how = f"seeded (seed {seed}) stratified 60/20/20 split"
+    _check_class_rows(path, classes, y[splits[0]])
     return assemble(
         Path(plain).stem, Parts(X, y, (splits[0], splits[1], splits[2])), classes, names,
         per_feature(names), UNIFORM,
         f"{path.name}: target {target!r}, {how}; " + CSV_COST_NOTE)
+
+
+MIN_TRAIN_ROWS_PER_CLASS = 2
+"""Fewest training rows of a class: the HPC's out-of-fold fit needs the class in every fold's
+training part (a class with one training row crashed it)."""
+
+
+def _check_class_rows(path: Path, classes: Sequence[str], y_train: npt.NDArray[np.int64]) -> None:
+    counts = np.bincount(y_train, minlength=len(classes))
+    rare = [f"{classes[i]!r} ({int(c)})" for i, c in enumerate(counts)
+            if c < MIN_TRAIN_ROWS_PER_CLASS]
+    if rare:
+        raise DatasetError(f"{path}: too few training rows of class {', '.join(rare)}; every "
+                           f"class needs at least {MIN_TRAIN_ROWS_PER_CLASS} in the training "
+                           "split: add rows of it, merge it into another class, or drop it")
 
 
 def sorted_labels(values: set[str]) -> tuple[str, ...]:

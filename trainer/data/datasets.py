@@ -75,7 +75,8 @@ def load_dataset(name_or_path: str, *, target: str | None = None, costs: str | P
             sensors = at_reference_size(sensors, float(np.median(dataset.sizes[0])))
         dataset = Dataset(**{**dataset.__dict__, "sensors": sensors, "cost_weights": weights,
                              "link": link,
-                             "description": dataset.description.replace(CSV_COST_NOTE, "")
+                             "description": dataset.description.replace(f"; {CSV_COST_NOTE}",
+                                                                        ".")
                              + f" Sensors and costs from {Path(costs).name}."})
     return dataset
 

@@ -160,7 +160,8 @@ def tree_ensemble(b: GraphBuilder, trees: Sequence[tuple[TreeLike, int]], n_targ
     for t, (tree, first) in enumerate(trees):
         covered |= _add_tree(parts, t, tree, first, n_targets, b.n_inputs, feature_position,
                              mode)
-    if not trees or np.any(((base != 0) | (not base_is_final)) & ~covered):
+    named_none = not any(len(ids) for ids in parts["target_ids"])  # every leaf was 0
+    if not trees or named_none or np.any(((base != 0) | (not base_is_final)) & ~covered):
         _add_tree(parts, len(trees), _zero_leaf(n_targets), 0, n_targets, b.n_inputs, None,
                   mode, keep_zeros=True)
     attrs = {k: np.concatenate(v).tolist() for k, v in parts.items()}

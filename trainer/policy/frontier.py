@@ -27,10 +27,32 @@ class Validated(Protocol):
 V = TypeVar("V", bound=Validated)
 
 
-def pareto_frontier(points: Sequence[V]) -> list[V]:
+class Front(list[V]):
+    """A validation front that remembers how many candidates it was kept from (``swept``), so
+    ``adaptedge train`` can say "kept 39 of 1,728" even when a method prunes its own sweep."""
+
+    swept: int
+
+    def __init__(self, points: Sequence[V], swept: int) -> None:
+        super().__init__(points)
+        self.swept = swept
+
+
+def pareto_frontier(points: Sequence[V]) -> Front[V]:
     """The points no other point beats on validation: cost ascending, accuracy strictly rising
-    (of equal points the first is kept)."""
-    return [points[i] for i in pareto_front([p.validation for p in points])]
+    (of equal points the first is kept). ``swept`` counts the candidates walked: a front of a
+    front keeps the first count."""
+    swept = points.swept if isinstance(points, Front) else len(points)
+    return Front([points[i] for i in pareto_front([p.validation for p in points])], swept)
+
+
+def kept_summary(kept: int, swept: int) -> str:
+    """Why the bundle holds ``kept`` of ``swept`` candidate policies, in words."""
+    if kept >= swept:
+        return f"kept all {swept} candidate policies: none is dominated on validation"
+    return (f"kept {kept} of {swept} candidate policies: each of the other {swept - kept} "
+            f"costs as much or more on validation for no higher validation accuracy "
+            f"(dominated)")
 
 
 def pick_within_budget(points: Sequence[V], budget: float) -> V:

@@ -25,7 +25,7 @@ from adaptedge.trainer.methods.dag.sweep import (
 )
 from adaptedge.trainer.methods.params import check_params
 from adaptedge.trainer.methods.registry import MethodOptions, register
-from adaptedge.trainer.policy.frontier import pareto_frontier
+from adaptedge.trainer.policy.frontier import Front, pareto_frontier
 from adaptedge.trainer.policy.graph import Graph
 
 _ESCALATION = {"both": (None, 1.0), "on": (1.0,), "off": (None,)}
@@ -87,7 +87,8 @@ def train_static(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
     bank = choose_bank(problem, settings)
     scorer = lattice_scorer(problem, settings.seed)
     sets = static_sets(bank, scorer, max_exhaustive=settings.max_exhaustive)
-    return export_points(pareto_frontier(static_points(bank, sets)), "static")
+    points = static_points(bank, sets)
+    return Front(export_points(pareto_frontier(points), "static"), len(points))
 
 
 @register("cascade")
