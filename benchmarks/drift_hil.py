@@ -70,17 +70,20 @@ def markdown(s: dict[str, Any]) -> str:
         f"- accuracy per 100 decisions: {', '.join(f'{v:.2f}' for v in one['accuracy_windows_100'])}",
         f"- live alarms before batch 3: {one['alarms_before_drift']}; first after batch 3's "
         "start: " + ("none" if first is None else
-                     f"`{first['metric']}` when the device had made {first['decisions_after_drift']}"
-                     f" decisions of batch 3 (monitor's count {first['monitor_decision']})"),
+                     f"`{first['metric']}` at decision {first['monitor_decisions_after_drift']}"
+                     " of batch 3 by the monitor's count (decisions as the telemetry reported "
+                     f"them); the device had made {first['decisions_after_drift']} decisions of "
+                     "batch 3 when the alarm was stored"),
         f"- alarms stored: {len(one['alarms'])}; `{'adaptedge_drift_alarms_total'}` at the last "
         f"scrape: {one['metrics']['adaptedge_drift_alarms_total']} "
         f"({one['metrics']['scrapes']} scrapes parsed)",
         f"- rows stored: {one['rows_stored']['escalated']} escalated + "
         f"{one['rows_stored']['audit']} audit; audit cost {one['audit_energy_mj']:.1f} mJ, "
         f"{one['audit_bytes']:.0f} B (decisions: {one['decision_energy_mj']:.1f} mJ); "
-        f"outbox left {one['outbox_records_left']}", "",
+        f"outbox left {one['outbox_records_left']:.0f}", "",
         f"## Recalibration (`{recal['command']}`)", "",
-        f"Chose `{recal['chosen']['name']}` from {recal['rows']} "
+        f"Chose `{recal['chosen']['name']}` from {recal['rows']['escalated']} escalated + "
+        f"{recal['rows']['audit']} audit rows "
         f"({recal['n_effective']:.0f} effective rows, target agreement "
         f"{recal['target_agreement']:.4f}).", "",
         f"## Phase 2: the later rows ({rows['phase2']}: {_batches(rows['phase2_per_batch'])})", "",

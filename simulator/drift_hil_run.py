@@ -120,6 +120,8 @@ def _alarm(alarm: Any, journal: list[dict[str, Any]], drift_start: int | None) -
            "monitor_decision": int(said[1]) if said else None, "detail": alarm.detail}
     if drift_start is not None:
         out["decisions_after_drift"] = made - drift_start
+        out["monitor_decisions_after_drift"] = (None if out["monitor_decision"] is None
+                                                else out["monitor_decision"] - drift_start)
     return out
 
 
