@@ -2,7 +2,8 @@
 
 Per device: records stored (escalated and audited), the audited agreement of the local
 answers with the HPC (labelled audits only: an unbiased sample of the local decisions) with
-its 95% Wilson interval, the escalation rate of the latest telemetry, and the alarms raised.
+its 95% Wilson interval, the escalation rate and outbox backlog of the latest telemetry, and
+the alarms raised.
 Over time: agreement per window of consecutive audits, escalation rate between consecutive
 telemetry messages (a counter that went down is a restarted device: its window starts at 0).
 The bundle's validation expectation is what the drift monitor compares with
@@ -53,7 +54,8 @@ def device_status(store: FleetStore) -> list[dict[str, Any]]:
             "device": device, "bundles": [], "records_stored": 0, "escalated": 0, "audits": 0,
             "audits_labelled": 0, "agreement": None, "agreement_low": None,
             "agreement_high": None, "decisions": None, "escalation_rate": None,
-            "degraded_rate": None, "audit_cost": None, "alarms": 0, "last_seen": None})
+            "degraded_rate": None, "audit_cost": None, "outbox_records": None,
+            "drain_in_flight": None, "alarms": 0, "last_seen": None})
 
     agree: Counter[str] = Counter()
     for device, bundle, kind, n, labelled, same in store.tallies():
@@ -77,6 +79,8 @@ def device_status(store: FleetStore) -> list[dict[str, Any]]:
             e["escalation_rate"] = (counters.get("escalations") or 0.0) / decisions
             e["degraded_rate"] = (counters.get("decisions_degraded") or 0.0) / decisions
         e["audit_cost"] = counters.get("audit_cost")
+        e["outbox_records"] = counters.get("outbox_records")  # backlog (edge.drain), if draining
+        e["drain_in_flight"] = counters.get("drain_in_flight")
     for alarm in store.alarms():
         entry(alarm.device)["alarms"] += 1
     for device, e in devices.items():

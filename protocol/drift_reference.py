@@ -2,8 +2,9 @@
 
 A bundle may carry, per operating point, ``metadata["drift_reference"][point]``: the escalation
 rate on ``n_rows`` validation rows and the agreement of the local answers with the HPC on
-``n_local`` locally answered rows (written by the drift scenario's trainer step and by
-``adaptedge recalibrate``). Without it only the point's escalation rate is known.
+``n_local`` locally answered rows (written by every trained bundle's export,
+``trainer.export.bundle``, and by ``adaptedge recalibrate``). Without it (an older bundle)
+only the point's escalation rate is known.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class Reference:
 
 def reference_from_manifest(manifest: Manifest, point: str) -> Reference:
     """The validation figures of operating point ``point``: ``metadata["drift_reference"]``
-    when the bundle carries them (trainer ``drift_reference``, ``adaptedge recalibrate``),
+    when the bundle carries them (trainer export, ``adaptedge recalibrate``),
     else only the point's escalation rate, taken as exact (no agreement chart)."""
     spec = manifest.operating_point(point)  # KeyError names an unknown point
     figures = manifest.metadata.get(REFERENCE_KEY, {})

@@ -13,11 +13,22 @@ import pytest
 from support.dataset_bundle import build_dataset_bundle
 from support.fleet import REPO, start_cloud, wait_ready
 
+from adaptedge.cloud.fleet_view import device_status
 from adaptedge.cloud.store import FleetStore
 from adaptedge.edge.journal import read_journal
 from adaptedge.simulator.brokers import MosquittoBroker
 
 pytestmark = pytest.mark.broker
+
+
+def edge_run(bundle: Path, url: str, device: str, outbox: Path,
+             *extra: str) -> subprocess.CompletedProcess[str]:
+    launcher = "import sys; from adaptedge.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", launcher, "edge", "run", "--bundle", str(bundle), "--broker", url,
+         "--device", device, "--replay", "letter-binary", "--outbox", str(outbox),
+         "--audit-fraction", "0.2", "--audit-seed", "5", *extra],
+        capture_output=True, text=True, timeout=120, cwd=REPO)
 
 
 def test_edge_run_audits_and_forwards_its_outbox(tmp_path: Path,
@@ -28,13 +39,11 @@ def test_edge_run_audits_and_forwards_its_outbox(tmp_path: Path,
     cloud = start_cloud(bundle, mosquitto.url, db, log)
     try:
         wait_ready(cloud, log)
-        launcher = "import sys; from adaptedge.cli.main import main; sys.exit(main(sys.argv[1:]))"
-        proc = subprocess.run(
-            [sys.executable, "-c", launcher, "edge", "run", "--bundle", str(bundle), "--broker",
-             mosquitto.url, "--device", "dev3", "--replay", "letter-binary", "--limit", "300",
-             "--outbox", str(outbox), "--audit-fraction", "0.2", "--audit-seed", "5",
-             "--json-out", str(tmp_path / "run.jsonl"), "--drain-wait", "20"],
-            capture_output=True, text=True, timeout=120, cwd=REPO)
+        proc = edge_run(bundle, mosquitto.url, "dev3", outbox, "--limit", "300",
+                        "--json-out", str(tmp_path / "run.jsonl"), "--drain-wait", "20")
+        # a slow drain that gives up at once: the device reports its backlog in its telemetry
+        slow = edge_run(bundle, mosquitto.url, "dev4", tmp_path / "outbox4", "--limit", "120",
+                        "--drain-rate", "1", "--drain-wait", "0")
     finally:
         cloud.terminate()
         cloud.wait(timeout=15)
@@ -49,8 +58,16 @@ def test_edge_run_audits_and_forwards_its_outbox(tmp_path: Path,
         counters["audit_cost"], rel=1e-3)
     assert "0 left" in proc.stdout and not list(outbox.glob("*.msgpack"))
     with FleetStore(db) as store:
-        keys = store.record_keys()
+        keys = [k for k in store.record_keys() if k[0] == "dev3"]
         assert len(keys) == len(set(keys)) == audits + escalations
-        kinds = {kind: n for _, _, kind, n, _, _ in store.tallies()}
+        kinds = {kind: n for dev, _, kind, n, _, _ in store.tallies() if dev == "dev3"}
         assert kinds == {"audit": audits, "escalated": escalations}
         assert len(store.labelled_rows(device="dev3")) == audits + escalations
+    assert slow.returncode == 0, slow.stderr
+    left = len(list((tmp_path / "outbox4").glob("*.msgpack")))
+    with FleetStore(db) as store:
+        backlog = [c for d, _, c in store.telemetry() if d == "dev4"][-1]
+        status = {r["device"]: r for r in device_status(store)}
+    assert left > 0 and backlog["outbox_records"] >= left and backlog["drain_stored"] >= 1
+    assert status["dev4"]["outbox_records"] == backlog["outbox_records"]
+    assert status["dev3"]["outbox_records"] == 0

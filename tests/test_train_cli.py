@@ -12,6 +12,7 @@ import pytest
 from test_bundle_export import heart_policies
 
 from adaptedge.cli.main import main
+from adaptedge.cloud.drift import FleetDriftMonitor
 from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.costs import hpc_cost
 from adaptedge.protocol.operating_points import wilson_interval
@@ -66,6 +67,27 @@ def test_train_writes_a_verified_frontier_bundle(trained: Path,
     want = min(good, key=lambda p: p.cost) if good else max(
         m.operating_points, key=lambda p: p.accuracy_interval[0])
     assert m.default_operating_point == want.name
+
+
+def test_trained_bundle_carries_the_drift_reference(trained: Path) -> None:
+    """Every point's validation figures for the drift monitor, walked on the exported ONNX
+    over the validation rows (not test), so the live monitor runs the agreement chart too."""
+    m = verify(trained)
+    figures = m.metadata["drift_reference"]
+    assert set(figures) == {p.name for p in m.operating_points}
+    data = load_dataset("heart")
+    runner = BundleRunner.from_dir(trained)
+    hpc = runner.hpc_proba(data.X_val).argmax(axis=1)
+    for point in m.operating_points:
+        ref = figures[point.name]
+        result = runner.evaluate(point.policy, data.X_val)
+        local = ~result.escalated
+        assert ref["n_rows"] == len(data.y_val)
+        assert ref["escalation_rate"] == pytest.approx(point.escalation_rate)
+        assert ref["n_local"] == int(local.sum())
+        assert ref["local_agreement"] == pytest.approx((result.labels[local] == hpc[local]).mean())
+        monitor = FleetDriftMonitor(m).monitor("dev", point.name)
+        assert ("agreement", "down") in monitor.charts
 
 
 def test_train_with_budget_prints_the_frontier(trained: Path, tmp_path: Path,

@@ -19,6 +19,7 @@ import signal
 import ssl
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -239,16 +240,17 @@ def _run_device(args: argparse.Namespace, stop: dict[str, bool]) -> int:
                             "operating_point": rt.operating_point, "replay": str(args.replay),
                             "split": args.split, "rows": len(X), "started_at": time.time()})
         drainer = edge_drain.start_drain(args, rt, uplink)
+        read = edge_drain.device_counters(rt, drainer)  # the runtime's + the outbox backlog
         try:
-            _replay(args, rt, uplink, log, [dataset.classes[int(t)] for t in y], X, stop)
+            _replay(args, rt, uplink, log, [dataset.classes[int(t)] for t in y], X, stop, read)
         finally:
             edge_drain.finish_drain(args, drainer, stop["flag"])
             if uplink is not None:
-                uplink.publish_telemetry(_telemetry(rt.counters, log.latencies))
+                uplink.publish_telemetry(_telemetry(read(), log.latencies))
                 time.sleep(0.05)  # let the last telemetry leave
                 uplink.close()
             rt.close()
-        counters = rt.counters | ({} if drainer is None else drainer.counters)
+        counters = read()
         log.write("counters", {"counters": counters})
         summary = summarize(log.lines)
         summary["interrupted"] = stop["flag"]
@@ -261,7 +263,8 @@ def _run_device(args: argparse.Namespace, stop: dict[str, bool]) -> int:
 
 
 def _replay(args: argparse.Namespace, rt: Any, uplink: Any, log: _Log, truth: list[str],
-            X: np.ndarray, stop: dict[str, bool]) -> None:
+            X: np.ndarray, stop: dict[str, bool],
+            counters: Callable[[], dict[str, float]]) -> None:
     current: dict[str, np.ndarray] = {}
     sensors = {s.name: _reader(current, s.name) for s in rt.manifest.sensors}
     columns = {s.name: np.asarray(s.features, dtype=np.intp) for s in rt.manifest.sensors}
@@ -292,9 +295,10 @@ def _replay(args: argparse.Namespace, rt: Any, uplink: Any, log: _Log, truth: li
         log.latencies.append(d.timings["total"] * 1000.0)
         log.write("decision", _record(i, d, truth[i], time.monotonic() - started))
         if time.monotonic() >= next_telemetry:
-            log.write("counters", {"counters": rt.counters})
+            now = counters()
+            log.write("counters", {"counters": now})
             if uplink is not None:
-                uplink.publish_telemetry(_telemetry(rt.counters, log.latencies))
+                uplink.publish_telemetry(_telemetry(now, log.latencies))
             next_telemetry = time.monotonic() + every
 
 

@@ -78,6 +78,15 @@ def start_drain(args: argparse.Namespace, rt: Any, uplink: Any) -> Any:
                          rate_per_s=args.drain_rate).start()
 
 
+def device_counters(rt: Any, drainer: Any) -> Any:
+    """What the device reports (summary, journal, telemetry): the runtime's counters and, with
+    a background drain, its backlog (``outbox_records``, ``drain_in_flight``, ``drain_*``)."""
+    def read() -> dict[str, float]:
+        counters: dict[str, float] = rt.counters
+        return counters if drainer is None else counters | drainer.counters
+    return read
+
+
 def finish_drain(args: argparse.Namespace, drainer: Any, interrupted: bool) -> None:
     """Let the background drain forward what is left (not when interrupted), then stop it."""
     if drainer is None:

@@ -75,14 +75,14 @@ def status(args: argparse.Namespace) -> int:
         print("no devices in the store yet")
         return 0
     header = (f"{'device':<20} {'records':>8} {'audits':>7} {'agreement (95%)':>22} "
-              f"{'escalation':>10} {'alarms':>6}")
+              f"{'escalation':>10} {'backlog':>7} {'alarms':>6}")
     print(header)
     for r in rows:
         band = "" if r["agreement"] is None else \
             f" [{r['agreement_low']:.2f}, {r['agreement_high']:.2f}]"
         print(f"{r['device']:<20} {r['records_stored']:>8} {r['audits']:>7} "
               f"{_fmt(r['agreement']) + band:>22} {_fmt(r['escalation_rate']):>10} "
-              f"{r['alarms']:>6}")
+              f"{_fmt(r['outbox_records'], '.0f'):>7} {r['alarms']:>6}")
     return 0
 
 

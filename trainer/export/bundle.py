@@ -3,6 +3,8 @@
 Node models are stored once each, named by the SHA-256 of their bytes; the HPC is
 ``hpc.onnx``; each policy becomes a ``PolicyGraph`` and an ``OperatingPoint`` carrying its
 validation metrics. The same inputs give byte-identical bundles (and the same bundle id).
+``export_bundle`` also writes each point's drift reference (``metadata["drift_reference"]``,
+``trainer.validation_reference``), measured on the validation split with the exported ONNX.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptedge.protocol.bundle import write_bundle
+from adaptedge.protocol.drift_reference import REFERENCE_KEY
 from adaptedge.protocol.manifest import BUNDLE_SCHEMA_VERSION, HpcRef, Manifest, OperatingPoint
 from adaptedge.protocol.operating_points import wilson_interval
 from adaptedge.protocol.policy_graph import ModelRef, PolicyGraph, PolicyNode
@@ -22,6 +25,7 @@ from adaptedge.trainer.data.datasets import Dataset, SplitName
 from adaptedge.trainer.hpc import HpcModel
 from adaptedge.trainer.policy.graph import Graph, Metrics
 from adaptedge.trainer.policy.oracle import BundleRunner, PolicyResult
+from adaptedge.trainer.validation_reference import validation_reference
 
 HPC_FILE = "hpc.onnx"
 
@@ -86,11 +90,19 @@ def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
                   policies: Sequence[Graph], *, default: str | None = None,
                   metadata: Mapping[str, Any] | None = None, force: bool = False,
                   budget_index: Mapping[str, Any] | None = None,
-                  split: SplitRecipe | None = None) -> Manifest:
+                  split: SplitRecipe | None = None, drift_reference: bool = True) -> Manifest:
     """Write the bundle to ``out_dir`` (an existing bundle there only with ``force``) and
-    return the validated manifest (``budget_index``: ``protocol.budget_index`` JSON)."""
+    return the validated manifest (``budget_index``: ``protocol.budget_index`` JSON).
+
+    ``drift_reference``: add every point's validation figures for the drift monitor
+    (``metadata["drift_reference"]``: one walk of the exported ONNX over the validation rows
+    per point; never the test split)."""
     manifest, files = build_bundle(dataset, hpc, policies, default=default, metadata=metadata,
                                    split=split)
+    if drift_reference:
+        X_val, _ = dataset.split("validation")
+        figures = validation_reference(manifest, files, X_val)
+        manifest = replace(manifest, metadata={**manifest.metadata, REFERENCE_KEY: figures})
     if budget_index is not None:
         manifest = replace(manifest, budget_index=dict(budget_index))
     return write_bundle(out_dir, manifest, files, force=force)
