@@ -134,12 +134,29 @@ def test_cli_recalibrate_from_rows(toy_bundle: tuple[Path, Manifest], tmp_path: 
 def test_thin_evidence_keeps_the_deployed_point(toy_bundle: tuple[Path, Manifest]) -> None:
     from adaptedge.trainer.recalibrate import Estimate, _choose
 
-    manifest = toy_bundle[1]  # default point "walk"
+    deployed = toy_bundle[1].default_operating_point  # "walk"
     def e(name: str, agreement: float, cost: float) -> Estimate:
         return Estimate(name, name.split("@")[0], 0.0, agreement, 0.2, cost, 1.0, agreement, 50)
 
     tied = [e("walk", 1.0, 8.0), e("walk@b+1", 1.0, 9.0), e("gate", 1.0, 5.0)]
-    assert _choose(tied, manifest, 0.99, 0.0, 60) == 0  # no evidence for the cheaper one
+    assert _choose(tied, deployed, 0.99, 0.0, 60) == 0  # no evidence for the cheaper one
     better = [e("walk", 0.95, 8.0), e("gate", 1.0, 5.0), e("walk@b+1", 1.0, 9.0)]
-    assert _choose(better, manifest, 0.99, 0.0, 60) == 1  # highest bound, the cheaper
-    assert _choose(tied, manifest, 0.99, 0.0, 100_000) == 2  # confident: the cheapest
+    assert _choose(better, deployed, 0.99, 0.0, 60) == 1  # highest bound, the cheaper
+    assert _choose(tied, deployed, 0.99, 0.0, 100_000) == 2  # confident: the cheapest
+
+
+def test_the_deployed_point_is_the_one_the_rows_came_from(toy_bundle: tuple[Path, Manifest]
+                                                         ) -> None:
+    from adaptedge.protocol.fleet_rows import LabelledRow
+    from adaptedge.trainer.recalibrate import deployed_point
+
+    manifest = toy_bundle[1]
+    names = [p.name for p in manifest.operating_points]
+    other = next(i for i, n in enumerate(names) if n != manifest.default_operating_point)
+
+    def row(point: int | None) -> LabelledRow:
+        return LabelledRow("d", manifest.bundle_id, 0, "audit", point, (0.0,), 0, 0, 0.0)
+
+    assert deployed_point(manifest, []) == manifest.default_operating_point
+    assert deployed_point(manifest, [row(None), row(99)]) == manifest.default_operating_point
+    assert deployed_point(manifest, [row(other), row(other), row(None)]) == names[other]

@@ -19,11 +19,12 @@ reference). Truth labels never reach the cloud, so a recalibrated point's ``accu
 estimated agreement with the HPC (said in ``metadata.recalibration``).
 
 **Rule.** The cheapest candidate whose agreement's Wilson lower bound (95%, on the Kish
-effective number of rows) reaches the target (default: the source default point's validation
+effective number of rows) reaches the target (default: the deployed point's validation
 agreement from ``metadata.drift_reference``, else its validation accuracy) minus
 ``tolerance`` (``protocol.operating_points.confidently_near``). If none does (the usual case
 soon after an alarm: a Wilson bound on ~60 effective rows cannot reach 0.99), the one with the
-highest bound — and when the deployed point (the source default, bias 0) ties for it, the
+highest bound — and when the deployed point (bias 0 of the point most rows were collected at — the
+devices may run another point than the bundle's default — else the default) ties for it, the
 deployed point: on evidence that cannot tell candidates apart, recalibration does not trade
 the deployed gate for a cheaper one (it still refreshes the drift reference). The new bundle
 holds the candidates' Pareto front (agreement vs cost), the chosen one as default, and its
@@ -32,6 +33,7 @@ provenance in ``metadata.recalibration``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -144,10 +146,21 @@ def estimate(runner: BundleRunner, name: str, source: str, bias: float,
         n_local_effective=n_local)
 
 
-def target_agreement(manifest: Manifest) -> float:
-    """The source default point's validation agreement with the HPC (its drift reference),
-    else its validation accuracy."""
-    point = manifest.default_operating_point
+def deployed_point(manifest: Manifest, rows: Sequence[LabelledRow]) -> str:
+    """The operating point the devices ran: the one most rows were collected at (a device
+    may run another point than the bundle's default, e.g. ``edge run --budget``), else the
+    bundle's default."""
+    names = [p.name for p in manifest.operating_points]
+    counts = Counter(r.point for r in rows if r.point is not None and 0 <= r.point < len(names))
+    if not counts:
+        return manifest.default_operating_point
+    return names[max(sorted(counts), key=lambda i: counts[i])]
+
+
+def target_agreement(manifest: Manifest, point: str | None = None) -> float:
+    """Validation agreement with the HPC of ``point`` (default: the bundle's default point),
+    from its drift reference, else its validation accuracy."""
+    point = point or manifest.default_operating_point
     ref = reference_from_manifest(manifest, point)
     if ref.local_agreement is None:
         return manifest.operating_point(point).accuracy
@@ -177,8 +190,10 @@ def recalibrate(bundle_dir: str | Path, rows: Sequence[LabelledRow], out_dir: st
     runner = BundleRunner.from_files(replace(manifest, policies=graphs), all_files)
     estimates = [estimate(runner, name, source, bias, sample)
                  for name, (source, bias) in _origins(graphs, manifest).items()]
-    goal = target_agreement(manifest) if target is None else target
-    best = _choose(estimates, manifest, goal, tolerance, max(int(sample.n_effective), 1))
+    deployed = deployed_point(manifest, rows)
+    goal = target_agreement(manifest, deployed) if target is None else target
+    best = _choose(estimates, manifest.operating_point(deployed).policy, goal, tolerance,
+                   max(int(sample.n_effective), 1))
     keep = sorted(set(pareto_front(estimates)) | {best}, key=lambda i: estimates[i].cost)
     new = _new_manifest(manifest, [estimates[i] for i in keep], estimates[best], graphs,
                         sample, goal, tolerance)
@@ -187,14 +202,13 @@ def recalibrate(bundle_dir: str | Path, rows: Sequence[LabelledRow], out_dir: st
     return Recalibration(written, estimates[best], estimates, goal, sample.n_effective)
 
 
-def _choose(estimates: list[Estimate], manifest: Manifest, goal: float, tolerance: float,
+def _choose(estimates: list[Estimate], deployed: str, goal: float, tolerance: float,
             n: int) -> int:
     """The rule of the module docstring: an index into ``estimates``."""
     best = confidently_near(estimates, goal, tolerance, n, fallback=False)
     if best is not None:
         return best
     bounds = [wilson_interval(e.agreement, n)[0] for e in estimates]
-    deployed = manifest.operating_point(manifest.default_operating_point).policy
     top = max(bounds)
     for i, e in enumerate(estimates):
         if e.name == deployed and bounds[i] >= top - 1e-12:
