@@ -148,6 +148,7 @@ class NatsTransport:
                 servers=self.servers, name=self.core.worker_id, user=self._user,
                 password=self._password, tls=context, allow_reconnect=True,
                 max_reconnect_attempts=-1, reconnect_time_wait=0.2, connect_timeout=2,
+                dont_randomize=True,
                 ping_interval=5, max_outstanding_pings=2, error_cb=self._on_error,
                 disconnected_cb=self._on_disconnected, reconnected_cb=self._on_reconnected),
                 CONNECT_TIMEOUT_S)

@@ -35,7 +35,7 @@ COMMAND_MODULES = (
 EXTRA_OF_MODULE = {
     "sklearn": "train", "skl2onnx": "train", "onnx": "train", "scipy": "train",
     "joblib": "train", "threadpoolctl": "train", "tqdm": "train", "google": "train",
-    "matplotlib": "sim", "amqtt": "broker",
+    "matplotlib": "sim", "amqtt": "broker", "nats": "nats",
 }
 
 
