@@ -10,8 +10,8 @@ every socket (paho does not; without it a round trip takes 40-90 ms instead of ~
 Failover: ``broker_url`` may list several brokers (``mqtt://a:1883,mqtt://b:1883``, e.g. the
 MQTT listeners of a NATS cluster's nodes). When the connection is lost the uplink moves to the
 next one at once (backing off only after a whole round failed), subscribes again and resends
-every request still inside its deadline whose reply has not come (paho itself resends the
-ones the lost broker never acknowledged); the waits go on meanwhile. With a single broker a
+every request still inside its deadline whose reply has not come (at QoS 1 paho itself
+resends the ones the lost broker never acknowledged); the waits go on meanwhile. With a single broker a
 lost connection ends the waits at once (the decisions degrade without waiting). The reply
 subscription asks for QoS 1 and falls back to QoS 0 when refused: a NATS server refuses a
 QoS 1 subscription to an account without subscribe permission on its internal
@@ -324,12 +324,13 @@ class MqttUplink:
         self._resend()
 
     def _resend(self) -> None:
-        """After a (re)subscription: publish again what the lost broker acknowledged but never
-        answered, while it is still inside its deadline."""
+        """After a (re)subscription: publish again what is still inside its deadline and
+        unanswered: at QoS 1 what the lost broker acknowledged (paho resends the rest itself),
+        at QoS 0 all of it."""
         now = self._clock()
         with self._lock:
             slots = [s for s in self._pending.values() if s.reply is None and s.deadline > now
-                     and s.info is not None and s.info.is_published()]
+                     and (self.qos == 0 or _acknowledged(s.info))]
         for slot in slots:
             slot.info = self._client.publish(self.request_topic, slot.payload,
                                              qos=self.qos)
@@ -365,6 +366,17 @@ class MqttUplink:
                 self._counters["late_replies"] += 1
             else:
                 self._counters["unknown_replies"] += 1
+
+
+def _acknowledged(info: mqtt.MQTTMessageInfo | None) -> bool:
+    """The broker acknowledged this publish (QoS 1) or it was written out (QoS 0); paho
+    raises on ``is_published`` for a publish that failed."""
+    if info is None or info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
+        return False
+    try:
+        return bool(info.is_published())
+    except (RuntimeError, ValueError):  # the connection was lost meanwhile
+        return False
 
 
 def _close_sockets_of(exc: BaseException) -> None:
