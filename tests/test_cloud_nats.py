@@ -179,3 +179,40 @@ def test_a_node_killed_mid_run_loses_and_duplicates_nothing(tmp_path: Path) -> N
     assert result["failovers"] >= 1 and all(n > 0 for n in result["worker_replies"]), result
     assert result["recovery_s"] is not None and result["recovery_s"] <= 10.0, result
     assert not result["device_errors"], result
+
+
+def test_cloud_serve_joins_the_queue_group_from_the_command_line(
+        single_node: tuple[LocalNatsCluster, Path, Manifest], tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    cluster, bundle, manifest = single_node
+    worker = cluster.workers[0]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "adaptedge.cli.main", "cloud", "serve", "--bundle",
+             str(bundle), "--broker", f"{cluster.worker_url},nats://127.0.0.1:1",
+             "--username", worker, "--password-file", str(cluster.config.secret_file(worker)),
+             "--client-id", "cli-worker", "--stats-every", "0.2"],
+            stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while "ready" not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.05)
+        assert "queue group adaptedge" in log.read_text()
+        dev = mqtt_device(cluster, "dev2")
+        assert not any(code.is_failure for code in dev.subscribe(dev.reply_topic, qos=0))
+        dev.send(request(manifest, 7, "dev2"), qos=0)
+        assert dev.pump(10.0, lambda: dev.answered(7)), log.read_text()
+        assert isinstance(dev.replies[7][0][1], InferenceReply)
+        dev.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0, log.read_text()
+        assert "stopped" in log.read_text() and "received=1 replies=1" in log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
