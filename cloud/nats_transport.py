@@ -92,6 +92,7 @@ class NatsTransport:
         self._nc: Client | None = None
         self._request_sub: Subscription | None = None
         self._refusals = 0
+        self._permission_errors = 0
         self.last_error: str | None = None
         self.reconnects = 0
         core.bind(self._outbox, self._readable)
@@ -143,19 +144,34 @@ class NatsTransport:
             context = ssl.create_default_context(cafile=self._tls.ca)
             if self._tls.cert is not None:
                 context.load_cert_chain(self._tls.cert, self._tls.key)
-        try:
-            self._nc = await asyncio.wait_for(nats.connect(
-                servers=self.servers, name=self.core.worker_id, user=self._user,
-                password=self._password, tls=context, allow_reconnect=True,
-                max_reconnect_attempts=-1, reconnect_time_wait=0.2, connect_timeout=2,
-                dont_randomize=True,
-                ping_interval=5, max_outstanding_pings=2, error_cb=self._on_error,
-                disconnected_cb=self._on_disconnected, reconnected_cb=self._on_reconnected),
-                CONNECT_TIMEOUT_S)
-        except (TimeoutError, OSError, nats.errors.Error) as exc:
+        # Servers in the given order (worker i lists its own node first); nats-py retries
+        # the list for ever, so the wait is bounded here, and refusals end it early.
+        connecting = asyncio.ensure_future(nats.connect(
+            servers=self.servers, name=self.core.worker_id, user=self._user,
+            password=self._password, tls=context, allow_reconnect=True,
+            max_reconnect_attempts=-1, reconnect_time_wait=0.2, connect_timeout=2,
+            dont_randomize=True, ping_interval=5, max_outstanding_pings=2,
+            error_cb=self._on_error, disconnected_cb=self._on_disconnected,
+            reconnected_cb=self._on_reconnected))
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while not connecting.done() and time.monotonic() < deadline \
+                and self._refusals < self._max_refusals:
+            await asyncio.wait({connecting}, timeout=0.05)
+        if not connecting.done():
+            connecting.cancel()
+            with contextlib.suppress(BaseException):
+                await connecting
+            if self._refusals >= self._max_refusals:
+                raise BrokerRefused(f"the NATS servers refused the worker's credentials "
+                                    f"({self.last_error}): check --username/--password-file "
+                                    "and the accounts file")
             raise CloudError(f"cannot connect to the NATS servers {','.join(self.servers)} "
-                             f"within {CONNECT_TIMEOUT_S:g} s ({self.last_error or exc}): "
-                             "check --broker, credentials and that the servers run") from None
+                             f"within {CONNECT_TIMEOUT_S:g} s ({self.last_error}): check "
+                             "--broker and that the servers run")
+        try:
+            self._nc = connecting.result()
+        except (OSError, nats.errors.Error) as exc:
+            raise CloudError(f"cannot connect to the NATS servers: {exc}") from None
         queue = self.group or ""
         request_subject = to_subject(self.core.request_filter).replace("+", "*")
         self._request_sub = await self._nc.subscribe(request_subject, queue=queue,
@@ -165,9 +181,10 @@ class NatsTransport:
             await self._nc.subscribe(to_subject(self.core.telemetry_filter).replace("+", "*"),
                                      queue=queue, cb=self._enqueue)
         await self._nc.flush(timeout=5)  # the server has our subscriptions (or refused them)
-        if self._refusals:
-            raise BrokerRefused(f"the NATS server refused the worker: {self.last_error} "
-                                "(check the account's permissions)")
+        await asyncio.sleep(0.05)  # and its -ERR for a refused one has been read
+        if self._permission_errors:
+            raise BrokerRefused(f"the NATS server refused the worker's subscriptions: "
+                                f"{self.last_error} (check the account's permissions)")
 
     async def _enqueue(self, msg: Msg) -> None:
         self._inbox.append((msg.subject, msg.data, time.monotonic()))
@@ -176,8 +193,10 @@ class NatsTransport:
 
     async def _on_error(self, exc: Exception) -> None:
         self.last_error = str(exc) or type(exc).__name__
-        if "authorization" in self.last_error.lower() or "permission" in self.last_error.lower():
-            self._refusals += 1
+        if "authorization" in self.last_error.lower():
+            self._refusals += 1  # credentials refused (consecutive; reset on reconnect)
+        elif "permission" in self.last_error.lower():
+            self._permission_errors += 1
         self.log.warning("NATS: %s", self.last_error)
 
     async def _on_disconnected(self) -> None:

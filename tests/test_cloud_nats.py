@@ -216,3 +216,18 @@ def test_cloud_serve_joins_the_queue_group_from_the_command_line(
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_a_worker_with_wrong_credentials_or_permissions_is_refused_in_one_line(
+        single_node: tuple[LocalNatsCluster, Path, Manifest]) -> None:
+    from adaptedge.cloud import CloudError
+
+    cluster, bundle, _ = single_node
+    started = time.monotonic()
+    with pytest.raises(CloudError, match="refused the worker's credentials"):
+        CloudService(bundle, cluster.worker_url, username=cluster.workers[0], password="wrong",
+                     client_id="bad-password").start()
+    with pytest.raises(CloudError, match="refused the worker's subscriptions"):
+        CloudService(bundle, cluster.worker_url, username="dev1",  # a device's account
+                     password=cluster.password("dev1"), client_id="not-a-worker").start()
+    assert time.monotonic() - started < 8.0
