@@ -16,7 +16,14 @@ workers run ``--max-batch 1`` on an MLP HPC heavy enough that worker compute dom
 CPU seconds per request of the workers, the broker processes and the load generator are
 measured (``/proc``) and reported: ``cpu_bound_ceiling_rps`` = 2 cores / total CPU per request
 is the most any number of workers could reach here, and ``cpu_share_of_machine`` how much
-of the 2 cores the setup actually got while it ran. Then the node-failure run
+of the 2 cores the setup actually got while it ran. Linux shares CPU fairly between sessions
+first (``kernel.sched_autogroup_enabled``), so on a machine other people load, processes of one
+session share one slice whatever their number: each worker is started in a session of its
+own (``start_new_session``), as separate hosts would each bring their own CPU; the brokers and
+the load generator share this script's session. ``cpu_model_ratio_2_over_1`` is the 2-over-1
+worker ratio those measured CPU costs allow on 2 idle cores (a worker is one thread; workers,
+brokers and load generator share the cores): on 2 cores it stays below 2 by the brokers' and
+the load generator's share. Then the node-failure run
 (``simulator/nats_failover.py``) on a light bundle. Prints one JSON object.
 
     .venv/bin/python -m benchmarks.cluster [--rounds 3] [--requests 1500] [--failure-runs 2]
@@ -29,6 +36,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,7 +51,7 @@ sys.path.insert(0, str(REPO))
 
 from adaptedge.cloud.client import RequestClient
 from adaptedge.protocol import InferenceRequest, Manifest, encode, pack_features
-from benchmarks.cloud import build_bundle, cpu_seconds, percentile_us, spawn, stop
+from benchmarks.cloud import build_bundle, cpu_seconds, percentile_us, stop
 
 
 class Generator:
@@ -100,9 +108,20 @@ class Generator:
 
 
 def worker(bundle: Path, url: str, name: str, log: Path, extra: list[str]) -> Any:
-    return spawn([sys.executable, "-m", "adaptedge.cli.main", "cloud", "serve", "--bundle",
-                  str(bundle), "--broker", url, "--max-batch", "1", "--client-id", name,
-                  "--stats-every", "3600", *extra], "ready", log)
+    """A worker process in a session of its own (see the module docstring: autogroup)."""
+    cmd = [sys.executable, "-m", "adaptedge.cli.main", "cloud", "serve", "--bundle",
+           str(bundle), "--broker", url, "--max-batch", "1", "--client-id", name,
+           "--stats-every", "3600", *extra]
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    deadline = time.monotonic() + 60
+    while "ready" not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop(proc)
+            raise RuntimeError(f"worker {name} did not start: {log.read_text()[-1000:]}")
+        time.sleep(0.05)
+    return proc
 
 
 def measure(start_worker: Callable[[int], Any], gen: Generator, broker_pids: list[int],
@@ -157,8 +176,17 @@ def measure(start_worker: Callable[[int], Any], gen: Generator, broker_pids: lis
             "cpu_share_of_machine": sum(cpu[count].values()) / (2 * wall[count]),
         }
     out["throughput_ratio_2_over_1"] = out["workers_2"]["rps"] / out["workers_1"]["rps"]
+    out["cpu_model_ratio_2_over_1"] = cpu_model(out["workers_2"], 2) / cpu_model(
+        out["workers_1"], 1)
     out["throughput_ratio_by_round"] = [b / a for a, b in zip(rps[1], rps[2], strict=True)]
     return out
+
+
+def cpu_model(run: dict[str, Any], workers: int, cores: int = 2) -> float:
+    """Requests/s the measured CPU costs allow on ``cores`` idle cores: each worker is one
+    thread (at most one core), and workers, brokers and load generator share the cores."""
+    cost = run["cpu_us_per_request"]
+    return min(workers / (cost["workers"] / 1e6), cores / (sum(cost.values()) / 1e6))
 
 
 def mosquitto_path(bundle: Path, manifest: Manifest, work: Path,
