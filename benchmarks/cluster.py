@@ -12,9 +12,11 @@ load from other processes hits both alike. Paths:
   route), device QoS 0 (see ``edge/mqtt_uplink.py``).
 
 The machine has 2 cores shared with the brokers, the load generator and other users, so the
-workers run ``--max-batch 1`` on an MLP HPC heavy enough that worker compute dominates, and the
-CPU seconds per request of the workers, the broker processes and the load generator are
-measured (``/proc``) and reported: ``cpu_bound_ceiling_rps`` = 2 cores / total CPU per request
+workers run ``--max-batch 1`` on an HPC heavy enough that worker compute dominates (by default
+one 256-wide layer applied 480 times, ~1.8 ms of CPU: the work of a deep MLP whose weights
+stay in a core's cache, since a big MLP's weights stream from memory and two workers then
+share its bandwidth; ``--hidden`` selects a plain MLP), and the CPU seconds per request of
+the workers, the broker processes and the load generator are measured (``/proc``) and reported: ``cpu_bound_ceiling_rps`` = 2 cores / total CPU per request
 is the most any number of workers could reach here, and ``cpu_share_of_machine`` how much
 of the 2 cores the setup actually got while it ran. Linux shares CPU fairly between sessions
 first (``kernel.sched_autogroup_enabled``), so on a machine other people load, processes of one
@@ -26,7 +28,7 @@ brokers and load generator share the cores): on 2 cores it stays below 2 by the 
 the load generator's share. Then the node-failure run
 (``simulator/nats_failover.py``) on a light bundle. Prints one JSON object.
 
-    .venv/bin/python -m benchmarks.cluster [--rounds 3] [--requests 1500] [--failure-runs 2]
+    .venv/bin/python -m benchmarks.cluster [--rounds 3] [--requests 1000] [--failure-runs 4]
 """
 
 from __future__ import annotations
@@ -105,6 +107,31 @@ class Generator:
         if not ok:
             raise RuntimeError(f"only {counts['done']} of {n} replies within 300 s")
         return n / elapsed
+
+
+def compute_bound_hpc(n_features: int, width: int, repeats: int, n_classes: int = 4) -> bytes:
+    """An MLP that applies one ``width`` x ``width`` ReLU layer ``repeats`` times (one shared
+    weight matrix): the work of a deep MLP with the weights of one layer, so it stays in a
+    core's cache and two workers do not compete for memory bandwidth as a big MLP's do."""
+    from adaptedge.protocol.onnx_contract import PROBA_OUTPUT
+    from adaptedge.trainer.export import heads
+    from adaptedge.trainer.export.graph import GraphBuilder
+    from adaptedge.trainer.export.linear import linear
+
+    rng = np.random.default_rng(0)
+    b = GraphBuilder(n_features)
+    linear(b, rng.normal(size=(n_features, width)) / np.sqrt(n_features), np.zeros(width),
+           output="h", name="in_")
+    shared = b.const("Ws", rng.normal(size=(width, width)) * np.sqrt(2.0 / width))
+    source = "h"
+    for k in range(repeats):
+        b.add("MatMul", [source, shared], [f"m{k}"])
+        b.add("Relu", [f"m{k}"], [f"r{k}"])
+        source = f"r{k}"
+    linear(b, rng.normal(size=(width, n_classes)) / np.sqrt(width), np.zeros(n_classes),
+           source=source, output="logits", name="out_")
+    b.output(PROBA_OUTPUT, heads.transform(b, "logits", PROBA_OUTPUT, "softmax", n_classes))
+    return bytes(b.model().SerializeToString())
 
 
 def worker(bundle: Path, url: str, name: str, log: Path, extra: list[str]) -> Any:
@@ -232,19 +259,29 @@ def nats_path(bundle: Path, manifest: Manifest, work: Path,
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--requests", type=int, default=1500, help="requests per throughput run")
+    ap.add_argument("--requests", type=int, default=1000, help="requests per throughput run")
     ap.add_argument("--sequential", type=int, default=200, help="round trips per round")
     ap.add_argument("--in-flight", type=int, default=32)
     ap.add_argument("--features", type=int, default=64)
-    ap.add_argument("--hidden", type=int, default=1536)
-    ap.add_argument("--depth", type=int, default=3)
-    ap.add_argument("--failure-runs", type=int, default=2)
+    ap.add_argument("--width", type=int, default=256, help="compute-bound HPC: layer width")
+    ap.add_argument("--repeats", type=int, default=480, help="compute-bound HPC: layers")
+    ap.add_argument("--hidden", type=int, default=0, help="use a plain MLP HPC of this width "
+                    "instead (its weights stream from memory: two workers share the bandwidth)")
+    ap.add_argument("--depth", type=int, default=3, help="plain MLP HPC: hidden layers")
+    ap.add_argument("--failure-runs", type=int, default=4)
     ap.add_argument("--skip", default="", help="comma-separated: mosquitto,nats,failure")
     args = ap.parse_args()
     skip = set(args.skip.split(","))
     work = Path(tempfile.mkdtemp(prefix="adaptedge-bench-cluster-"))
-    manifest = build_bundle(work / "bundle", args.features, hidden=args.hidden,
-                            depth=args.depth)
+    if args.hidden:
+        hpc_name = f"MLP {args.features}-{args.hidden}x{args.depth}-4"
+        manifest = build_bundle(work / "bundle", args.features, hidden=args.hidden,
+                                depth=args.depth)
+    else:
+        hpc_name = (f"MLP {args.features}-{args.width}-4 applying one {args.width}x{args.width} "
+                    f"ReLU layer {args.repeats} times (shared weights)")
+        manifest = build_bundle(work / "bundle", args.features, hpc_description=hpc_name,
+                                hpc=compute_bound_hpc(args.features, args.width, args.repeats))
     result: dict[str, Any] = {"load_average_before": os.getloadavg()}
     if "mosquitto" not in skip:
         result["mosquitto_share"] = mosquitto_path(work / "bundle", manifest, work, args)
@@ -260,7 +297,7 @@ def main() -> None:
                                   for _ in range(args.failure_runs)]
         result["load_average_after_failure"] = os.getloadavg()
     result["setup"] = {
-        "hpc": f"MLP {args.features}-{args.hidden}x{args.depth}-4 (onnxruntime, 1 thread)",
+        "hpc": f"{hpc_name} (onnxruntime, 1 thread)",
         "max_batch": 1, "rounds": args.rounds, "requests_per_run": args.requests,
         "in_flight": args.in_flight, "sequential_per_round": args.sequential,
         "cpus": os.cpu_count(), "python": platform.python_version(), "mqtt": "3.1.1"}
