@@ -259,15 +259,14 @@ class NatsTransport:
         if core.backlog is not None:
             core.backlog.close()
         try:
-            if self._request_sub is not None:
-                await self._request_sub.unsubscribe()
-            await nc.flush(timeout=max(1, int(timeout_s)))  # nothing more is routed to us
+            if self._request_sub is not None:  # no more routed to us; what came is handed on
+                await asyncio.wait_for(self._request_sub.drain(), timeout_s)  # type: ignore[no-untyped-call]
             while (self._readable() or core.batch.items) and time.monotonic() < deadline:
                 await self._step(0.0)
             core.report(self.extra_stats())
             await self._send()
             await nc.flush(timeout=max(1, int(timeout_s)))  # every reply reached the server
-        except (TimeoutError, OSError, asyncio.CancelledError) as exc:
+        except (Exception, asyncio.CancelledError) as exc:  # best effort: closing anyway
             self.log.warning("worker %s: draining was cut short: %s", core.worker_id, exc)
         await nc.close()
         self.log.info("worker %s stopped", core.worker_id)

@@ -231,3 +231,31 @@ def test_a_worker_with_wrong_credentials_or_permissions_is_refused_in_one_line(
         CloudService(bundle, cluster.worker_url, username="dev1",  # a device's account
                      password=cluster.password("dev1"), client_id="not-a-worker").start()
     assert time.monotonic() - started < 8.0
+
+
+def test_stop_answers_every_request_already_received(
+        single_node: tuple[LocalNatsCluster, Path, Manifest]) -> None:
+    cluster, bundle, manifest = single_node
+    worker = cluster.workers[0]
+    svc = CloudService(bundle, cluster.worker_url, username=worker, max_batch=64,
+                       max_wait_ms=200.0, password=cluster.password(worker),
+                       client_id="drainer", stats_every_s=3600)
+    svc.start()
+    dev = mqtt_device(cluster, "dev1")
+    try:
+        assert not any(code.is_failure for code in dev.subscribe(dev.reply_topic, qos=0))
+        for rid in range(40):
+            dev.send(request(manifest, 100 + rid, "dev1"), qos=0)
+        dev.pump(0.02)
+        deadline = time.monotonic() + 5
+        while svc.stats()["received"] < 1 and time.monotonic() < deadline:
+            dev.pump(0.01)
+        svc.stop()  # mid-batch: what the worker received is still answered
+        received = int(svc.stats()["received"])
+        assert received >= 1 and svc.stats()["replies"] == received
+        assert dev.pump(5.0, lambda: len(dev.replies) >= received)
+        dev.pump(0.2)
+        assert len(dev.replies) == received and all(len(r) == 1 for r in dev.replies.values())
+    finally:
+        dev.close()
+        svc.stop()
