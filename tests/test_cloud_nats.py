@@ -259,3 +259,21 @@ def test_stop_answers_every_request_already_received(
     finally:
         dev.close()
         svc.stop()
+
+
+def test_without_nats_py_cloud_serve_names_the_extra(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import signal
+    import sys
+
+    build_toy_bundle(tmp_path / "toy")
+    monkeypatch.setitem(sys.modules, "nats", None)  # as if nats-py were not installed
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        assert cli(["cloud", "serve", "--bundle", str(tmp_path / "toy"), "--broker",
+                    "nats://127.0.0.1:1"]) == 2
+    finally:  # cloud serve installs its own
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert "pip install 'adaptedge[nats]'" in capsys.readouterr().err
