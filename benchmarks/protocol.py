@@ -3,7 +3,9 @@
 Prints one JSON object. All are measured in the same run, interleaved (medians of REPEATS), so
 the ratios are meaningful on a noisy machine. ``msgpack_roundtrip_us``: msgpack
 ``unpackb(packb(...))`` of the request's feature bytes alone; ``msgpack_message_roundtrip_us``:
-of the request's fields as a plain list (the same message, no types, no validation). Run: ``python -m benchmarks.protocol``.
+of the request's fields as a plain list (the same message, no types, no validation).
+``*_cpu`` fields: the same two round trips timed in this thread's CPU time, which other
+processes on a shared machine disturb far less than wall time. Run: ``python -m benchmarks.protocol``.
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ LOOPS = 2000
 REPEATS = 25
 
 
-def _per_call_us(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
+def _per_call_us(fn: Callable[[], object], clock: Callable[[], float] = time.perf_counter) -> float:
+    start = clock()
     for _ in range(LOOPS):
         fn()
-    return (time.perf_counter() - start) / LOOPS * 1e6
+    return (clock() - start) / LOOPS * 1e6
 
 
 def main() -> dict[str, float]:
@@ -63,7 +65,8 @@ def main() -> dict[str, float]:
     def plain_message_rt() -> object:
         return msgpack.unpackb(msgpack.packb(fields))
 
-    samples: dict[str, list[float]] = {"request": [], "reply": [], "plain": [], "message": []}
+    samples: dict[str, list[float]] = {"request": [], "reply": [], "plain": [], "message": [],
+                                       "request_cpu": [], "plain_cpu": []}
     for fn in (request_rt, reply_rt, plain_rt, plain_message_rt):
         _per_call_us(fn)  # warm up
     for _ in range(REPEATS):
@@ -71,6 +74,8 @@ def main() -> dict[str, float]:
         samples["reply"].append(_per_call_us(reply_rt))
         samples["plain"].append(_per_call_us(plain_rt))
         samples["message"].append(_per_call_us(plain_message_rt))
+        samples["request_cpu"].append(_per_call_us(request_rt, time.thread_time))
+        samples["plain_cpu"].append(_per_call_us(plain_rt, time.thread_time))
     med = {k: statistics.median(v) for k, v in samples.items()}
     return {
         "n_features": N_FEATURES,
@@ -82,6 +87,9 @@ def main() -> dict[str, float]:
         "reply_vs_msgpack": round(med["reply"] / med["plain"], 2),
         "msgpack_message_roundtrip_us": round(med["message"], 3),
         "request_vs_msgpack_message": round(med["request"] / med["message"], 2),
+        "request_roundtrip_cpu_us": round(med["request_cpu"], 3),
+        "msgpack_roundtrip_cpu_us": round(med["plain_cpu"], 3),
+        "request_vs_msgpack_cpu": round(med["request_cpu"] / med["plain_cpu"], 2),
         "load_average_1min": round(os.getloadavg()[0], 2),
     }
 

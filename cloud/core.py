@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from adaptedge.cloud.batcher import MicroBatch
+from adaptedge.cloud.bundle_pool import BundlePool
 from adaptedge.cloud.dedup import PENDING, REUSED, RecentRequests, content_digest
 from adaptedge.cloud.inference import HpcInference
 from adaptedge.cloud.shedding import BacklogProbe, LoadShedder, Pending, shed_late
@@ -44,7 +45,7 @@ def _never() -> bool:
 class ServiceCore:
     """Decode, dedup, deadlines, shedding, micro-batching, the HPC call and the stats."""
 
-    def __init__(self, inference: HpcInference, worker_id: str, *, prefix: str,
+    def __init__(self, inference: HpcInference | BundlePool, worker_id: str, *, prefix: str,
                  max_batch: int, max_wait_ms: float, dedup_capacity: int,
                  max_queue_ms: float | None, collect_telemetry: bool,
                  logger: logging.Logger) -> None:

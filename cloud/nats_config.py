@@ -32,9 +32,9 @@ from adaptedge.cloud.acl import (
 from adaptedge.cloud.errors import CloudError
 from adaptedge.protocol.topics import DEFAULT_PREFIX, TOPIC_VERSION
 
-DEVICE_TO_CLOUD: Final[tuple[str, ...]] = ("req", "telemetry")
+DEVICE_TO_CLOUD: Final[tuple[str, ...]] = ("req", "telemetry", "fetch", "store")
 """Channels a device publishes on its own topic and workers subscribe to for every device."""
-CLOUD_TO_DEVICE: Final[tuple[str, ...]] = ("resp",)
+CLOUD_TO_DEVICE: Final[tuple[str, ...]] = ("resp", "update", "chunk", "stored")
 """Channels workers publish for every device and a device reads only on its own topic."""
 WORKER_OWN: Final[tuple[str, ...]] = ("telemetry",)
 """A worker's own channels (stats and backlog probes go out and come back on its telemetry)."""

@@ -25,6 +25,7 @@ import threading
 import time
 from typing import Literal
 
+from adaptedge.cloud.bundle_pool import BundlePool
 from adaptedge.cloud.connection import MAX_REFUSALS, TlsFiles, parse_broker_url
 from adaptedge.cloud.core import ServiceCore
 from adaptedge.cloud.errors import CloudError
@@ -49,10 +50,10 @@ def is_nats_url(broker_url: str) -> bool:
 
 
 class CloudService:
-    """A cloud worker for one bundle. ``start()`` connects and serves in a background thread;
+    """A cloud worker for one bundle (or a ``BundlePool`` of several). ``start()`` connects and serves in a background thread;
     ``stop()`` stops taking work, answers what is in flight and disconnects cleanly."""
 
-    def __init__(self, bundle_dir: str | os.PathLike[str], broker_url: str, *,
+    def __init__(self, bundle_dir: str | os.PathLike[str] | BundlePool, broker_url: str, *,
                  group: str | None = "adaptedge", max_batch: int = 32, max_wait_ms: float = 2.0,
                  username: str | None = None, password: str | None = None,
                  tls: TlsFiles | None = None, prefix: str = DEFAULT_PREFIX,
@@ -71,7 +72,8 @@ class CloudService:
         nats = is_nats_url(broker_url)
         if not nats:
             self.address = parse_broker_url(broker_url)
-        self.inference = HpcInference.load(bundle_dir, prefix=prefix, run_limit_s=run_limit_s)
+        self.inference = bundle_dir if isinstance(bundle_dir, BundlePool) else \
+            HpcInference.load(bundle_dir, prefix=prefix, run_limit_s=run_limit_s)
         self.worker_id = client_id or default_worker_id()
         self.prefix = prefix
         self.group = group

@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Final
+from typing import Final, Protocol
 
 import numpy as np
 
 WINDOW_LIMIT: Final = 100_000
 
 
+class StatsObserver(Protocol):
+    """Sees every batch size and service time as recorded (``cloud.metrics`` histograms)."""
+
+    def batch_size(self, size: int) -> None: ...
+
+    def service_ms(self, values: list[float]) -> None: ...
+
+
 class ServiceStats:
     def __init__(self) -> None:
+        self.observer: StatsObserver | None = None
         self.received = 0
         self.replies = 0
         self.duplicates = 0
@@ -29,10 +38,14 @@ class ServiceStats:
 
     def record_batch(self, size: int) -> None:
         self.batches += 1
+        if self.observer is not None:
+            self.observer.batch_size(size)
         if len(self._window_batches) < WINDOW_LIMIT:
             self._window_batches.append(size)
 
     def record_service_ms(self, values: list[float]) -> None:
+        if self.observer is not None:
+            self.observer.service_ms(values)
         room = WINDOW_LIMIT - len(self._window_ms)
         if room > 0:
             self._window_ms.extend(values[:room])
@@ -66,11 +79,17 @@ class ServiceStats:
 
 
 def log_line(stats: dict[str, float]) -> str:
-    """One human-readable line of the important numbers."""
+    """One human-readable line of the important numbers (``-`` for a window with no requests,
+    where the snapshot's mean and percentiles are NaN)."""
     errors = ", ".join(f"{k[6:]}={int(v)}" for k, v in stats.items() if k.startswith("error."))
     return (f"received={int(stats['received'])} replies={int(stats['replies'])} "
             f"errors={int(stats['errors'])}{f' ({errors})' if errors else ''} "
             f"duplicates={int(stats['duplicates'])} batches={int(stats['batches'])} "
-            f"batch_mean={stats['batch_mean']:.2f} batch_max={int(stats['batch_max'])} "
-            f"queue_depth={int(stats['queue_depth'])} service_p50={stats['service_p50_ms']:.3f}ms "
-            f"p99={stats['service_p99_ms']:.3f}ms")
+            f"batch_mean={_number(stats['batch_mean'], '.2f')} batch_max={int(stats['batch_max'])} "
+            f"queue_depth={int(stats['queue_depth'])} "
+            f"service_p50={_number(stats['service_p50_ms'], '.3f', 'ms')} "
+            f"p99={_number(stats['service_p99_ms'], '.3f', 'ms')}")
+
+
+def _number(value: float, spec: str, unit: str = "") -> str:
+    return f"{value:{spec}}{unit}" if math.isfinite(value) else "-"

@@ -27,6 +27,14 @@ COUNTER_NAMES: tuple[str, ...] = (
     "money",
     "bytes",
     "cost",
+    # edge.audit: rows kept for an HPC label, and what they cost beyond the decisions
+    "audits",
+    "audit_sensor_failures",
+    "audit_energy_mj",
+    "audit_latency_ms",
+    "audit_money",
+    "audit_bytes",
+    "audit_cost",
 )
 
 

@@ -21,6 +21,7 @@ class Decision:
     time) or ``degraded`` (the policy escalated but no cloud answer came — uplink down, deadline
     missed, error reply — or a sensor fault left no action the policy could take; the answer is
     the local classifier's at the node reached). ``error`` says why a decision was degraded.
+    ``bundle_id``: the bundle that answered (the one that walked the policy and escalated).
     ``timings`` are seconds in the runtime's clock: ``total``, ``local`` and ``cloud``.
     """
 
@@ -36,3 +37,4 @@ class Decision:
     request_id: int | None
     timings: dict[str, float]
     error: str | None = None
+    bundle_id: str | None = None

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from adaptedge.edge.audit import Auditor
 from adaptedge.edge.counters import count_cloud_error
 from adaptedge.edge.decision import Source
 from adaptedge.edge.outbox import Outbox, keep_escalation
 from adaptedge.edge.uplink import RequestIds, Uplink
 from adaptedge.edge.walk import ReadSensor, Trail
+from adaptedge.protocol.audit import AuditPolicy
 from adaptedge.protocol.features import pack_features
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
@@ -55,7 +57,7 @@ class Escalation:
 
     def __init__(self, manifest: Manifest, *, uplink: Uplink | None, outbox: Outbox | None,
                  counters: dict[str, float], clock: Callable[[], float], device_id: str,
-                 request_id_start: int | None) -> None:
+                 request_id_start: int | None, audit: AuditPolicy | None = None) -> None:
         self.manifest = manifest
         self.uplink = uplink
         self.outbox = outbox
@@ -70,6 +72,23 @@ class Escalation:
         self._deadline_s = manifest.link.deadline_ms / 1000.0
         self._masks: dict[int, npt.NDArray[np.bool_]] = {}
         self._ids = RequestIds(request_id_start)
+        self._points = {p.name: i for i, p in enumerate(manifest.operating_points)}
+        self.point: int | None = None
+        """Index of the operating point of the decision being made (kept with its record)."""
+        self.decisions = 0
+        """Decisions made so far: the next one's index for the audit choice."""
+        self.auditor = None if audit is None else Auditor(manifest, audit, device_id,
+                                                          self.hpc_sensors, counters)
+
+    def decided(self, point: str, values: F32, trail: Trail, read: ReadSensor | None,
+                local: F32, answered_locally: bool) -> None:
+        """Called once per decision after its walk, before ``ask``: notes the operating point
+        and, for a decision answered locally, lets the auditor audit it (``edge.audit``)."""
+        self.point = self._points.get(point)
+        index, self.decisions = self.decisions, self.decisions + 1
+        if answered_locally and self.auditor is not None and self.point is not None:
+            self.auditor.maybe_audit(index, self.point, values, trail, read, local,
+                                     self.outbox, self._request)
 
     def ask(self, values: F32, trail: Trail, read: ReadSensor | None,
             local: F32, size: float | None = None) -> CloudAnswer:
@@ -120,7 +139,7 @@ class Escalation:
         return answer
 
     def _record(self, request: InferenceRequest) -> None:
-        keep_escalation(self.outbox, request, self._counters)
+        keep_escalation(self.outbox, request, self._counters, "escalated", self.point)
 
     def _request(self, values: F32, read_bits: int, label: int,
                  confidence: float, size: float | None = None) -> InferenceRequest:

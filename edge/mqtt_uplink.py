@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import socket
 import ssl
 import threading
 import time
@@ -42,7 +41,12 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 
 from adaptedge.edge.errors import UplinkConfigError
-from adaptedge.protocol.broker_url import split_broker_url
+from adaptedge.edge.mqtt_links import (
+    acknowledged,
+    close_sockets_of,
+    parse_broker_urls,
+    set_nodelay,
+)
 from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.errors import ProtocolError
 from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest, Telemetry
@@ -50,25 +54,6 @@ from adaptedge.protocol.topics import DEFAULT_PREFIX, reply_topic, request_topic
 
 _REMEMBERED_IDS = 4096
 log = logging.getLogger("edge.mqtt")
-
-
-def parse_broker_url(url: str) -> tuple[str, int, bool]:
-    """``(host, port, tls)`` of a broker URL (``protocol.broker_url``)."""
-    try:
-        return split_broker_url(url)
-    except ValueError as exc:
-        raise UplinkConfigError(str(exc)) from None
-
-
-def parse_broker_urls(urls: str | Sequence[str]) -> list[tuple[str, int, bool]]:
-    """Every broker of a comma-separated list (or a sequence); all TLS or all plain."""
-    items = urls.split(",") if isinstance(urls, str) else list(urls)
-    brokers = [parse_broker_url(u.strip()) for u in items if u.strip()]
-    if not brokers:
-        raise UplinkConfigError("no broker URL given: mqtt://HOST:PORT[,mqtt://HOST:PORT...]")
-    if len({tls for _, _, tls in brokers}) > 1:
-        raise UplinkConfigError("the broker list mixes TLS and plain URLs: use one scheme")
-    return brokers
 
 
 class _Slot:
@@ -137,6 +122,7 @@ class MqttUplink:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
+        self._channels: dict[str, Callable[[bytes, bool], None]] = {}  # add_channel
         self._counters: dict[str, float] = {
             "late_replies": 0.0, "duplicate_replies": 0.0, "unknown_replies": 0.0,
             "bad_replies": 0.0, "connects": 0.0, "connect_failures": 0.0, "disconnects": 0.0,
@@ -156,7 +142,7 @@ class MqttUplink:
         # Bounded: while a frozen broker holds acks back, requests past the bound fail at once
         # (the decision degrades) instead of queueing without limit.
         client.max_queued_messages_set(max_queued)
-        client.on_socket_open = _set_nodelay
+        client.on_socket_open = set_nodelay
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
@@ -199,6 +185,19 @@ class MqttUplink:
         message = Telemetry(source=self.device_id, sent_at=time.time(),
                             counters={k: float(v) for k, v in counters.items()})
         info = self._client.publish(self.telemetry_topic, encode(message), qos=0)
+        return info.rc == MQTTErrorCode.MQTT_ERR_SUCCESS
+
+    def add_channel(self, topic: str, on_payload: Callable[[bytes, bool], None]) -> None:
+        """Also receive ``topic`` (subscribed on every connect): ``on_payload(payload, retained)``
+        runs on the network thread. ``edge.updates`` takes its announcements and chunks here."""
+        self._channels[topic] = on_payload
+        self._client.message_callback_add(topic, lambda c, u, m: on_payload(bytes(m.payload), m.retain))
+        if self.is_connected():
+            self._client.subscribe(topic, qos=self.qos)
+
+    def publish(self, topic: str, payload: bytes, *, qos: int = 0, retain: bool = False) -> bool:
+        """Publish raw bytes on one of this device's topics; False when not queued."""
+        info = self._client.publish(topic, payload, qos=qos, retain=retain)
         return info.rc == MQTTErrorCode.MQTT_ERR_SUCCESS
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -248,7 +247,7 @@ class MqttUplink:
             try:
                 client.connect(self.host, self.port, keepalive=self._keepalive)
             except (OSError, ssl.SSLError, ValueError) as exc:
-                _close_sockets_of(exc)
+                close_sockets_of(exc)
                 self._counters["connect_failures"] += 1
                 self.last_error = f"cannot connect to {self.host}:{self.port}: {exc}"
                 index, failed_in_round = (index + 1) % len(self.brokers), failed_in_round + 1
@@ -308,6 +307,8 @@ class MqttUplink:
         self.last_error = None
         self._reply_qos = self.qos
         self._reply_sub_mid = client.subscribe(self.reply_topic, qos=self.qos)[1]
+        for extra in self._channels:
+            client.subscribe(extra, qos=self.qos)
 
     def _on_subscribe(self, client: mqtt.Client, userdata: Any, mid: int, reason_codes: Any,
                       properties: Any) -> None:
@@ -330,7 +331,7 @@ class MqttUplink:
         now = self._clock()
         with self._lock:
             slots = [s for s in self._pending.values() if s.reply is None and s.deadline > now
-                     and (self.qos == 0 or _acknowledged(s.info))]
+                     and (self.qos == 0 or acknowledged(s.info))]
         for slot in slots:
             slot.info = self._client.publish(self.request_topic, slot.payload,
                                              qos=self.qos)
@@ -366,31 +367,3 @@ class MqttUplink:
                 self._counters["late_replies"] += 1
             else:
                 self._counters["unknown_replies"] += 1
-
-
-def _acknowledged(info: mqtt.MQTTMessageInfo | None) -> bool:
-    """The broker acknowledged this publish (QoS 1) or it was written out (QoS 0); paho
-    raises on ``is_published`` for a publish that failed."""
-    if info is None or info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
-        return False
-    try:
-        return bool(info.is_published())
-    except (RuntimeError, ValueError):  # the connection was lost meanwhile
-        return False
-
-
-def _close_sockets_of(exc: BaseException) -> None:
-    """Close sockets a failed connect left open (paho does not close a socket whose TLS
-    handshake failed; it would linger until garbage collection)."""
-    tb = exc.__traceback__
-    while tb is not None:
-        for value in tb.tb_frame.f_locals.values():
-            if isinstance(value, socket.socket) and value.fileno() != -1:
-                with contextlib.suppress(OSError):
-                    value.close()
-        tb = tb.tb_next
-
-
-def _set_nodelay(client: mqtt.Client, userdata: Any, sock: Any) -> None:
-    with contextlib.suppress(OSError, AttributeError):  # not TCP (unix/websocket transports)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -1,21 +1,29 @@
 """A bounded on-disk outbox of escalated inputs, kept for later labelling.
 
 Every escalation is recorded, answered or not: those sent are written before the exchange,
-and those never sent (no uplink, uplink down) with what was measured. Each is one msgpack
-file (the wire encoding of the ``InferenceRequest``). The oldest files go first when the outbox exceeds ``max_files`` or
-``max_bytes``, and files older than ``max_age_s`` are dropped. Writing never fails a decision:
-an ``OSError`` is counted in ``errors`` and the record is skipped.
+and those never sent (no uplink, uplink down) with what was measured; audited local decisions
+too (``edge.audit``). Each is one msgpack file, a ``protocol.store_wire.StoreRecord`` (the
+wire encoding of the ``InferenceRequest`` with the row's kind and operating point; files of
+older devices hold the bare request and read as escalations). The oldest files go first when
+the outbox exceeds ``max_files`` or ``max_bytes``, and files older than ``max_age_s`` are
+dropped. Writing never fails a decision: an ``OSError`` is counted in ``errors`` and the record
+is skipped. ``edge.drain`` forwards the files to the cloud and removes each one only once the
+cloud acknowledged it; a lock makes recording and removing safe from two threads.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import MutableMapping
 from pathlib import Path
 
 from adaptedge.protocol.codec import decode, encode
+from adaptedge.protocol.errors import ProtocolError
+from adaptedge.protocol.fleet_rows import RowKind
 from adaptedge.protocol.messages import InferenceRequest
+from adaptedge.protocol.store_wire import StoreRecord, decode_record, encode_record
 
 SUFFIX = ".msgpack"
 
@@ -31,16 +39,25 @@ class Outbox:
         self.max_bytes = max_bytes
         self.max_age_s = max_age_s
         self.errors = 0
+        self._lock = threading.Lock()
         self._entries: list[tuple[Path, int, float]] = []  # oldest first: path, size, mtime
+        self._bytes = 0
+        self.rescan()
+
+    def rescan(self) -> None:
+        """Re-read the folder (another process, e.g. ``edge run``, may have added files)."""
+        entries = []
         for path in sorted(self.directory.glob(f"*{SUFFIX}")):
             try:
                 st = path.stat()
             except OSError:
                 continue
-            self._entries.append((path, st.st_size, st.st_mtime))
-        self._entries.sort(key=lambda e: (e[2], e[0].name))
-        self._bytes = sum(e[1] for e in self._entries)
-        self._prune(time.time())
+            entries.append((path, st.st_size, st.st_mtime))
+        entries.sort(key=lambda e: (e[2], e[0].name))
+        with self._lock:
+            self._entries = entries
+            self._bytes = sum(e[1] for e in entries)
+            self._prune(time.time())
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -49,9 +66,11 @@ class Outbox:
     def total_bytes(self) -> int:
         return self._bytes
 
-    def record(self, request: InferenceRequest) -> Path | None:
+    def record(self, request: InferenceRequest, kind: RowKind = "escalated",
+               point: int | None = None) -> Path | None:
+        """Keep one request as a record of ``kind`` made at operating point index ``point``."""
         now = time.time()
-        data = encode(request)
+        data = encode_record(StoreRecord(kind, point, encode(request)))
         path = self.directory / f"{time.time_ns():020d}-{request.request_id}{SUFFIX}"
         tmp = path.with_suffix(".tmp")
         try:
@@ -60,10 +79,31 @@ class Outbox:
         except OSError:
             self.errors += 1
             return None
-        self._entries.append((path, len(data), now))
-        self._bytes += len(data)
-        self._prune(now)
+        with self._lock:
+            self._entries.append((path, len(data), now))
+            self._bytes += len(data)
+            self._prune(now)
         return path
+
+    def oldest(self, n: int) -> list[Path]:
+        """The ``n`` oldest record files."""
+        with self._lock:
+            return [e[0] for e in self._entries[:n]]
+
+    def remove(self, path: Path) -> None:
+        """Delete one record (after the cloud acknowledged it)."""
+        with self._lock:
+            for i, entry in enumerate(self._entries):
+                if entry[0] == path:
+                    del self._entries[i]
+                    self._bytes -= entry[1]
+                    break
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            self.errors += 1
 
     def _prune(self, now: float) -> None:
         while self._entries and (len(self._entries) > self.max_files
@@ -80,24 +120,42 @@ class Outbox:
 
     def requests(self) -> list[InferenceRequest]:
         """The recorded requests, oldest first (unreadable files are skipped)."""
+        with self._lock:
+            paths = [e[0] for e in self._entries]
         out: list[InferenceRequest] = []
-        for path, _, _ in self._entries:
+        for path in paths:
             try:
-                message = decode(path.read_bytes())
-            except (OSError, ValueError):
+                out.append(read_record(path)[2])
+            except (OSError, ProtocolError):
                 continue
-            if isinstance(message, InferenceRequest):
-                out.append(message)
         return out
 
 
+def read_record(path: Path) -> tuple[bytes, StoreRecord, InferenceRequest]:
+    """The store-topic payload of a record file, the record and its request (a file of an
+    older device, a bare request, becomes an escalation record). ``OSError`` if it cannot be
+    read, ``ProtocolError`` if it is not a record."""
+    data = path.read_bytes()
+    try:
+        record, request = decode_record(data)
+    except ProtocolError:
+        message = decode(data)
+        if type(message) is not InferenceRequest:
+            raise ProtocolError("bad_type", f"{path} holds a {type(message).__name__}, not an "
+                                "outbox record") from None
+        record, request = StoreRecord("escalated", None, data), message
+        data = encode_record(record)
+    return data, record, request
+
+
 def keep_escalation(outbox: Outbox | None, request: InferenceRequest,
-                    counters: MutableMapping[str, float]) -> None:
-    """Record an escalated request; a write that fails counts in ``outbox_errors``."""
+                    counters: MutableMapping[str, float], kind: RowKind = "escalated",
+                    point: int | None = None) -> None:
+    """Record a request; a write that fails counts in ``outbox_errors``."""
     if outbox is None:
         return
     try:
-        kept = outbox.record(request) is not None
+        kept = outbox.record(request, kind, point) is not None
     except (OSError, ValueError):  # ValueError: the request does not encode
         kept = False
     if not kept:

@@ -41,6 +41,7 @@ from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor, resolve_time
 from adaptedge.edge.sized import BudgetChooser, check_size, point_within_budget, sized_cost
 from adaptedge.edge.uplink import Uplink, resolve_device_id
 from adaptedge.edge.walk import ReadSensor, Trail, best, step
+from adaptedge.protocol.audit import AuditPolicy
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.costs import CostBreakdown, decision_cost
 from adaptedge.protocol.errors import BundleError
@@ -57,7 +58,8 @@ class EdgeRuntime:
                  clock: Callable[[], float], device_id: str,
                  sensor_timeouts_ms: Mapping[str, float] | None, outbox: Outbox | None,
                  max_reader_threads: int, request_id_start: int | None,
-                 max_resident_policies: int, cleanup: ExitStack | None = None) -> None:
+                 max_resident_policies: int, cleanup: ExitStack | None = None,
+                 audit: AuditPolicy | None = None) -> None:
         if max_resident_policies < 1:
             raise EdgeError(f"max_resident_policies must be >= 1, got {max_resident_policies}")
         self.manifest = manifest
@@ -82,7 +84,7 @@ class EdgeRuntime:
         """(source, cost key) -> decisions: the per-decision counters, summed when read."""
         self._escalation = Escalation(manifest, uplink=uplink, outbox=outbox,
                                       counters=self._counters, clock=clock, device_id=device_id,
-                                      request_id_start=request_id_start)
+                                      request_id_start=request_id_start, audit=audit)
         self._point = manifest.default_operating_point
         self._policy = self._activate(manifest.operating_point(self._point).policy)
 
@@ -94,7 +96,7 @@ class EdgeRuntime:
              sensor_timeouts_ms: Mapping[str, float] | None = None,
              outbox: Outbox | None = None, max_reader_threads: int = 4,
              request_id_start: int | None = None, preload_all: bool = False,
-             max_resident_policies: int = 2,
+             max_resident_policies: int = 2, audit: AuditPolicy | None = None,
              trust: Sequence[str | os.PathLike[str]] | None = None) -> EdgeRuntime:
         """Verify every file hash of a bundle (directory or ``.tar``), then build the sessions
         of the operating point in use.
@@ -120,7 +122,7 @@ class EdgeRuntime:
             runtime = cls(manifest, ModelStore(manifest, root), uplink=uplink, clock=clock,
                           device_id=device_id, sensor_timeouts_ms=sensor_timeouts_ms,
                           outbox=outbox, max_reader_threads=max_reader_threads,
-                          request_id_start=request_id_start,
+                          request_id_start=request_id_start, audit=audit,
                           max_resident_policies=max_resident_policies, cleanup=cleanup)
             if preload_all:
                 for name in manifest.policies:
@@ -277,6 +279,7 @@ class EdgeRuntime:
         proba = node.session.proba_row
         t_local = clock() - t0
         kind = -1 if action is None else action.kind
+        self._escalation.decided(self._point, values, trail, read, proba, kind == STOP)
         request_id: int | None = None
         t_cloud = 0.0
         sent = False
@@ -306,7 +309,7 @@ class EdgeRuntime:
             label=self._classes[label_index], label_index=label_index,
             probabilities=probabilities, source=source, sensors_read=tuple(trail.order),
             failed_sensors=trail.failed, nodes=tuple(trail.nodes), escalated=kind == ESCALATE,
-            cost=cost, request_id=request_id,
+            cost=cost, request_id=request_id, bundle_id=self.manifest.bundle_id,
             timings={"total": clock() - t0, "local": t_local, "cloud": t_cloud}, error=error)
 
     def _walk_replay(self, values: F32) -> tuple[CompiledNode, CompiledAction, Trail]:

@@ -1,8 +1,9 @@
 """Wire message types (msgspec Structs, encoded as msgpack arrays by ``protocol.codec``).
 
 On the wire each message is ``[kind, *fields]`` where ``kind = schema_version * 256 +
-type_code`` (the Struct's tag): one integer says both which version and which message. Field constraints here are enforced in C while decoding; the codec adds the
-checks msgspec cannot express (feature byte layout, mask, finiteness).
+type_code`` (the Struct's tag): one integer says both which version and which message. Field
+constraints here (types, ranges, finite numbers) are enforced in C while decoding; the codec adds
+the checks msgspec cannot express (feature byte layout, mask, finite feature values).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ TYPE_TELEMETRY: Final = 4
 RequestId = Annotated[int, Meta(ge=0)]
 Ident = Annotated[str, Meta(min_length=1, max_length=MAX_ID_CHARS)]
 Text = Annotated[str, Meta(max_length=MAX_TEXT_CHARS)]
+_FLOAT_MAX: Final = 1.7976931348623157e308  # sys.float_info.max
+Finite = Annotated[float, Meta(ge=-_FLOAT_MAX, le=_FLOAT_MAX)]
+"""A finite number: the bounds refuse infinities and (every comparison with it being false) NaN."""
 
 
 def kind(type_code: int, version: int = SCHEMA_VERSION) -> int:
@@ -57,13 +61,13 @@ class InferenceRequest(msgspec.Struct, tag=kind(TYPE_REQUEST), **_STRUCT):  # ty
     request_id: RequestId
     device: Ident
     bundle_id: Ident
-    sent_at: float
-    deadline_ms: Annotated[float, Meta(gt=0)]
+    sent_at: Finite
+    deadline_ms: Annotated[float, Meta(gt=0, le=_FLOAT_MAX)]
     features: Annotated[bytes, Meta(min_length=4, max_length=4 * MAX_FEATURES)]
-    mask: bytes
+    mask: Annotated[bytes, Meta(min_length=1, max_length=MAX_FEATURES // 8)]
     local_label: Annotated[int, Meta(ge=NO_LABEL, lt=MAX_CLASSES)] = NO_LABEL
-    local_confidence: float = 0.0
-    size: Annotated[float, Meta(ge=0)] | None = None
+    local_confidence: Finite = 0.0
+    size: Annotated[float, Meta(ge=0, le=_FLOAT_MAX)] | None = None
 
     @property
     def n_features(self) -> int:
@@ -86,8 +90,8 @@ class InferenceReply(msgspec.Struct, tag=kind(TYPE_REPLY), **_STRUCT):  # type: 
     label: Annotated[int, Meta(ge=0, lt=MAX_CLASSES)]
     probabilities: Annotated[bytes, Meta(min_length=4, max_length=4 * MAX_CLASSES)]
     model_id: Text
-    server_time: float
-    service_ms: float
+    server_time: Finite
+    service_ms: Finite
 
     def probability_array(self) -> npt.NDArray[np.float32]:
         return np.frombuffer(self.probabilities, dtype="<f4").astype(np.float32, copy=False)
@@ -100,7 +104,7 @@ class ErrorReply(msgspec.Struct, tag=kind(TYPE_ERROR), **_STRUCT):  # type: igno
     device: Ident
     code: Ident
     message: Text
-    server_time: float
+    server_time: Finite
 
 
 class Telemetry(msgspec.Struct, tag=kind(TYPE_TELEMETRY), **_STRUCT):  # type: ignore[call-arg]

@@ -1,4 +1,7 @@
-"""MQTT topic names: ``<prefix>/v1/<device>/{req,resp,telemetry}`` and the shared-subscription form."""
+"""MQTT topic names: ``<prefix>/v1/<device>/{req,resp,telemetry}`` (and the over-the-air
+``update``, ``fetch``, ``chunk``: ``protocol.ota``; the store-and-forward ``store``, device to
+cloud, and ``stored``, the cloud's acknowledgement once a record is durably stored:
+``protocol.store_wire``) and the shared-subscription form."""
 
 from __future__ import annotations
 
@@ -9,8 +12,9 @@ from adaptedge.protocol.errors import BAD_TOPIC, ProtocolError
 
 TOPIC_VERSION = "v1"
 DEFAULT_PREFIX = "adaptedge"
-Channel = Literal["req", "resp", "telemetry"]
-CHANNELS: tuple[Channel, ...] = ("req", "resp", "telemetry")
+Channel = Literal["req", "resp", "telemetry", "update", "fetch", "chunk", "store", "stored"]
+CHANNELS: tuple[Channel, ...] = ("req", "resp", "telemetry", "update", "fetch", "chunk", "store",
+                                 "stored")
 _FORBIDDEN = ("/", "+", "#", "\x00")
 
 

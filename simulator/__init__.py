@@ -3,14 +3,17 @@
 - ``simulator.replay.replay`` — a dataset split through the bundle with a simulated clock, the
   network model and the cloud's ``HpcInference`` in-process (fast, deterministic): by default
   one batched walk over the ONNX (``edge.batch_walk``, ``simulator.batch_replay``) making the
-  decisions the runtime makes; ``batched=False`` (and per-item sizes) drive the real
-  ``EdgeRuntime`` row by row.
+  decisions the runtime makes (per-item sizes and bandwidth limits included); ``batched=False``
+  (and rows holding failed reads) drive the real ``EdgeRuntime`` row by row.
 - ``simulator.hil.run_hil`` — hardware in the loop: a real broker, ``adaptedge cloud serve``
   and N ``adaptedge edge run`` processes, optionally behind an impaired link.
 - ``simulator.report`` — report.md, report.json and PNG plots (frontier with baselines, cost
   breakdown in real units, latency CDF, escalation/degraded rates over time with outages).
 - ``simulator.remote_sensors`` — sensor reads served over MQTT from recorded rows, for a
   device under test that is not ours to start.
+- ``simulator.drift`` / ``drift_run`` / ``drift_report`` — the gas sensor drift scenario:
+  train on batches 1-2, stream the later batches with audit sampling, drift alarms,
+  recalibration (``adaptedge drift-scenario``, docs/fleet-drift.md).
 - Models: ``clock`` (simulated time), ``network`` (round trip, loss, bandwidth, outages),
   ``energy`` (on ``protocol.costs``), ``scenario`` (TOML), ``proxy`` (loopback impairment).
 """

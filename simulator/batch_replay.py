@@ -8,10 +8,9 @@ the simulated clock they push forward. The clock is vectorised when no exchange 
 gap to the next row; otherwise a loop over the escalations only. Costs are
 ``protocol.costs.decision_costs`` per distinct (sensors read, sent) set.
 
-Per-row inputs not modelled here fall back to the per-row replay (``replay.replay`` decides):
-rows holding NaN or infinity (failed reads) and a bandwidth limit (wire sizes per message).
-A per-row ``size`` (items whose cost depends on it) would enter as a column next to ``X``:
-sliced with the rows in ``walk_batch`` and added to the cost key in ``device_columns``.
+Per-item sizes are charged per row (``batch_sized``); a bandwidth limit takes each message's
+wire size (``batch_wire``) on the clock loop. Rows holding NaN or infinity (failed reads) fall
+back to the per-row replay (``replay.replay`` decides).
 """
 
 from __future__ import annotations
@@ -30,11 +29,15 @@ from adaptedge.edge.batch_walk import ESCALATE, BatchWalk, walk_batch
 from adaptedge.protocol.costs import cost_columns, decision_costs
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Manifest
+from adaptedge.simulator.batch_sized import sized_costs
 from adaptedge.simulator.network import NetworkModel
 from adaptedge.simulator.records import ColumnArrays
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+REPLY_ESTIMATE = 96
+"""The per-row uplink's reply size estimate before its first reply (``replay.SimulatedUplink``)."""
 
 
 class BundleModels:
@@ -117,16 +120,23 @@ class Timeline:
 
 
 def escalation_timeline(rows: npt.NDArray[np.int64], period: float,
-                        network: NetworkModel | None, deadline_s: float) -> Timeline:
+                        network: NetworkModel | None, deadline_s: float,
+                        wire: tuple[I64, I64] | None = None) -> Timeline:
     """The simulated clock over the escalations at ``rows`` (ascending), as the per-row
     replay moves it: a row starts at ``max(now, row * period)``; an exchange ends at the reply
-    or at the deadline (lost, late); nothing is sent while the link is down."""
+    or at the deadline (lost, late); nothing is sent while the link is down. ``wire``: per
+    escalation, request and reply bytes (``batch_wire.wire_sizes``), needed under a bandwidth
+    limit."""
     n = len(rows)
     base = rows.astype(np.float64) * period
     if network is None:
         none = np.zeros(n, dtype=bool)
         return Timeline(base, none, none.copy(), base.copy())
     uniform, normal = network.take_draws(n)
+    if network.bytes_per_s > 0.0:
+        if wire is None:
+            raise ValueError("a bandwidth limit needs the wire sizes of the escalations")
+        return _timeline_loop(base, network, uniform, normal, deadline_s, wire)
     fast = _timeline(base, network, uniform, normal, deadline_s)
     prior = np.maximum.accumulate(fast.end)
     if n < 2 or bool((prior[:-1] <= base[1:]).all()):
@@ -156,12 +166,19 @@ def _timeline(t0: F64, network: NetworkModel, uniform: list[float], normal: list
 
 
 def _timeline_loop(base: F64, network: NetworkModel, uniform: list[float],
-                   normal: list[float], deadline_s: float) -> Timeline:
+                   normal: list[float], deadline_s: float,
+                   wire: tuple[I64, I64] | None = None) -> Timeline:
+    """The clock, one escalation after another; with a bandwidth limit each round trip also
+    carries its request and the size of the last reply received (the uplink's estimate)."""
     n = len(base)
     t0, end = np.empty(n), np.empty(n)
     sent, answered = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     outages, median, sigma, loss = (network.outages, network.median_s, network.sigma,
                                     network.loss)
+    bytes_per_s = network.bytes_per_s if wire is not None else 0.0
+    request_bytes: list[int] = wire[0].tolist() if wire is not None else []
+    reply_bytes: list[int] = wire[1].tolist() if wire is not None else []
+    reply_estimate = REPLY_ESTIMATE
     now, k = 0.0, 0
     for j, start in enumerate(base.tolist()):
         t = now if now > start else start
@@ -173,19 +190,24 @@ def _timeline_loop(base: F64, network: NetworkModel, uniform: list[float],
         rtt = median * math.exp(sigma * normal[k]) if sigma > 0.0 else median
         lost = loss > 0.0 and uniform[k] < loss
         k += 1
+        if bytes_per_s > 0.0 and not lost:
+            rtt += (request_bytes[j] + reply_estimate) / bytes_per_s
         if lost or t + rtt > t + deadline_s:
             deadline = t + deadline_s
             now = deadline if deadline > t else t
         else:
             answered[j] = True
             now = t + rtt
+            if bytes_per_s > 0.0:
+                reply_estimate = reply_bytes[j]
         end[j] = now
     return Timeline(t0, sent, answered, end)
 
 
 def device_columns(local: LocalWalk, manifest: Manifest, timeline: Timeline,
-                   period: float) -> dict[str, npt.NDArray[Any]]:
-    """One device's decisions as arrays (``DecisionColumns`` fields but ``device``)."""
+                   period: float, sizes: F64 | None = None) -> dict[str, npt.NDArray[Any]]:
+    """One device's decisions as arrays (``DecisionColumns`` fields but ``device``);
+    ``sizes``: each item's size, charged its own cost (a size-dependent bundle)."""
     walk, esc = local.walk, local.escalated
     n = len(esc)
     rows = np.flatnonzero(esc)
@@ -210,12 +232,15 @@ def device_columns(local: LocalWalk, manifest: Manifest, timeline: Timeline,
     slot[keys] = np.arange(len(keys))
     inverse = slot[key]
     sensors, read_ms, energy = _sensor_tables(local, manifest, keys)
+    read_ms, energy = read_ms[inverse], energy[inverse]
+    if sizes is not None:
+        read_ms, energy = sized_costs(manifest, sensors, keys, inverse, sizes)
     return {
-        "row": np.arange(n), "t_start": t_start, "latency_ms": wait_ms + read_ms[inverse],
+        "row": np.arange(n), "t_start": t_start, "latency_ms": wait_ms + read_ms,
         "label": np.where(answered, local.hpc_label, local.local_label),
         "source": SOURCE_NAMES[np.where(answered, 2, esc.view(np.int8))],
         "escalated": esc, "sensors": sensors[inverse], "request_id": request_id, "sent": sent,
-        "energy_mj": energy[inverse]}
+        "energy_mj": energy}
 
 
 SOURCE_NAMES = np.array(["local", "degraded", "cloud"], dtype=object)

@@ -61,6 +61,10 @@ class HilOptions:
     the recorded rows after each sensor's latency) instead of replaying the data themselves."""
     costs: str | None = None
     """Costs file of the data: with a ``[size]`` column each item pays its own size's cost."""
+    cloud_args: tuple[str, ...] = ()
+    """More ``cloud serve`` options (e.g. ``--db F --metrics-port P``: the fleet loop)."""
+    device_args: tuple[str, ...] = ()
+    """More ``edge run`` options; ``{device}`` becomes the device's name (``--outbox``)."""
 
 
 @contextmanager
@@ -211,6 +215,7 @@ def _start_cloud(procs: ProcessSet, run: _Run, url: str, shares: bool) -> None:
             "--stats-every", "3600", "--log-level", "WARNING"]
     if not shares:
         args.append("--no-share")
+    args += run.opts.cloud_args
     procs.start("cloud", adaptedge_command(*args))
     if not procs.wait_for_log("cloud", "ready", run.opts.cloud_ready_s):
         raise HilError(f"the cloud service did not become ready within "
@@ -238,8 +243,9 @@ def _device_argv(run: _Run, name: str, url: str, device_url: str) -> list[str]:
                 "--sensor-broker", url, "--count", str(run.limit), *pace]
     data = [*(["--target", run.opts.target] if run.opts.target else []),
             *(["--costs", run.opts.costs] if run.opts.costs else [])]
+    extra = [a.replace("{device}", name) for a in run.opts.device_args]
     return adaptedge_command("edge", "run", *common, "--replay", run.data, *data,
-                             "--split", run.opts.split, "--limit", str(run.limit), *pace)
+                             "--split", run.opts.split, "--limit", str(run.limit), *pace, *extra)
 
 
 def _refuse_failed_devices(procs: ProcessSet, codes: dict[str, int | None],

@@ -3,7 +3,8 @@
 Devices connect to the proxy instead of the broker. Each direction of each connection is
 delayed by ``delay_ms`` (plus a seeded uniform ``jitter_ms``; byte order is kept), and the
 proxy can be **cut**: every open connection is closed and new ones are refused (closed at
-once) until it is restored, as a dead radio link would look to an MQTT client. Outages given
+once) until it is restored, as a dead radio link would look to an MQTT client. With ``loss``,
+each QoS 0 MQTT publish is dropped with that probability (``simulator.mqtt_loss``). Outages given
 as (start_s, duration_s) are applied on a schedule that starts with ``start_schedule()``.
 It runs an asyncio loop in a daemon thread; ``stop()`` closes everything and joins it.
 """
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from adaptedge.simulator.brokers import HOST, free_port, wait_for_port
+from adaptedge.simulator.mqtt_loss import PublishDropper
 from adaptedge.simulator.network import Outage
 
 
@@ -28,9 +30,12 @@ class ImpairedProxy:
 
     def __init__(self, target_port: int, *, target_host: str = HOST, port: int | None = None,
                  delay_ms: float = 0.0, jitter_ms: float = 0.0,
-                 outages: Sequence[Outage] = (), seed: int = 0) -> None:
+                 outages: Sequence[Outage] = (), seed: int = 0, loss: float = 0.0) -> None:
         if delay_ms < 0 or jitter_ms < 0:
             raise ValueError("proxy delay_ms and jitter_ms must be >= 0")
+        self.loss = loss
+        self.droppers: list[PublishDropper] = []
+        PublishDropper(loss, random.Random(seed))  # checks loss now
         self.target = (target_host, target_port)
         self.port = port or free_port()
         self.delay_s = delay_ms / 1000.0
@@ -235,9 +240,17 @@ class ImpairedProxy:
 
         sender = asyncio.ensure_future(deliver()) if delayed else None
         last_due = 0.0
+        dropper = None
+        if self.loss > 0:  # whole QoS 0 publishes lost (simulator.mqtt_loss)
+            dropper = PublishDropper(self.loss, random.Random(self._rng.random()))
+            self.droppers.append(dropper)
         try:
             while True:
                 chunk = await reader.read(65536)
+                if chunk and dropper is not None:
+                    chunk = dropper.feed(chunk)
+                    if not chunk:
+                        continue
                 if not delayed:
                     if not chunk:
                         break

@@ -3,7 +3,7 @@ cloud's real ``HpcInference`` in-process behind a simulated uplink (no broker).
 
 By default ``replay`` computes the same decisions column-wise (``simulator.batch_replay``:
 one batched walk, then each device's uplink); what follows describes the per-row path
-(``batched=False``, and rows or links the batched path does not model).
+(``batched=False``, and rows holding NaN or infinity: failed reads).
 
 Every escalation is encoded and decoded with the wire codec, goes through the network
 model (outages, loss, round trip, bandwidth) and, if it arrives before the deadline, is
@@ -35,12 +35,14 @@ from adaptedge.protocol.costs import sensor_cost
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
 from adaptedge.simulator.batch_replay import (
+    REPLY_ESTIMATE,
     BundleModels,
     column_arrays,
     device_columns,
     escalation_timeline,
     walk_local,
 )
+from adaptedge.simulator.batch_wire import wire_sizes
 from adaptedge.simulator.clock import SimClock
 from adaptedge.simulator.network import NetworkModel
 from adaptedge.simulator.records import DecisionColumns, RunResult
@@ -73,7 +75,7 @@ class SimulatedUplink:
         self.bytes_tx = self.bytes_rx = 0
         self._cache: dict[tuple[bytes, bytes], InferenceReply] = {}
         self._fetched: set[tuple[int, bytes]] = set()
-        self._reply_estimate = 96
+        self._reply_estimate = REPLY_ESTIMATE
 
     def is_connected(self) -> bool:
         return self.network.is_up(self.clock.now)
@@ -173,9 +175,9 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
     grow with it (``EdgeRuntime.predict_row(x, size=)``).
     ``cloud=False`` runs without an uplink (the always-local baseline: the runtime answers
     what it would escalate on its own). ``limit`` caps rows per device. ``batched`` computes
-    the same decisions column-wise (``simulator.batch_replay``) when the run allows it (finite
-    rows, no bandwidth limit, no per-item sizes yet); ``batched=False`` drives one ``EdgeRuntime``
-    row by row.
+    the same decisions column-wise (``simulator.batch_replay``) when the rows are finite (a
+    NaN or infinity is a failed read, which the runtime handles row by row) and ``sizes``, if
+    given, are valid; ``batched=False`` drives one ``EdgeRuntime`` row by row.
     """
     scenario = scenario or Scenario()
     manifest = verify(bundle_dir)
@@ -184,11 +186,11 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
     n_rows = limit if limit is not None else (scenario.devices.limit or len(X))
     X = np.ascontiguousarray(X[:n_rows], dtype=np.float32)
     y = np.asarray(y[:n_rows])
-    sized = sizes is not None and any(s.size_poly for s in manifest.sensors)
-    if batched and not sized and not scenario.network.bandwidth_kbps and math.isfinite(
-            X.sum(dtype=np.float64)):
+    item_sizes = None if sizes is None else np.asarray(sizes, dtype=np.float64)[:n_rows]
+    if batched and math.isfinite(X.sum(dtype=np.float64)) and (
+            item_sizes is None or _valid_sizes(item_sizes, len(X))):
         return replay_batched(Path(bundle_dir), manifest, X, y, scenario=scenario, point=point,
-                              n_devices=n_devices, cloud=cloud)
+                              n_devices=n_devices, cloud=cloud, sizes=item_sizes)
     hpc = HpcInference.load(bundle_dir) if cloud else None
     period = 1.0 / scenario.devices.rate_hz
     cols = DecisionColumns()
@@ -207,8 +209,7 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
                                      rows=X if prefetch else None)
         rt = EdgeRuntime.load(bundle_dir, uplink=uplink, operating_point=point, clock=clock,
                               device_id=device_id, request_id_start=1)
-        _replay_device(rt, uplink, clock, X, y, period, device_id, manifest, cols,
-                       None if sizes is None else np.asarray(sizes, dtype=np.float64)[:n_rows])
+        _replay_device(rt, uplink, clock, X, y, period, device_id, manifest, cols, item_sizes)
         end_time = max(end_time, clock.now)
         if bar is not None:
             bar.update(len(X))
@@ -218,23 +219,37 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
                        len(X))
 
 
+def _valid_sizes(sizes: npt.NDArray[np.float64], n_rows: int) -> bool:
+    """One finite size >= 0 per row (else the per-row replay raises the runtime's error)."""
+    return len(sizes) >= n_rows and bool(np.isfinite(sizes).all() and (sizes >= 0).all())
+
+
 def replay_batched(bundle_dir: Path, manifest: Manifest, X: npt.NDArray[np.float32],
                    y: npt.NDArray[np.integer[Any]], *, scenario: Scenario, point: str,
-                   n_devices: int, cloud: bool) -> RunResult:
-    """``replay``'s decisions, column-wise: one batched walk, then each device's uplink."""
+                   n_devices: int, cloud: bool,
+                   sizes: npt.NDArray[np.float64] | None = None) -> RunResult:
+    """``replay``'s decisions, column-wise: one batched walk, then each device's uplink.
+    ``sizes``: per row, as ``replay``'s (each item charged at its size; on the wire when the
+    HPC's cost grows with it, which a bandwidth limit sees)."""
     started = time.perf_counter()
     models = BundleModels(manifest, bundle_dir)
     local = walk_local(models, manifest.operating_point(point).policy, X)
     period = 1.0 / scenario.devices.rate_hz
     deadline_s = manifest.link.deadline_ms / 1000.0
     escalating = np.flatnonzero(local.escalated)
+    costs_at = sizes[:len(X)] if sizes is not None and manifest.size_dependent else None
+    size_sent = sizes is not None and any(manifest.sensor(s).size_poly
+                                          for s in manifest.hpc.sensors)
     end_time = 0.0
     arrays = []
     for d in range(n_devices):
         network = (NetworkModel(scenario.network, manifest.link,
                                 seed=device_seed(scenario.seed, d)) if cloud else None)
-        timeline = escalation_timeline(escalating, period, network, deadline_s)
-        arrays.append(device_columns(local, manifest, timeline, period))
+        wire = (wire_sizes(manifest, f"dev-{d}", local.local_label[escalating],
+                           local.hpc_label[escalating], size_sent)
+                if network is not None and network.bytes_per_s > 0.0 else None)
+        timeline = escalation_timeline(escalating, period, network, deadline_s, wire)
+        arrays.append(device_columns(local, manifest, timeline, period, costs_at))
         ends = [arrays[-1]["t_start"][-1:], timeline.end]
         end_time = max([end_time] + [float(e.max()) for e in ends if e.size])
     cols = column_arrays([f"dev-{d}" for d in range(n_devices)], arrays, y)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier
-from adaptedge.trainer.methods.cart import BinMapper, TreeParams, fit_tree
+from adaptedge.trainer.methods.cart import BinMapper, TreeParams, fit_tree, grow_tree
 from adaptedge.trainer.methods.gating import q_step
 
 
@@ -114,3 +114,30 @@ def test_initial_sensors_out_of_range_is_named() -> None:
     X, y = _two_feature_problem(100)
     with pytest.raises(ValueError, match="initial_sensors"):
         AdaptGbrtClassifier(initial_sensors=[5]).fit(X, y, np.full((100, 2), 0.5))
+
+
+@pytest.mark.parametrize("n_out", [1, 3])
+def test_grown_tree_fits_like_a_brute_force_search_and_predicts_its_fitted_values(
+        n_out: int) -> None:
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(600, 5)).astype(np.float32)
+    X[:, 1] = np.round(X[:, 1])  # a few distinct values
+    r = rng.normal(size=(600, n_out)) + X[:, [2]]  # feature 2 explains most
+    binner = BinMapper.fit(X, 16)
+    codes = binner.transform(X)
+    allowed = np.array([True, True, True, False, True])
+    params = TreeParams(max_depth=3, min_samples_leaf=10)
+    tree, fitted = grow_tree(codes, binner, r, np.ones_like(r), params, np.zeros(5),
+                             np.arange(5), np.zeros(5, dtype=bool), allowed)
+    np.testing.assert_array_equal(fitted, tree.predict(X))
+    assert 3 not in tree.features_used
+    best = (-np.inf, -1, -1)  # the root split by direct sums over every (feature, threshold)
+    for j in np.flatnonzero(allowed):
+        for b, thr in enumerate(binner.thresholds[j]):
+            left = X[:, j] <= thr
+            if min(left.sum(), (~left).sum()) < params.min_samples_leaf:
+                continue
+            gain = ((r[left].sum(0) ** 2).sum() / left.sum()
+                    + (r[~left].sum(0) ** 2).sum() / (~left).sum())
+            best = max(best, (gain, j, b))
+    assert (tree.feature[0], tree.threshold[0]) == (best[1], binner.thresholds[best[1]][best[2]])

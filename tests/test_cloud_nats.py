@@ -48,8 +48,10 @@ def test_nats_config_writes_private_node_files_with_routes_to_the_others(
     assert 'server_name: "n1"' in n1 and 'listen: "10.0.0.1:1883"' in n1 and "store_dir" in n1
     assert "10.0.0.2:6222" in n1 and "10.0.0.3:6222" in n1 and "10.0.0.1:6222\"]" not in n1
     accounts = (out / "accounts.conf").read_text()
-    assert 'publish: {allow: ["adaptedge.v1.dev1.req", "adaptedge.v1.dev1.telemetry"]}' in accounts
-    assert 'subscribe: {allow: ["adaptedge.v1.dev1.resp"]}' in accounts
+    assert ('publish: {allow: ["adaptedge.v1.dev1.req", "adaptedge.v1.dev1.telemetry", '
+            '"adaptedge.v1.dev1.fetch", "adaptedge.v1.dev1.store"]}') in accounts
+    assert ('subscribe: {allow: ["adaptedge.v1.dev1.resp", "adaptedge.v1.dev1.update", '
+            '"adaptedge.v1.dev1.chunk", "adaptedge.v1.dev1.stored"]}') in accounts
     for name in ("n1.conf", "accounts.conf", "secrets/dev1", "secrets/adaptedge-cloud-2"):
         assert stat.S_IMODE((out / name).stat().st_mode) == 0o600, name
     assert cli(["cloud", "nats-config", "--node", nodes[0], "--devices", "dev1",

@@ -20,7 +20,7 @@ from adaptedge.protocol import (
     pack_features,
 )
 from adaptedge.protocol import errors as E
-from adaptedge.protocol.codec import MAX_MESSAGE_BYTES
+from adaptedge.protocol.codec import MAX_MESSAGE_BYTES, _check_envelope
 from adaptedge.protocol.messages import SCHEMA_VERSION, Message, kind
 
 
@@ -114,6 +114,13 @@ MALFORMED = [
     ("telemetry-string-counter", msgpack.packb([kind(4), "d", 0.0, {"x": "y"}]), E.BAD_FIELD),
     ("telemetry-int-key", msgpack.packb([kind(4), "d", 0.0, {1: 2}]), E.DECODE_FAILED),
     ("error-inf-time", msgpack.packb([kind(3), None, "d", "c", "m", float("inf")]), E.BAD_FIELD),
+    ("inf-sent-at", msgpack.packb(_req_fields(sent=float("-inf"))), E.BAD_FIELD),
+    ("nan-confidence", msgpack.packb(_req_fields(conf=float("nan"))), E.BAD_FIELD),
+    ("inf-size", msgpack.packb([*_req_fields(), float("inf")]), E.BAD_FIELD),
+    ("mask-too-long", msgpack.packb(_req_fields(mask=b"\x07\x00")), E.BAD_FEATURES),
+    ("reply-inf-service-ms",
+     msgpack.packb([kind(2), 1, "d", "b", 0, np.ones(2, "<f4").tobytes(), "m", 0.0, float("inf")]),
+     E.BAD_FIELD),
     ("bool-request-id", msgpack.packb(_req_fields(id=True)), E.BAD_FIELD),
     ("float-label", msgpack.packb(_req_fields(label=1.0)), E.BAD_FIELD),
     ("invalid-utf8-device", msgpack.packb(_req_fields(device=b"\xff")), E.BAD_FIELD),
@@ -127,6 +134,27 @@ def test_malformed_golden_bytes(name: str, data: bytes, code: str) -> None:
         decode(data)
     assert info.value.code == code
     assert isinstance(info.value, ValueError)
+
+
+def test_fast_layout_check_agrees_with_the_diagnosing_path() -> None:
+    # decode's one-lookup layout check (whole float32 values, one mask bit per feature, clear
+    # padding) accepts exactly what the field-by-field diagnosing checks accept.
+    for nbytes in range(1, 70):
+        for mask_len in range(0, 4):
+            for last in (0, 1, 3, 0x7F, 0x80, 0xFF):
+                mask = bytes(mask_len - 1) + bytes([last]) if mask_len else b""
+                data = msgpack.packb(_req_fields(features=b"\0" * nbytes, mask=mask))
+                try:
+                    _check_envelope(msgpack.unpackb(data))
+                    expected = True
+                except ProtocolError:
+                    expected = False
+                try:
+                    decode(data)
+                    accepted = True
+                except ProtocolError:
+                    accepted = False
+                assert accepted == expected, (nbytes, mask.hex())
 
 
 def test_nan_in_unmeasured_slot_is_accepted() -> None:

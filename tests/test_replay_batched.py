@@ -1,6 +1,7 @@
 """The batched replay makes exactly the per-row replay's decisions (the real ``EdgeRuntime`` row
 by row): same label, source, escalation, sensors read (in order), request id, start time,
-latency and energy on every row of every device, on every bundle kind, impairments on."""
+latency and energy on every row of every device, on every bundle kind (size-dependent ones
+with per-item sizes too), impairments on (a bandwidth limit too)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import test_route
 from support.dataset_bundle import build_dataset_bundle
 
 from adaptedge.protocol import Manifest
+from adaptedge.protocol.bundle import verify
 from adaptedge.simulator.network import NetworkConfig, NetworkModel, Outage
 from adaptedge.simulator.replay import replay
 from adaptedge.simulator.scenario import DevicesConfig, Scenario
@@ -29,6 +31,11 @@ SCENARIOS = {
     "sparse": Scenario(seed=9, devices=DevicesConfig(count=2, rate_hz=2),
                        network=NetworkConfig(rtt_ms=300, jitter=0.5, loss=0.2,
                                              outages=(Outage(30.0, 20.0),))),
+    # a bandwidth limit: each round trip carries its request's and the last reply's bytes
+    # (some exchanges run past the deadline only because of them)
+    "bandwidth": Scenario(seed=3, devices=DevicesConfig(count=2, rate_hz=20),
+                          network=NetworkConfig(rtt_ms=60, jitter=0.3, loss=0.05,
+                                                bandwidth_kbps=12, outages=(Outage(5.0, 2.0),))),
 }
 COLUMNS = ("device", "row", "t_start", "latency_ms", "label", "truth", "source", "escalated",
            "sent", "sensors", "request_id", "energy_mj")
@@ -38,7 +45,8 @@ def assert_same_decisions(bundle: Path, X: F32, y: npt.NDArray[Any], point: str,
                           **kw: Any) -> set[str]:
     """Every scenario (and the always-local baseline): batched == per-row, column by column.
     Returns the sources seen on the impaired link."""
-    runs = [(name, dict(scenario=s)) for name, s in SCENARIOS.items()]
+    runs: list[tuple[str, dict[str, Any]]] = [(name, dict(scenario=s))
+                                              for name, s in SCENARIOS.items()]
     runs.append(("no cloud", dict(scenario=SCENARIOS["impaired"], cloud=False)))
     seen: set[str] = set()
     for name, args in runs:
@@ -108,6 +116,32 @@ def test_dag_bundle(tmp_path: Path) -> None:
     for point in multi:
         seen |= assert_same_decisions(tmp_path / "dag", X[:600], y[:600], point)
     assert seen == {"local", "degraded", "cloud"}, "no DAG point escalates: add a lambda"
+
+
+@pytest.mark.parametrize("method", ["polydom", "adapt-gbrt"])
+def test_size_dependent_bundle_with_item_sizes(tmp_path: Path, method: str) -> None:
+    from support.sized_data import write_data
+
+    from adaptedge.trainer.api import train_bundle
+    from adaptedge.trainer.data.datasets import load_dataset
+
+    data, costs = write_data(tmp_path)
+    train_bundle(str(data), method, tmp_path / "b", target="label", costs=costs, quick=True,
+                 progress=False)
+    ds = load_dataset(str(data), target="label", costs=costs)
+    X, y = ds.split("test")
+    sizes = ds.split_sizes("test")
+    assert sizes is not None
+    manifest = verify(tmp_path / "b")
+    assert manifest.size_dependent
+    seen: set[str] = set()
+    for point in manifest.operating_points:
+        seen |= assert_same_decisions(tmp_path / "b", X, y, point.name, sizes=sizes)
+    # PolyDom's graphs answer on the device; ADAPT escalates (the size on the wire)
+    assert "cloud" in seen or method == "polydom"
+    at_size = replay(tmp_path / "b", X, y, sizes=sizes, cloud=False).columns.energy_mj
+    flat = replay(tmp_path / "b", X, y, cloud=False).columns.energy_mj
+    assert list(at_size) != list(flat)  # the sizes were charged
 
 
 @pytest.mark.parametrize("loss,jitter", [(0.3, 0.0), (0.0, 0.7), (0.25, 0.4)])

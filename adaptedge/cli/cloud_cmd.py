@@ -8,9 +8,12 @@ import logging
 import signal
 import sys
 import threading
+from contextlib import ExitStack
 from types import FrameType
 from typing import Any
 
+from adaptedge.cli import fleet_serve
+from adaptedge.cli.cloud_pool import serve_pool
 from adaptedge.cli.nats_cmd import register_nats_config
 
 
@@ -19,7 +22,14 @@ def register(sub: Any) -> None:
     cmds = p.add_subparsers(dest="cloud_command", metavar="ACTION", required=True)
 
     s = cmds.add_parser("serve", help="answer escalated requests with the bundle's HPC over MQTT")
-    s.add_argument("--bundle", required=True, help="bundle directory or .tar")
+    s.add_argument("--bundle", action="append", default=[], help="bundle directory or .tar "
+                   "(repeatable: one worker answers every bundle given; the first is the default)")
+    s.add_argument("--bundle-dir", action="append", default=[], metavar="DIR",
+                   help="serve every bundle (folder or .tar) in DIR too (repeatable)")
+    s.add_argument("--max-loaded", type=int, default=4, metavar="N",
+                   help="keep at most N bundles' HPC models loaded (default 4; LRU)")
+    s.add_argument("--serve-updates", action="store_true",
+                   help="also serve the bundles' chunks to devices downloading an update")
     s.add_argument("--trust", action="append", metavar="PUBKEY",
                    help="serve only a bundle signed by this public key (repeatable)")
     s.add_argument("--broker", required=True, help="mqtt://HOST:PORT or mqtts://HOST:PORT, or "
@@ -49,6 +59,7 @@ def register(sub: Any) -> None:
                    help="publish stats telemetry and log them every S seconds (default 10)")
     s.add_argument("--client-id", help="MQTT client id and worker name (default cloud-HOST-PID)")
     s.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    fleet_serve.add_options(s)
     s.set_defaults(handler=serve)
 
     a = cmds.add_parser("acl", help="write a mosquitto password file and ACL for the devices")
@@ -72,7 +83,6 @@ def serve(args: argparse.Namespace) -> int:
     from adaptedge.cli.main import CommandError
     from adaptedge.cloud import CloudError, CloudService, TlsFiles
     from adaptedge.cloud.acl import read_password_file
-    from adaptedge.protocol.bundle import open_bundle, verify
 
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -96,10 +106,9 @@ def serve(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    with open_bundle(args.bundle) as root:
-        if args.trust is not None:
-            verify(root, trust=args.trust)  # the signer, before any connection
+    with ExitStack() as stack:
         try:
+            root = serve_pool(args, stack, password, tls)
             svc = CloudService(root, args.broker, group=args.group, max_batch=args.max_batch,
                                max_wait_ms=args.max_wait_ms, username=args.username,
                                password=password, tls=tls, prefix=args.prefix,
@@ -107,6 +116,7 @@ def serve(args: argparse.Namespace) -> int:
                                share=args.share, max_queue_ms=args.max_queue_ms,
                                collect_telemetry=args.collect_telemetry)
             svc.start()
+            stops = fleet_serve.start(args, svc, root, tls)
         except CloudError as exc:
             raise CommandError(str(exc)) from exc
         print(f"adaptedge cloud: worker {svc.worker_id} ready", file=sys.stderr, flush=True)
@@ -114,6 +124,8 @@ def serve(args: argparse.Namespace) -> int:
             stop.wait(0.5)
         crashed = not svc.running
         svc.stop()
+        for stop_part in stops:
+            stop_part()
     if svc.failure is not None:
         print(f"adaptedge: error: {svc.failure}", file=sys.stderr)
     return 1 if crashed else 0
@@ -122,7 +134,7 @@ def serve(args: argparse.Namespace) -> int:
 def acl(args: argparse.Namespace) -> int:
     from adaptedge.cli.main import CommandError
     from adaptedge.cloud import CloudError
-    from adaptedge.cloud.acl import give_to, system_account, write_credentials
+    from adaptedge.cloud.acl import give_to, store_user_of, system_account, write_credentials
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     try:
@@ -149,4 +161,7 @@ def acl(args: argparse.Namespace) -> int:
     for worker in creds.workers:
         print(f"  adaptedge cloud serve --bundle BUNDLE --broker mqtt://HOST:1883 "
               f"--username {worker} --password-file {creds.secret_file(worker)}")
+    print(f"\nwith --db, a worker's store ingest logs in as its user + '-store' (e.g. "
+          f"{store_user_of(creds.workers[0])}; its password file is found next to "
+          "--password-file)")
     return 0

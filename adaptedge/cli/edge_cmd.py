@@ -25,6 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from adaptedge.cli import edge_drain
+from adaptedge.cli.edge_updates import add_update_options, follow_updates
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("edge", help="run the edge runtime on a device")
@@ -74,7 +77,10 @@ def register(sub: Any) -> None:
                      help="stream every decision here as JSON Lines, the summary last")
     run.add_argument("--fsync-every", type=float, default=1.0, metavar="S",
                      help="fsync --json-out at most every S seconds (default 1; 0: every line)")
+    edge_drain.add_run_options(run)
+    add_update_options(run)
     run.set_defaults(handler=run_device)
+    edge_drain.register_drain(edge_sub)
     summary = edge_sub.add_parser("summary", help="rebuild the summary of an edge run's "
                                   "--json-out journal (a killed run's too)")
     summary.add_argument("journal", type=Path, help="the JSON Lines file of edge run --json-out")
@@ -183,7 +189,8 @@ def _start_runtime(args: argparse.Namespace, dataset: Any) -> tuple[Any, Any]:
     rt = EdgeRuntime.load(args.bundle, uplink=uplink, device_id=args.device, trust=args.trust,
                           operating_point=args.operating_point if args.budget is None
                           else args.budget, sensor_timeouts_ms=timeouts,
-                          outbox=Outbox(args.outbox) if args.outbox else None)
+                          outbox=Outbox(args.outbox) if args.outbox else None,
+                          audit=edge_drain.audit_policy(args))
     if tuple(rt.manifest.feature_names) != tuple(dataset.feature_names):
         rt.close()
         raise CommandError(
@@ -196,7 +203,7 @@ def _start_runtime(args: argparse.Namespace, dataset: Any) -> tuple[Any, Any]:
             print(f"adaptedge: warning: not connected to {args.broker} after "
                   f"{args.connect_timeout:g} s ({uplink.last_error}); escalations answer "
                   "degraded until it is reachable", file=sys.stderr)
-    return rt, uplink
+    return follow_updates(args, rt, uplink), uplink
 
 
 class _Log:
@@ -235,21 +242,24 @@ def _run_device(args: argparse.Namespace, stop: dict[str, bool]) -> int:
         log.write("start", {"device": args.device, "bundle_id": rt.manifest.bundle_id,
                             "operating_point": rt.operating_point, "replay": str(args.replay),
                             "split": args.split, "rows": len(X), "started_at": time.time()})
+        drainer = edge_drain.start_drain(args, rt, uplink)
         try:
             _replay(args, rt, uplink, log, [dataset.classes[int(t)] for t in y], X, stop)
         finally:
+            edge_drain.finish_drain(args, drainer, stop["flag"])
             if uplink is not None:
                 uplink.publish_telemetry(_telemetry(rt.counters, log.latencies))
                 time.sleep(0.05)  # let the last telemetry leave
                 uplink.close()
             rt.close()
-        log.write("counters", {"counters": rt.counters})
+        counters = rt.counters | ({} if drainer is None else drainer.counters)
+        log.write("counters", {"counters": counters})
         summary = summarize(log.lines)
         summary["interrupted"] = stop["flag"]
         log.write("summary", summary)
     finally:
         log.close()
-    print(_render(summary))
+    print(_render(summary) + "\n" + edge_drain.audit_line(counters))
     return 0
 
 
@@ -324,6 +334,7 @@ def _record(index: int, d: Any, truth: str, t_s: float) -> dict[str, Any]:
         "cloud_ms": d.timings["cloud"] * 1000.0,
         "request_id": d.request_id,
         "error": d.error,
+        "bundle_id": d.bundle_id,
     }
 
 

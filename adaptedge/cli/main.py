@@ -26,8 +26,11 @@ COMMAND_MODULES = (
     "sign_cmd",
     "edge_cmd",
     "cloud_cmd",
+    "fleet_cmd",
     "simulate",
     "cache_cmd",
+    "recalibrate_cmd",
+    "drift_cmd",
 )
 
 
@@ -35,7 +38,8 @@ COMMAND_MODULES = (
 EXTRA_OF_MODULE = {
     "sklearn": "train", "skl2onnx": "train", "onnx": "train", "scipy": "train",
     "joblib": "train", "threadpoolctl": "train", "tqdm": "train", "google": "train",
-    "matplotlib": "sim", "amqtt": "broker", "nats": "nats",
+    "matplotlib": "sim", "amqtt": "broker", "sqlalchemy": "fleet", "prometheus_client": "fleet",
+    "psycopg": "fleet", "nats": "nats",
 }
 
 

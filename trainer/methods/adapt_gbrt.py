@@ -46,9 +46,10 @@ from adaptedge.trainer.export.models import node_model
 from adaptedge.trainer.export.trees import tree_core
 from adaptedge.trainer.methods.cart import (
     BinMapper,
+    BinnedRows,
     Tree,
     TreeParams,
-    fit_tree,
+    grow_tree,
     predict_trees,
     quantize,
 )
@@ -168,6 +169,7 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         feature_cost = sensor_costs[feature_sensor]
         binner = BinMapper.fit(X32, self.max_bins)
         codes = binner.transform(X32)
+        rows = BinnedRows.of(codes, binner)  # shared by every tree of this fit
         params = TreeParams(
             max_depth=self.max_depth, min_samples_leaf=self.min_samples_leaf,
             learning_rate=self.learning_rate, l2=self.l2, gamma=self.gamma,
@@ -197,19 +199,19 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             q, _beta = q_step(excess, p_full)
             for _t in range(self.n_trees):
                 r, h = lpc_gradients(logits, yi, n_classes, 1.0 - q)
-                tree = fit_tree(
-                    codes, binner, r, h, params, feature_cost, feature_sensor, bought, allowed
-                )
+                tree, fitted = grow_tree(  # fitted: tree.predict(X32), without the walk
+                    codes, binner, r, h, params, feature_cost, feature_sensor, bought, allowed,
+                    rows)
                 f1_trees.append(tree)
-                logits = logits + tree.predict(X32)
+                logits = logits + fitted
                 if p_full > 0:
                     s = sigmoid(gate)
-                    tree = fit_tree(
+                    tree, fitted = grow_tree(
                         codes, binner, (q - s)[:, None], (s * (1 - s))[:, None] + 1e-12,
-                        params, feature_cost, feature_sensor, bought, allowed,
+                        params, feature_cost, feature_sensor, bought, allowed, rows,
                     )
                     g_trees.append(tree)
-                    gate = gate + tree.predict(X32)[:, 0]
+                    gate = gate + fitted[:, 0]
             history.append(float(np.mean(
                 (1 - q) * (cross_entropy(logits, yi, n_classes) + softplus(gate))
                 + q * softplus(-gate)

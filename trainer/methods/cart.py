@@ -142,18 +142,42 @@ class _Growth:
         )
 
 
-def _histograms(
-    codes: NDArray[np.uint8], offsets: IntArray, total_bins: int, idx: IntArray, r: FloatArray
-) -> tuple[FloatArray, FloatArray]:
-    """Per (flat bin) sums of residuals [total_bins, K] and counts [total_bins]."""
-    flat = (codes[idx].astype(np.intp) + offsets).ravel()
-    d = codes.shape[1]
-    count = np.bincount(flat, minlength=total_bins).astype(np.float64)
-    sums = np.empty((total_bins, r.shape[1]))
-    for k in range(r.shape[1]):
-        weights = np.repeat(r[idx, k], d)
-        sums[:, k] = np.bincount(flat, weights=weights, minlength=total_bins)
-    return sums, count
+@dataclass(frozen=True)
+class _BinLayout:
+    """Where each feature's bins sit in one flat bin axis, and which bins may not split."""
+
+    offsets: IntArray
+    total_bins: int
+    bin_feature: IntArray
+    invalid: NDArray[np.bool_]
+    """A split after this bin is not allowed: a feature's last bin, or a feature not allowed."""
+
+    @classmethod
+    def of(cls, binner: BinMapper, allowed: NDArray[np.bool_] | None) -> _BinLayout:
+        n_bins = binner.n_bins
+        offsets = np.concatenate([[0], np.cumsum(n_bins)[:-1]]).astype(np.intp)
+        total_bins = int(n_bins.sum())
+        invalid = np.zeros(total_bins, dtype=bool)
+        invalid[offsets + n_bins - 1] = True
+        if allowed is not None:
+            invalid |= ~np.repeat(allowed, n_bins)
+        return cls(offsets, total_bins, np.repeat(np.arange(n_bins.size), n_bins), invalid)
+
+
+@dataclass(frozen=True)
+class BinnedRows:
+    """What every tree grown on the same binned rows shares: each row's flat bin per feature
+    [N, d] and the root's bin counts (every row is at the root)."""
+
+    flat: IntArray
+    root_count: IntArray
+
+    @classmethod
+    def of(cls, codes: NDArray[np.uint8], binner: BinMapper) -> BinnedRows:
+        n_bins = binner.n_bins
+        offsets = np.concatenate([[0], np.cumsum(n_bins)[:-1]]).astype(np.intp)
+        flat = codes.astype(np.intp) + offsets
+        return cls(flat, np.bincount(flat.ravel(), minlength=int(n_bins.sum())))
 
 
 def fit_tree(
@@ -173,34 +197,52 @@ def fit_tree(
     sensor index, ``bought[s]`` whether sensor s is already paid for. ``allowed`` restricts the
     features a split may use (None = all).
     """
+    return grow_tree(codes, binner, residual, hessian, params, feature_cost, feature_sensor,
+                     bought, allowed)[0]
+
+
+def grow_tree(
+    codes: NDArray[np.uint8],
+    binner: BinMapper,
+    residual: FloatArray,
+    hessian: FloatArray,
+    params: TreeParams,
+    feature_cost: FloatArray,
+    feature_sensor: IntArray,
+    bought: NDArray[np.bool_],
+    allowed: NDArray[np.bool_] | None = None,
+    rows: BinnedRows | None = None,
+) -> tuple[Tree, FloatArray]:
+    """``fit_tree``, also returning the tree's prediction on the training rows [N, K] (each
+    row's leaf value: what ``Tree.predict`` gives on the binned data, without walking it).
+
+    Grown level by level: one histogram pass over all rows per level (each row adds to its
+    node's bins, in row order, so every sum is the one a per-node pass would give); nodes then
+    split in order, each seeing the sensors its left siblings bought. ``rows``: the binned
+    rows' shared arrays (``BinnedRows.of(codes, binner)``), to compute them once per fit.
+    """
     n, d = codes.shape
     n_out = residual.shape[1]
-    n_bins = binner.n_bins
-    offsets = np.concatenate([[0], np.cumsum(n_bins)[:-1]]).astype(np.intp)
-    total_bins = int(n_bins.sum())
-    bin_feature = np.repeat(np.arange(d), n_bins)
-    last_bin = np.zeros(total_bins, dtype=bool)
-    last_bin[offsets + n_bins - 1] = True
-    if allowed is not None:
-        last_bin |= ~np.repeat(allowed, n_bins)
+    layout = _BinLayout.of(binner, allowed)
+    rows = rows or BinnedRows.of(codes, binner)
+    weights = [np.repeat(residual[:, k], d) for k in range(n_out)]  # row-major, like flat
     growth = _Growth(n_out)
-    root = growth.add()
-    level: list[tuple[int, IntArray]] = [(root, np.arange(n))]
+    level: list[tuple[int, IntArray]] = [(growth.add(), np.arange(n))]
     for _depth in range(params.max_depth):
+        active = [idx for _, idx in level if idx.size >= 2 * params.min_samples_leaf]
+        if not active:
+            break
+        gains = _level_gains(rows, weights, layout, active, residual, params)
         next_level: list[tuple[int, IntArray]] = []
         for node, idx in level:
-            if idx.size < 2 * params.min_samples_leaf:
-                next_level.append((node, idx))
-                continue
-            split = _best_split(
-                codes, offsets, total_bins, bin_feature, last_bin, idx, residual, params,
-                feature_cost, feature_sensor, bought, n,
-            )
+            split = None
+            if idx.size >= 2 * params.min_samples_leaf:
+                gain, ok = gains.pop(0)
+                split = _choose(gain, ok, layout, params, feature_cost, feature_sensor, bought)
             if split is None:
                 next_level.append((node, idx))
                 continue
-            j, b, gain = split
-            growth.gain[node] = gain
+            j, b, growth.gain[node] = split
             go_left = codes[idx, j] <= b
             left, right = growth.add(), growth.add()
             growth.feature[node] = j
@@ -209,51 +251,67 @@ def fit_tree(
             bought[feature_sensor[j]] = True
             next_level += [(left, idx[go_left]), (right, idx[~go_left])]
         level = next_level
+    fitted = np.zeros((n, n_out))
     for node, idx in level:
         if growth.feature[node] < 0:
             g = residual[idx].sum(axis=0)
             h = hessian[idx].sum(axis=0)
             growth.value[node] = quantize(params.learning_rate * g / (h + params.l2))
-    return growth.freeze()
+            fitted[idx] = growth.value[node]
+    return growth.freeze(), fitted
 
 
-def _best_split(
-    codes: NDArray[np.uint8],
-    offsets: IntArray,
-    total_bins: int,
-    bin_feature: IntArray,
-    invalid: NDArray[np.bool_],
-    idx: IntArray,
-    residual: FloatArray,
-    params: TreeParams,
-    feature_cost: FloatArray,
-    feature_sensor: IntArray,
-    bought: NDArray[np.bool_],
-    n_total: int,
-) -> tuple[int, int, float] | None:
-    sums, count = _histograms(codes, offsets, total_bins, idx, residual)
+def _level_gains(
+    rows: BinnedRows, weights: list[FloatArray], layout: _BinLayout, active: list[IntArray],
+    residual: FloatArray, params: TreeParams,
+) -> list[tuple[FloatArray, NDArray[np.bool_]]]:
+    """Per active node (rows ``active[s]``): every bin's split gain before the cost penalty
+    and whether the split leaves ``min_samples_leaf`` rows on both sides."""
+    n_nodes, tb = len(active), layout.total_bins
+    n_total = rows.flat.shape[0]
+    if n_nodes == 1 and active[0].size == n_total:  # the root: every row, counts known
+        where, size = rows.flat.ravel(), tb
+        count = rows.root_count[None, :]
+    else:
+        slot = np.full(n_total, n_nodes, dtype=np.intp)  # rows of no active node: a spare slot
+        for s, idx in enumerate(active):
+            slot[idx] = s
+        where = ((slot * tb)[:, None] + rows.flat).ravel()
+        size = (n_nodes + 1) * tb
+        count = np.bincount(where, minlength=size)[: n_nodes * tb].reshape(n_nodes, tb)
+    sums = np.stack([np.bincount(where, weights=w, minlength=size)[: n_nodes * tb]
+                     for w in weights], axis=-1).reshape(n_nodes, tb, len(weights))
     # cumulative sums within each feature: left side = bins <= b
-    csum = np.cumsum(sums, axis=0)
-    ccount = np.cumsum(count)
-    start = offsets[bin_feature]
-    base_sum = np.where((start > 0)[:, None], csum[np.maximum(start - 1, 0)], 0.0)
-    base_count = np.where(start > 0, ccount[np.maximum(start - 1, 0)], 0.0)
-    left_sum = csum - base_sum
-    left_n = ccount - base_count
-    total_sum = residual[idx].sum(axis=0)
-    n_node = float(idx.size)
-    right_sum = total_sum - left_sum
+    csum = np.cumsum(sums, axis=1)
+    ccount = np.cumsum(count.astype(np.float64), axis=1)
+    start = layout.offsets[layout.bin_feature]
+    prev, first = np.maximum(start - 1, 0), start == 0
+    left_sum = csum - np.where(first[None, :, None], 0.0, csum[:, prev])
+    left_n = ccount - np.where(first[None, :], 0.0, ccount[:, prev])
+    total_sum = np.stack([residual[idx].sum(axis=0) for idx in active])
+    n_node = np.array([float(idx.size) for idx in active])[:, None]
+    right_sum = total_sum[:, None, :] - left_sum
     right_n = n_node - left_n
-    ok = (left_n >= params.min_samples_leaf) & (right_n >= params.min_samples_leaf) & ~invalid
-    if not ok.any():
-        return None
+    ok = ((left_n >= params.min_samples_leaf) & (right_n >= params.min_samples_leaf)
+          & ~layout.invalid)
     with np.errstate(divide="ignore", invalid="ignore"):
         gain = (
-            (left_sum**2).sum(axis=1) / left_n
-            + (right_sum**2).sum(axis=1) / right_n
-            - (total_sum**2).sum() / n_node
+            (left_sum**2).sum(axis=2) / left_n
+            + (right_sum**2).sum(axis=2) / right_n
+            - (total_sum**2).sum(axis=1)[:, None] / n_node
         )
     gain = 0.5 * gain / n_total
+    return [(gain[s], ok[s]) for s in range(n_nodes)]
+
+
+def _choose(
+    gain: FloatArray, ok: NDArray[np.bool_], layout: _BinLayout, params: TreeParams,
+    feature_cost: FloatArray, feature_sensor: IntArray, bought: NDArray[np.bool_],
+) -> tuple[int, int, float] | None:
+    """The best split (feature, bin, gain) after the penalty for sensors not yet bought."""
+    if not ok.any():
+        return None
+    bin_feature = layout.bin_feature
     charged = ~bought[feature_sensor[bin_feature]] & (feature_cost[bin_feature] > 0)
     with np.errstate(invalid="ignore"):  # inf·0 / nan − inf outside ``ok`` are discarded
         penalty = np.where(charged, params.gamma * feature_cost[bin_feature], 0.0)
@@ -262,7 +320,7 @@ def _best_split(
     if not penalised[best] > 1e-12:
         return None
     j = int(bin_feature[best])
-    return j, int(best - offsets[j]), float(gain[best])
+    return j, int(best - layout.offsets[j]), float(gain[best])
 
 
 def predict_trees(trees: list[Tree], X: NDArray[np.floating], n_outputs: int) -> FloatArray:

@@ -1,0 +1,104 @@
+"""``adaptedge fleet``: the fleet seen from the command line.
+
+``fleet status --db URL [--json]`` prints one line (or JSON object) per device: records
+stored, audits and the audited agreement with the HPC, escalation rate, alarms.
+``fleet report --db URL --out DIR [--bundle B]`` writes ``fleet.md`` and PNGs of agreement and
+escalation rate over time against the bundle's validation expectation (``cloud.fleet_view``).
+``fleet deploy`` / ``rollout-status``: over-the-air rollouts (``fleet_rollout``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from adaptedge.cli.fleet_rollout import register_rollout
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("fleet", help="manage a fleet of devices: stored records, audits and "
+                       "alarms; over-the-air rollouts")
+    cmds = p.add_subparsers(dest="fleet_command", metavar="ACTION", required=True)
+    s = cmds.add_parser("status", help="one line per device: records, audits, agreement, "
+                        "escalation rate, alarms")
+    s.add_argument("--db", required=True, help="the database of cloud serve --db")
+    s.add_argument("--json", action="store_true", help="print a JSON list, one object per "
+                   "device")
+    s.set_defaults(handler=status)
+    r = cmds.add_parser("report", help="Markdown + PNGs of agreement and escalation rate over "
+                        "time against the bundle's validation expectation")
+    r.add_argument("--db", required=True, help="the database of cloud serve --db")
+    r.add_argument("--out", required=True, type=Path, help="output folder")
+    r.add_argument("--bundle", help="the bundle the devices run (its validation figures are "
+                   "the expectation; without it no expectation is drawn)")
+    r.add_argument("--window", type=int, default=50, metavar="N",
+                   help="audits per agreement estimate (default 50)")
+    r.set_defaults(handler=report)
+    register_rollout(cmds)
+
+
+def _open(url: str) -> Any:
+    from sqlalchemy import make_url
+
+    from adaptedge.cli.main import CommandError
+    from adaptedge.cloud.store import FleetStore, StoreError, database_url
+
+    parsed = make_url(database_url(url))
+    if parsed.get_backend_name() == "sqlite" and parsed.database and \
+            not Path(parsed.database).is_file():
+        raise CommandError(f"there is no fleet store at {parsed.database} (cloud serve --db "
+                           "creates it): check --db")
+    try:
+        return FleetStore(url)
+    except StoreError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _fmt(value: Any, spec: str = ".3f") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, spec)
+
+
+def status(args: argparse.Namespace) -> int:
+    from adaptedge.cloud.fleet_view import device_status
+
+    with _open(args.db) as store:
+        rows = device_status(store)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no devices in the store yet")
+        return 0
+    header = (f"{'device':<20} {'records':>8} {'audits':>7} {'agreement (95%)':>22} "
+              f"{'escalation':>10} {'alarms':>6}")
+    print(header)
+    for r in rows:
+        band = "" if r["agreement"] is None else \
+            f" [{r['agreement_low']:.2f}, {r['agreement_high']:.2f}]"
+        print(f"{r['device']:<20} {r['records_stored']:>8} {r['audits']:>7} "
+              f"{_fmt(r['agreement']) + band:>22} {_fmt(r['escalation_rate']):>10} "
+              f"{r['alarms']:>6}")
+    return 0
+
+
+def report(args: argparse.Namespace) -> int:
+    from adaptedge.cli.fleet_report import write_report
+    from adaptedge.cli.main import CommandError
+
+    if args.window < 1:
+        raise CommandError(f"--window must be >= 1, got {args.window}")
+    manifest = None
+    if args.bundle:
+        from adaptedge.protocol.bundle import open_bundle, verify
+
+        with open_bundle(args.bundle) as root:
+            manifest = verify(root)
+    with _open(args.db) as store:
+        path = write_report(store, args.out, manifest, args.window)
+    print(f"wrote {path} and its plots")
+    return 0

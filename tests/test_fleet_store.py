@@ -1,0 +1,122 @@
+"""``FleetStore`` on SQLite always and on PostgreSQL (127.0.0.1:5432) when one is reachable:
+idempotent records, labelled rows, telemetry, alarms, versioned migrations."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import create_engine, text
+from support.fleet import PG_ADMIN, postgres_unreachable
+
+from adaptedge.cloud.store import SCHEMA_VERSION, FleetStore, NewRecord, StoreError, database_url
+from adaptedge.cloud.store.fleet_store import to_signed, to_unsigned
+from adaptedge.cloud.store.schema import MIGRATIONS, migrate, tables
+from adaptedge.protocol.features import pack_features
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FleetStore]:
+    if request.param == "sqlite":
+        with FleetStore(tmp_path / "fleet.db") as s:
+            yield s
+        return
+    reason = postgres_unreachable()
+    if reason is not None:
+        pytest.skip(reason)
+    schema = f"t_{uuid.uuid4().hex[:12]}"  # one schema per test, dropped after
+    admin = create_engine(PG_ADMIN)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        with FleetStore("postgresql://postgres@127.0.0.1:5432/test", schema=schema) as s:
+            yield s
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def record(rid: int, *, device: str = "dev1", kind: str = "audit", local: int | None = 1,
+           hpc: int | None = 1, digest: bytes = b"d" * 16, at: float = 1.0) -> NewRecord:
+    values = np.array([0.5, -1.0, 2.0], dtype=np.float32)
+    features, mask = pack_features(values, np.array([True, False, True]))
+    return NewRecord(device, rid, digest, "bundle-1", kind, 0, features, mask,  # type: ignore[arg-type]
+                     local, hpc, None if hpc is not None else "missing_features", 0.5, at)
+
+
+def test_records_are_stored_once_per_key(store: FleetStore) -> None:
+    big = (1 << 64) - 1  # request ids are u64 on the wire
+    assert store.add_records([record(1), record(big), record(1)]) == [True, True, False]
+    assert store.add_record(record(1)) is False  # a resend changes nothing
+    assert store.add_record(record(1, digest=b"e" * 16)) is True  # other content: its own row
+    assert store.count_records() == 3 and store.count_records("dev2") == 0
+    assert sorted(store.record_keys()) == sorted([
+        ("dev1", 1, b"d" * 16), ("dev1", big, b"d" * 16), ("dev1", 1, b"e" * 16)])
+
+
+def test_labelled_rows_follow_the_contract(store: FleetStore) -> None:
+    store.add_records([record(1, at=2.0), record(2, kind="escalated", local=None, at=1.0),
+                       record(3, hpc=None, at=3.0), record(4, device="dev2", local=0, at=4.0)])
+    rows = store.labelled_rows()
+    assert [r.request_id for r in rows] == [2, 1, 4]  # oldest first, unlabelled left out
+    assert rows[0].kind == "escalated" and rows[0].local_label is None
+    assert rows[1].features[0] == 0.5 and math.isnan(rows[1].features[1])
+    assert rows[1].point == 0 and rows[1].hpc_label == 1 and rows[1].bundle_id == "bundle-1"
+    assert [r.request_id for r in store.labelled_rows(device="dev2")] == [4]
+    assert store.labelled_rows(bundle_id="other") == []
+    tallies = {(d, k): (n, lab, same) for d, _, k, n, lab, same in store.tallies()}
+    assert tallies[("dev1", "audit")] == (2, 1, 1) and tallies[("dev2", "audit")] == (1, 1, 0)
+
+
+def test_telemetry_and_alarms(store: FleetStore) -> None:
+    store.add_telemetry("dev1", 1.0, {"decisions": 10.0, "p50": float("nan")}, 2.0)
+    store.add_telemetry("dev1", 3.0, {"decisions": 20.0}, 4.0)
+    assert [(d, at, c.get("decisions")) for d, at, c in store.telemetry()] == [
+        ("dev1", 2.0, 10.0), ("dev1", 4.0, 20.0)]
+    assert store.telemetry("dev1")[0][2]["p50"] is None  # NaN is stored as null
+    store.add_alarm("dev1", "bundle-1", 2, "agreement", "audited agreement 0.61 < 0.80", 5.0)
+    alarms = store.alarms()
+    assert len(alarms) == 1 and alarms[0].point == 2 and alarms[0].metric == "agreement"
+    assert store.alarms("dev2") == []
+
+
+def test_migrations_are_ordered_and_reopening_keeps_the_data(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.db"
+    with FleetStore(path) as first:
+        assert first.version == SCHEMA_VERSION == len(MIGRATIONS)
+        first.add_record(record(7))
+    with FleetStore(f"sqlite:///{path}") as again:  # the same file as a URL
+        assert again.version == SCHEMA_VERSION and again.count_records() == 1
+        with again.engine.begin() as conn:  # a store written by a newer adaptedge
+            conn.execute(again.t.version.update().values(version=SCHEMA_VERSION + 1))
+    with pytest.raises(StoreError, match="newer than this adaptedge"):
+        FleetStore(path)
+
+
+def test_a_store_at_an_old_version_is_brought_up_to_date(tmp_path: Path) -> None:
+    engine = create_engine(database_url(tmp_path / "old.db"))
+    t = tables()
+    with engine.begin() as conn:  # a store of the first version: records only
+        t.version.create(conn)
+        conn.execute(t.version.insert().values(version=1))
+        MIGRATIONS[0](conn, t)
+    engine.dispose()
+    with FleetStore(tmp_path / "old.db") as s:
+        assert s.version == SCHEMA_VERSION
+        s.add_alarm("d", "b", None, "escalation_rate", "x", 1.0)  # table of a later step
+    assert migrate(create_engine(database_url(tmp_path / "old.db")).connect, t) == SCHEMA_VERSION
+
+
+def test_urls_and_ids() -> None:
+    assert database_url("fleet.db") == "sqlite:///fleet.db"
+    assert database_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert database_url(None) == "sqlite:///fleet.db"
+    for rid in (0, 1, (1 << 63) - 1, 1 << 63, (1 << 64) - 1):
+        assert to_unsigned(to_signed(rid)) == rid and -(1 << 63) <= to_signed(rid) < 1 << 63
+    with pytest.raises(StoreError, match="SQLite and PostgreSQL"):
+        FleetStore("mysql+pymysql://u@h/db")

@@ -1,0 +1,158 @@
+"""Recalibration (trainer.recalibrate, trainer.gate_bias, adaptedge recalibrate): unbiased
+estimates from escalated + audit rows, the escalation bias knob, the new bundle's provenance."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adaptedge.cli.main import main
+from adaptedge.protocol import Manifest, verify
+from adaptedge.protocol.audit import AuditPolicy
+from adaptedge.protocol.fleet_rows import LabelledRow
+from adaptedge.trainer.fleet_rows_io import read_rows, write_rows
+from adaptedge.trainer.gate_bias import biased_policy
+from adaptedge.trainer.policy.oracle import BundleRunner
+from adaptedge.trainer.recalibrate import (
+    RecalibrationError,
+    estimate,
+    recalibrate,
+    row_sample,
+)
+
+AUDIT = AuditPolicy(fraction=0.2, seed=3)
+
+
+def _field(bundle: Path, manifest: Manifest, n: int, seed: int, shift: float = 0.0
+           ) -> tuple[list[LabelledRow], float, np.ndarray]:
+    """Rows a device at policy "gate" would send for n inputs, and the true agreement."""
+    X = np.random.default_rng(seed).normal(size=(n, 3)).astype(np.float32) + shift
+    runner = BundleRunner.from_dir(bundle)
+    result = runner.evaluate("gate", X)
+    hpc = np.argmax(runner.hpc_proba(X), axis=1)
+    audited = AUDIT.selected_many("d", np.arange(n), 0) & ~result.escalated
+    rows = [LabelledRow("d", manifest.bundle_id, int(i), "escalated" if result.escalated[i] else
+                        "audit", 0, tuple(float(v) for v in X[i]),
+                        None if result.escalated[i] else int(result.labels[i]), int(hpc[i]),
+                        float(i))
+            for i in np.flatnonzero(result.escalated | audited)]
+    truth = float(np.mean(result.escalated | (result.labels == hpc)))
+    return rows, truth, X
+
+
+def test_weighted_estimate_is_unbiased_where_the_naive_one_is_not(
+        toy_bundle: tuple[Path, Manifest]) -> None:
+    bundle, manifest = toy_bundle
+    rows, truth, _ = _field(bundle, manifest, 4000, seed=0)
+    sample = row_sample(rows, manifest, AUDIT)
+    assert set(sample.counts) == {"escalated", "audit"} and sample.counts["audit"] > 100
+    est = estimate(BundleRunner.from_dir(bundle), "gate", "gate", 0.0, sample)
+    naive = float(np.mean([r.kind == "escalated" or r.local_label == r.hpc_label
+                           for r in rows]))
+    assert abs(est.agreement - truth) < 0.03
+    assert naive - truth > 0.05  # the escalated rows alone would flatter the gate
+
+
+def test_bias_moves_the_gate(toy_bundle: tuple[Path, Manifest]) -> None:
+    bundle, manifest = toy_bundle
+    files = {f: (bundle / f).read_bytes() for f in manifest.files}
+    X = np.random.default_rng(1).normal(size=(500, 3)).astype(np.float32)
+    rates = []
+    for bias in (-1e3, 0.0, 1e3):
+        graph, new = biased_policy(manifest.policies["gate"], files, bias)
+        m = Manifest(**{**{f: getattr(manifest, f) for f in manifest.__dataclass_fields__},
+                        "policies": {"g": graph}})
+        rates.append(BundleRunner.from_files(m, {**files, **new}).evaluate("g", X)
+                     .escalation_rate)
+    assert rates[0] == 0.0 and rates[2] == 1.0 and 0.0 < rates[1] < 1.0
+
+
+def test_recalibrate_restores_agreement_after_drift(toy_bundle: tuple[Path, Manifest],
+                                                    tmp_path: Path) -> None:
+    bundle, manifest = toy_bundle
+    rows, before, _ = _field(bundle, manifest, 3000, seed=2, shift=0.8)
+    result = recalibrate(bundle, rows, tmp_path / "b2", audit=AUDIT, target=0.999,
+                         tolerance=0.0)
+    new = verify(tmp_path / "b2")
+    prov = new.metadata["recalibration"]
+    assert prov["source_bundle"] == manifest.bundle_id
+    assert prov["rows"] == {"escalated": sum(r.kind == "escalated" for r in rows),
+                            "audit": sum(r.kind == "audit" for r in rows)}
+    assert prov["received_at"] == [rows[0].received_at, rows[-1].received_at]
+    assert new.default_operating_point == result.chosen.name
+    assert new.metadata["drift_reference"][result.chosen.name]["n_rows"] > 0
+    # fresh inputs from the drifted distribution: the new default agrees more with the HPC
+    X = np.random.default_rng(9).normal(size=(3000, 3)).astype(np.float32) + 0.8
+    runner = BundleRunner.from_dir(tmp_path / "b2")
+    hpc = np.argmax(runner.hpc_proba(X), axis=1)
+    out = runner.evaluate(new.operating_point(new.default_operating_point).policy, X)
+    after = float(np.mean(out.escalated | (out.labels == hpc)))
+    assert after > before and after >= 0.995
+
+
+def test_rows_need_audits_and_the_right_bundle(toy_bundle: tuple[Path, Manifest]) -> None:
+    bundle, manifest = toy_bundle
+    rows, _, _ = _field(bundle, manifest, 300, seed=4)
+    with pytest.raises(RecalibrationError, match="no audit rows"):
+        row_sample([r for r in rows if r.kind == "escalated"], manifest, AUDIT)
+    with pytest.raises(RecalibrationError, match="no labelled rows of bundle"):
+        row_sample(rows, Manifest(**{**{f: getattr(manifest, f) for f in
+                                        manifest.__dataclass_fields__}, "bundle_id": "other"}),
+                   AUDIT)
+
+
+def test_rows_jsonl_round_trip(tmp_path: Path) -> None:
+    row = LabelledRow("d", "b", 7, "audit", None, (1.0, math.nan), 1, 0, 12.5)
+    write_rows(tmp_path / "r.jsonl", [row])
+    back = read_rows(tmp_path / "r.jsonl")[0]
+    assert back.features[0] == 1.0 and math.isnan(back.features[1])
+    assert (back.kind, back.point, back.received_at) == ("audit", None, 12.5)
+    (tmp_path / "bad.jsonl").write_text('{"device": "d"}\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: not a labelled row: missing"):
+        read_rows(tmp_path / "bad.jsonl")
+
+
+def test_cli_recalibrate_from_rows(toy_bundle: tuple[Path, Manifest], tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    bundle, manifest = toy_bundle
+    rows, _, _ = _field(bundle, manifest, 1500, seed=5, shift=0.5)
+    write_rows(tmp_path / "rows.jsonl", rows)
+    args = ["recalibrate", "--bundle", str(bundle), "--rows", str(tmp_path / "rows.jsonl"),
+            "--out", str(tmp_path / "b2"), "--audit-fraction", "0.2", "--json"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["bundle_id"] == verify(tmp_path / "b2").bundle_id
+    assert report["rows"]["audit"] == sum(r.kind == "audit" for r in rows)
+    assert main([*args[:-3], "--audit-fraction", "0"]) == 2
+    assert "audit fraction is 0" in capsys.readouterr().err
+
+
+def test_cli_db_without_the_store_says_so(toy_bundle: tuple[Path, Manifest], tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        import adaptedge.cloud.store  # type: ignore[import-not-found, unused-ignore]  # noqa: F401
+    except ModuleNotFoundError:
+        pass
+    else:
+        pytest.skip("the fleet store is present: its own tests cover --db")
+    code = main(["recalibrate", "--bundle", str(toy_bundle[0]), "--db", "sqlite:///x.db",
+                 "--out", str(tmp_path / "b2")])
+    assert code == 2 and "--rows" in capsys.readouterr().err
+
+
+def test_thin_evidence_keeps_the_deployed_point(toy_bundle: tuple[Path, Manifest]) -> None:
+    from adaptedge.trainer.recalibrate import Estimate, _choose
+
+    manifest = toy_bundle[1]  # default point "walk"
+    def e(name: str, agreement: float, cost: float) -> Estimate:
+        return Estimate(name, name.split("@")[0], 0.0, agreement, 0.2, cost, 1.0, agreement, 50)
+
+    tied = [e("walk", 1.0, 8.0), e("walk@b+1", 1.0, 9.0), e("gate", 1.0, 5.0)]
+    assert _choose(tied, manifest, 0.99, 0.0, 60) == 0  # no evidence for the cheaper one
+    better = [e("walk", 0.95, 8.0), e("gate", 1.0, 5.0), e("walk@b+1", 1.0, 9.0)]
+    assert _choose(better, manifest, 0.99, 0.0, 60) == 1  # highest bound, the cheaper
+    assert _choose(tied, manifest, 0.99, 0.0, 100_000) == 2  # confident: the cheapest
