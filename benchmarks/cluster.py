@@ -37,6 +37,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -271,8 +272,16 @@ def main() -> None:
     ap.add_argument("--failure-runs", type=int, default=4)
     ap.add_argument("--skip", default="", help="comma-separated: mosquitto,nats,failure")
     args = ap.parse_args()
-    skip = set(args.skip.split(","))
     work = Path(tempfile.mkdtemp(prefix="adaptedge-bench-cluster-"))
+    try:
+        print(json.dumps(run(args, work), indent=2))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Everything ``main`` prints, built in ``work``."""
+    skip = set(args.skip.split(","))
     if args.hidden:
         hpc_name = f"MLP {args.features}-{args.hidden}x{args.depth}-4"
         manifest = build_bundle(work / "bundle", args.features, hidden=args.hidden,
@@ -304,7 +313,7 @@ def main() -> None:
     nats = result.get("nats_queue_group")
     if nats is not None:
         result["pass_nats_2_workers_ge_1_6x"] = nats["throughput_ratio_2_over_1"] >= 1.6
-    print(json.dumps(result, indent=2))
+    return result
 
 
 if __name__ == "__main__":
