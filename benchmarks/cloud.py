@@ -41,7 +41,8 @@ SERVICE_PREFIX = "adaptedge"
 
 # -- a bundle built here: a small MLP HPC ------------------------------------------------------
 def build_bundle(out: Path, n_features: int, n_classes: int = 4, hidden: int = 64,
-                 depth: int = 1) -> Manifest:
+                 depth: int = 1, hpc: bytes | None = None, hpc_description: str = "") -> Manifest:
+    """A one-node gate bundle whose HPC is an MLP (or the given ONNX bytes)."""
     from adaptedge.protocol import (
         Action,
         CostWeights,
@@ -72,11 +73,11 @@ def build_bundle(out: Path, n_features: int, n_classes: int = 4, hidden: int = 6
         feature_names=tuple(f"f{i}" for i in cols), sensors=(SensorSpec("s", cols),),
         link=LinkSpec(), cost_weights=CostWeights(),
         hpc=HpcRef("hpc.onnx", ("s",), accuracy=0.9,
-                   description=f"MLP {n_features}-{hidden}x{depth}"),
+                   description=hpc_description or f"MLP {n_features}-{hidden}x{depth}"),
         policies={"gate": gate},
         operating_points=(OperatingPoint("gate", "gate", accuracy=0.8, cost=1.0),),
         default_operating_point="gate", files={}, metadata={"method": "benchmark"})
-    hpc = model([n_features, *[hidden] * depth, n_classes])
+    hpc = hpc or model([n_features, *[hidden] * depth, n_classes])
     return write_bundle(out, manifest, {"hpc.onnx": hpc,
                                         "gate.onnx": model([n_features, n_classes])})
 

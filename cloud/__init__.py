@@ -1,5 +1,6 @@
-"""The cloud fallback service: the bundle's HPC behind MQTT, micro-batched, shared-subscription
-workers. Depends on numpy, onnxruntime, paho-mqtt and msgpack only."""
+"""The cloud fallback service: the bundle's HPC behind MQTT (shared subscriptions) or a NATS
+cluster (queue groups), micro-batched. Depends on numpy, onnxruntime, paho-mqtt and msgpack;
+nats-py (extra ``nats``) only for ``nats://`` brokers."""
 
 from adaptedge.cloud.connection import TlsFiles
 from adaptedge.cloud.errors import CloudError

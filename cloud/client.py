@@ -43,17 +43,19 @@ class RequestClient:
         self.on_reply: ReplyHandler | None = None
         self._granted: list[Any] | None = None
 
-    def connect(self, *, subscribe: bool = True, timeout_s: float = 5.0) -> None:
+    def connect(self, *, subscribe: bool = True, timeout_s: float = 5.0, qos: int = 1) -> None:
         connect(self.client, self.address)
         if subscribe:
-            granted = self.subscribe(self.reply_topic, timeout_s=timeout_s)
+            granted = self.subscribe(self.reply_topic, timeout_s=timeout_s, qos=qos)
             if any(code.is_failure for code in granted):
                 raise CloudError(f"the broker refused the subscription to {self.reply_topic}")
 
-    def subscribe(self, topic_filter: str, *, timeout_s: float = 5.0) -> list[Any]:
-        """Subscribe (QoS 1) and wait for the SUBACK; returns the granted reason codes."""
+    def subscribe(self, topic_filter: str, *, timeout_s: float = 5.0,
+                  qos: int = 1) -> list[Any]:
+        """Subscribe (QoS 1, or 0 for a NATS MQTT listener) and wait for the SUBACK; returns
+        the granted reason codes."""
         self._granted = None
-        self.client.subscribe(topic_filter, qos=1)
+        self.client.subscribe(topic_filter, qos=qos)
         self.pump(timeout_s, lambda: self._granted is not None)
         if self._granted is None:
             raise CloudError(f"no SUBACK for {topic_filter} within {timeout_s:g} s")

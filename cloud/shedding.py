@@ -83,9 +83,10 @@ class RequestAges:
 
 class BacklogProbe:
     """The worker's input backlog in seconds, measured by QoS 1 messages it sends itself on
-    its own telemetry topic (``on_message`` is the callback for that topic)."""
+    its own telemetry topic through ``client.publish`` (a paho client or a transport's wire);
+    ``on_payload`` (or paho's ``on_message``) takes what comes back on that topic."""
 
-    def __init__(self, client: mqtt.Client, topic: str, source: str) -> None:
+    def __init__(self, client: Any, topic: str, source: str) -> None:
         self.delay_s = 0.0
         self._client, self._topic, self._source = client, topic, source
         self._sent_at: float | None = None
@@ -124,8 +125,11 @@ class BacklogProbe:
         return 1
 
     def on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        self.on_payload(message.payload)
+
+    def on_payload(self, payload: bytes | bytearray) -> None:
         try:
-            probe = decode(message.payload)
+            probe = decode(payload)
         except ProtocolError:
             return
         if type(probe) is Telemetry and probe.source == self._source and self._sent_at \

@@ -6,6 +6,23 @@ A reply for an id that already had its answer is a duplicate; one for an id whos
 is late; both are counted and dropped. A background thread named ``edge[<device>].mqtt_loop``
 runs the network loop and reconnects with jittered exponential backoff. TCP_NODELAY is set on
 every socket (paho does not; without it a round trip takes 40-90 ms instead of ~0.3 ms).
+
+Failover: ``broker_url`` may list several brokers (``mqtt://a:1883,mqtt://b:1883``, e.g. the
+MQTT listeners of a NATS cluster's nodes). When the connection is lost the uplink moves to the
+next one at once (backing off only after a whole round failed), subscribes again and resends
+every request still inside its deadline whose reply has not come (at QoS 1 paho itself
+resends the ones the lost broker never acknowledged); the waits go on meanwhile. With a single broker a
+lost connection ends the waits at once (the decisions degrade without waiting). The reply
+subscription asks for QoS 1 and falls back to QoS 0 when refused: a NATS server refuses a
+QoS 1 subscription to an account without subscribe permission on its internal
+``$MQTT.sub.>`` subjects, which the fleet's ACL does not grant (it would let a device read
+other sessions' deliveries), and replies published by NATS workers arrive at QoS 0 anyway.
+``qos=0`` (requests and reply subscription) suits a NATS cluster's MQTT listeners:
+nats-server 2.9 stores every QoS 1 publish in a replicated JetStream stream before its
+PUBACK and backs a QoS 1 subscription with a JetStream consumer, so each costs a replicated
+write and stalls for seconds (4 s timeouts, seen) while a stream leader on a dead node is
+re-elected; the worker hop is at-most-once core NATS anyway, and the deadline bounds every
+wait.
 """
 
 from __future__ import annotations
@@ -13,19 +30,23 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import socket
 import ssl
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 
 from adaptedge.edge.errors import UplinkConfigError
-from adaptedge.protocol.broker_url import split_broker_url
+from adaptedge.edge.mqtt_links import (
+    acknowledged,
+    close_sockets_of,
+    parse_broker_urls,
+    set_nodelay,
+)
 from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.errors import ProtocolError
 from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest, Telemetry
@@ -35,20 +56,14 @@ _REMEMBERED_IDS = 4096
 log = logging.getLogger("edge.mqtt")
 
 
-def parse_broker_url(url: str) -> tuple[str, int, bool]:
-    """``(host, port, tls)`` of a broker URL (``protocol.broker_url``)."""
-    try:
-        return split_broker_url(url)
-    except ValueError as exc:
-        raise UplinkConfigError(str(exc)) from None
-
-
 class _Slot:
-    __slots__ = ("event", "reply")
+    __slots__ = ("deadline", "event", "info", "payload", "reply")
 
-    def __init__(self) -> None:
+    def __init__(self, payload: bytes, deadline: float) -> None:
         self.event = threading.Event()
         self.reply: InferenceReply | ErrorReply | None = None
+        self.payload, self.deadline = payload, deadline
+        self.info: mqtt.MQTTMessageInfo | None = None
 
 
 class _RecentIds:
@@ -71,25 +86,34 @@ class MqttUplink:
     """An ``edge.Uplink`` over an MQTT broker. Call ``start()`` (or use ``with``), then
     hand it to ``EdgeRuntime.load(..., uplink=...)``."""
 
-    def __init__(self, broker_url: str, device_id: str, *, username: str | None = None,
+    def __init__(self, broker_url: str | Sequence[str], device_id: str, *, username: str | None = None,
                  password: str | None = None, tls: ssl.SSLContext | None = None,
                  prefix: str = DEFAULT_PREFIX, keepalive: int = 30,
+                 connack_timeout_s: float = 2.0,
                  reconnect_min_s: float = 0.1, reconnect_max_s: float = 5.0,
                  client_id: str | None = None, max_queued: int = 1000,
+                 qos: int = 1,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        host, port, wants_tls = parse_broker_url(broker_url)
+        self.brokers = parse_broker_urls(broker_url)
+        host, port, wants_tls = self.brokers[0]
+        if qos not in (0, 1):
+            raise UplinkConfigError(f"qos must be 0 or 1, got {qos}")
+        self.qos = qos
+        """QoS of the requests and of the reply subscription."""
         if password is not None and username is None:
             raise UplinkConfigError("a password was given without a username")
         if not 0 < reconnect_min_s <= reconnect_max_s:
             raise UplinkConfigError("need 0 < reconnect_min_s <= reconnect_max_s, got "
                                     f"{reconnect_min_s} and {reconnect_max_s}")
         self.host, self.port = host, port
+        """The broker in use (or being tried)."""
         self.device_id = device_id
         self.request_topic = request_topic(device_id, prefix)
         self.reply_topic = reply_topic(device_id, prefix)
         self.telemetry_topic = telemetry_topic(device_id, prefix)
         self._clock = clock
         self._keepalive = keepalive
+        self._connack_timeout_s = connack_timeout_s
         self._backoff = (reconnect_min_s, reconnect_max_s)
         self._pending: dict[int, _Slot] = {}
         self._answered = _RecentIds(_REMEMBERED_IDS)
@@ -102,7 +126,10 @@ class MqttUplink:
         self._counters: dict[str, float] = {
             "late_replies": 0.0, "duplicate_replies": 0.0, "unknown_replies": 0.0,
             "bad_replies": 0.0, "connects": 0.0, "connect_failures": 0.0, "disconnects": 0.0,
+            "failovers": 0.0, "resent": 0.0, "reply_qos0": 0.0,
         }
+        self._reply_sub_mid: int | None = None
+        self._reply_qos = 1
         client = mqtt.Client(CallbackAPIVersion.VERSION2,
                              client_id=client_id or f"adaptedge-edge-{device_id}",
                              protocol=mqtt.MQTTv311, clean_session=True)
@@ -115,10 +142,11 @@ class MqttUplink:
         # Bounded: while a frozen broker holds acks back, requests past the bound fail at once
         # (the decision degrades) instead of queueing without limit.
         client.max_queued_messages_set(max_queued)
-        client.on_socket_open = _set_nodelay
+        client.on_socket_open = set_nodelay
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
+        client.on_subscribe = self._on_subscribe
         self._client = client
 
     # -- Uplink --------------------------------------------------------------------------------
@@ -128,11 +156,12 @@ class MqttUplink:
     def exchange(self, request: InferenceRequest,
                  deadline: float) -> InferenceReply | ErrorReply | None:
         rid = request.request_id
-        slot = _Slot()
+        slot = _Slot(encode(request), deadline)
         with self._lock:
             self._pending[rid] = slot
         try:
-            info = self._client.publish(self.request_topic, encode(request), qos=1)
+            info = slot.info = self._client.publish(self.request_topic, slot.payload,
+                                                    qos=self.qos)
             if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
                 return None
             remaining = deadline - self._clock()
@@ -164,7 +193,7 @@ class MqttUplink:
         self._channels[topic] = on_payload
         self._client.message_callback_add(topic, lambda c, u, m: on_payload(bytes(m.payload), m.retain))
         if self.is_connected():
-            self._client.subscribe(topic, qos=1)
+            self._client.subscribe(topic, qos=self.qos)
 
     def publish(self, topic: str, payload: bytes, *, qos: int = 0, retain: bool = False) -> bool:
         """Publish raw bytes on one of this device's topics; False when not queued."""
@@ -208,35 +237,57 @@ class MqttUplink:
     def _loop(self) -> None:
         low, high = self._backoff
         delay = low
-        first = True
+        index, failed_in_round = 0, 0
         client = self._client
         # paho's threaded mode (what loop_start does): other threads' publishes only queue the
         # packet and wake this thread, so a single thread ever writes to the socket.
         client._thread = threading.current_thread()
         while not self._stop.is_set():
+            self.host, self.port, _ = self.brokers[index]
             try:
-                if first:
-                    client.connect(self.host, self.port, keepalive=self._keepalive)
-                    first = False
-                else:
-                    client.reconnect()
+                client.connect(self.host, self.port, keepalive=self._keepalive)
             except (OSError, ssl.SSLError, ValueError) as exc:
-                _close_sockets_of(exc)
+                close_sockets_of(exc)
                 self._counters["connect_failures"] += 1
                 self.last_error = f"cannot connect to {self.host}:{self.port}: {exc}"
-                self._stop.wait(random.uniform(0.5, 1.0) * delay)
-                delay = min(delay * 2, high)
+                index, failed_in_round = (index + 1) % len(self.brokers), failed_in_round + 1
+                if failed_in_round >= len(self.brokers):  # a whole round failed: back off
+                    failed_in_round = 0
+                    self._stop.wait(random.uniform(0.5, 1.0) * delay)
+                    delay = min(delay * 2, high)
                 continue
-            while not self._stop.is_set():
-                rc = client.loop(timeout=0.05)
-                if rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
-                    break
-                if client.is_connected():
-                    delay = low
-            if not self._stop.is_set():
+            if self._run_connection(client):
+                delay, failed_in_round = low, 0
+            if self._stop.is_set():
+                break
+            if len(self.brokers) == 1:  # nowhere else to go: degrade now, retry after a pause
                 self._wake_all()
                 self._stop.wait(random.uniform(0.5, 1.0) * delay)
                 delay = min(delay * 2, high)
+            else:  # fail over to the next broker at once; the waits go on
+                self._counters["failovers"] += 1
+                index = (index + 1) % len(self.brokers)
+                failed_in_round += 1
+
+    def _run_connection(self, client: mqtt.Client) -> bool:
+        """Drive the loop until the connection ends or ``close()``; True if it was accepted.
+        A CONNACK that does not come within ``connack_timeout_s`` ends the attempt (a NATS
+        node whose JetStream is re-electing a leader holds a CONNECT for 4 s, then refuses)."""
+        started, accepted = time.monotonic(), False
+        while not self._stop.is_set():
+            if client.loop(timeout=0.05) != MQTTErrorCode.MQTT_ERR_SUCCESS:
+                break
+            if client.is_connected():
+                accepted = True
+            elif not accepted and time.monotonic() - started > self._connack_timeout_s:
+                self._counters["connect_failures"] += 1
+                self.last_error = (f"no CONNACK from {self.host}:{self.port} within "
+                                   f"{self._connack_timeout_s:g} s")
+                with contextlib.suppress(Exception):
+                    client.disconnect()
+                    client.loop(timeout=0.01)
+                break
+        return accepted
 
     def _wake_all(self) -> None:
         with self._lock:
@@ -254,14 +305,43 @@ class MqttUplink:
             return
         self._counters["connects"] += 1
         self.last_error = None
-        client.subscribe(self.reply_topic, qos=1)
+        self._reply_qos = self.qos
+        self._reply_sub_mid = client.subscribe(self.reply_topic, qos=self.qos)[1]
         for extra in self._channels:
-            client.subscribe(extra, qos=1)
+            client.subscribe(extra, qos=self.qos)
+
+    def _on_subscribe(self, client: mqtt.Client, userdata: Any, mid: int, reason_codes: Any,
+                      properties: Any) -> None:
+        if mid != self._reply_sub_mid:
+            return
+        if any(getattr(code, "is_failure", False) for code in reason_codes):
+            if self._reply_qos == 1:  # e.g. NATS without $MQTT.sub permission: try QoS 0
+                self._reply_qos = 0
+                self._counters["reply_qos0"] += 1
+                self._reply_sub_mid = client.subscribe(self.reply_topic, qos=0)[1]
+                return
+            self.last_error = f"the broker refused the reply subscription {self.reply_topic}"
+            log.warning("edge %s: %s", self.device_id, self.last_error)
+        self._resend()
+
+    def _resend(self) -> None:
+        """After a (re)subscription: publish again what is still inside its deadline and
+        unanswered: at QoS 1 what the lost broker acknowledged (paho resends the rest itself),
+        at QoS 0 all of it."""
+        now = self._clock()
+        with self._lock:
+            slots = [s for s in self._pending.values() if s.reply is None and s.deadline > now
+                     and (self.qos == 0 or acknowledged(s.info))]
+        for slot in slots:
+            slot.info = self._client.publish(self.request_topic, slot.payload,
+                                             qos=self.qos)
+            self._counters["resent"] += 1
 
     def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, reason_code: Any,
                        properties: Any) -> None:
         self._counters["disconnects"] += 1
-        self._wake_all()
+        if len(self.brokers) == 1:
+            self._wake_all()
 
     def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
         try:
@@ -287,20 +367,3 @@ class MqttUplink:
                 self._counters["late_replies"] += 1
             else:
                 self._counters["unknown_replies"] += 1
-
-
-def _close_sockets_of(exc: BaseException) -> None:
-    """Close sockets a failed connect left open (paho does not close a socket whose TLS
-    handshake failed; it would linger until garbage collection)."""
-    tb = exc.__traceback__
-    while tb is not None:
-        for value in tb.tb_frame.f_locals.values():
-            if isinstance(value, socket.socket) and value.fileno() != -1:
-                with contextlib.suppress(OSError):
-                    value.close()
-        tb = tb.tb_next
-
-
-def _set_nodelay(client: mqtt.Client, userdata: Any, sock: Any) -> None:
-    with contextlib.suppress(OSError, AttributeError):  # not TCP (unix/websocket transports)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -14,6 +14,7 @@ from typing import Any
 
 from adaptedge.cli import fleet_serve
 from adaptedge.cli.cloud_pool import serve_pool
+from adaptedge.cli.nats_cmd import register_nats_config
 
 
 def register(sub: Any) -> None:
@@ -31,9 +32,10 @@ def register(sub: Any) -> None:
                    help="also serve the bundles' chunks to devices downloading an update")
     s.add_argument("--trust", action="append", metavar="PUBKEY",
                    help="serve only a bundle signed by this public key (repeatable)")
-    s.add_argument("--broker", required=True, help="mqtt://HOST:PORT or mqtts://HOST:PORT")
-    s.add_argument("--group", default="adaptedge",
-                   help="shared-subscription group of the workers (default: adaptedge)")
+    s.add_argument("--broker", required=True, help="mqtt://HOST:PORT or mqtts://HOST:PORT, or "
+                   "a NATS cluster: nats://HOST:PORT[,nats://HOST:PORT...] (the nats extra)")
+    s.add_argument("--group", default="adaptedge", help="shared-subscription group (MQTT) or "
+                   "queue group (NATS) of the workers (default: adaptedge)")
     s.add_argument("--share", choices=("auto", "on", "off"), default="auto",
                    help="use $share subscriptions: auto = probe the broker (default)")
     s.add_argument("--no-share", dest="share", action="store_const", const="off",
@@ -74,6 +76,7 @@ def register(sub: Any) -> None:
                    "(mosquitto: 'mosquitto'); they are 0600")
     a.add_argument("--force", action="store_true", help="replace existing credentials")
     a.set_defaults(handler=acl)
+    register_nats_config(cmds)
 
 
 def serve(args: argparse.Namespace) -> int:

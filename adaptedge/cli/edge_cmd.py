@@ -38,8 +38,11 @@ def register(sub: Any) -> None:
     run.add_argument("--bundle", required=True, help="bundle directory or .tar")
     run.add_argument("--trust", action="append", type=Path, metavar="PUBKEY",
                      help="load only a bundle signed by this public key (repeatable)")
-    run.add_argument("--broker", help="mqtt://HOST:PORT, mqtts://HOST:PORT or HOST:PORT "
-                     "(omit to run offline: escalations answer degraded)")
+    run.add_argument("--broker", help="mqtt://HOST:PORT, mqtts://HOST:PORT or HOST:PORT; a "
+                     "comma-separated list fails over in order (e.g. a NATS cluster's MQTT "
+                     "listeners); omit to run offline: escalations answer degraded")
+    run.add_argument("--qos", type=int, choices=(0, 1), default=1, help="MQTT QoS of requests "
+                     "and replies (default 1; 0 for a NATS cluster's MQTT listeners)")
     run.add_argument("--device", default="edge", help="device id (topic segment)")
     run.add_argument("--prefix", default="adaptedge", help="topic prefix (default adaptedge), "
                      "as cloud serve --prefix")
@@ -176,10 +179,14 @@ def _start_runtime(args: argparse.Namespace, dataset: Any) -> tuple[Any, Any]:
 
     uplink = None
     if args.broker:
-        login = resolve_broker(args.broker, username=args.username,
-                               password_file=args.password_file)
-        uplink = MqttUplink(login.url, args.device, username=login.username,
-                            password=login.password, tls=_tls(args), prefix=args.prefix)
+        logins = [resolve_broker(url, username=args.username, password_file=args.password_file)
+                  for url in args.broker.split(",") if url.strip()]
+        if not logins:
+            raise CommandError("--broker is empty: give mqtt://HOST:PORT[,mqtt://HOST:PORT...]")
+        login = logins[0]
+        uplink = MqttUplink([x.url for x in logins], args.device, username=login.username,
+                            password=login.password, tls=_tls(args), prefix=args.prefix,
+                            qos=args.qos)
     timeouts = None if args.sensor_timeout is None else {"*": args.sensor_timeout}
     rt = EdgeRuntime.load(args.bundle, uplink=uplink, device_id=args.device, trust=args.trust,
                           operating_point=args.operating_point if args.budget is None

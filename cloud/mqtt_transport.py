@@ -1,0 +1,203 @@
+"""The service core behind an MQTT broker (paho-mqtt 2, MQTT 3.1.1).
+
+One thread owns the paho client and drives its loop by hand, so there is no per-message thread
+handoff: ``on_message`` hands the message to the core, which flushes the pending batch when it
+is full or when no more input is waiting on the socket; the loop flushes a batch whose oldest
+request has waited ``max_wait_ms``. A flush is one onnxruntime call and one QoS 1 publish per
+reply, written ahead of the request's PUBACK. Workers share one group
+(``$share/<group>/<prefix>/v1/+/req``) when the broker delivers shared subscriptions (probed).
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import threading
+import time
+from typing import Any, Literal
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import MQTTErrorCode
+
+from adaptedge.cloud.connection import BrokerAddress, TlsFiles, connect, make_client, reconnect
+from adaptedge.cloud.core import ServiceCore
+from adaptedge.cloud.sharing import probe_shared
+from adaptedge.protocol import errors as E
+from adaptedge.protocol.topics import shared
+
+ShareMode = Literal["auto", "on", "off"]
+_SUCCESS = MQTTErrorCode.MQTT_ERR_SUCCESS
+_select = select.select
+_IDLE_TICK_S = 0.05
+_DRAIN_QUIET_S = 0.1
+
+
+class MqttTransport:
+    """Connects, subscribes (shared or plain), runs the loop, reconnects, drains."""
+
+    def __init__(self, core: ServiceCore, address: BrokerAddress, *, group: str | None,
+                 share: ShareMode, username: str | None, password: str | None,
+                 tls: TlsFiles | None, stats_every_s: float, max_refusals: int,
+                 logger: logging.Logger) -> None:
+        self.core, self.address, self.group, self.share_mode = core, address, group, share
+        self.log = logger
+        self.stats_every_s = stats_every_s
+        self._max_refusals = max_refusals
+        self._tls = tls is not None or address.tls
+        self.client = make_client(core.worker_id, username=username, password=password,
+                                  tls=tls, use_tls=self._tls)
+        self.client.on_message = self._on_message
+        self.client.on_connect = self._on_connect
+        self.client.on_publish = self._on_publish
+        self.client.on_subscribe = self._on_subscribe_ack
+        self.client.on_unsubscribe = self._on_subscribe_ack
+        core.bind(self.client, self._readable)
+        self._filter: str | None = None
+        self.shared_subscription = False
+        self._acked = 0
+        self._acks: set[int] = set()
+
+    @property
+    def description(self) -> str:
+        kind = "shared" if self.shared_subscription else "plain"
+        return f"{kind} subscription {self._filter}"
+
+    def open(self) -> None:
+        """Connect, pick shared or plain subscription, subscribe (``CloudError`` if refused)."""
+        connect(self.client, self.address)
+        try:
+            self.shared_subscription = self._choose_sharing()
+            request_filter = self.core.request_filter
+            self._filter = (shared(self.group, request_filter)  # type: ignore[arg-type]
+                            if self.shared_subscription else request_filter)
+            self._subscribe()
+        except BaseException:
+            self.client.disconnect()
+            raise
+
+    def close(self) -> None:
+        self.client.disconnect()
+
+    def extra_stats(self) -> dict[str, float]:
+        return {"shared_subscription": int(self.shared_subscription)}
+
+    # -- subscription ------------------------------------------------------------------------
+    def _choose_sharing(self) -> bool:
+        if self.share_mode == "off":
+            return False
+        if self.share_mode == "on":
+            return True
+        works, published = probe_shared(self.client, self.group or "adaptedge",
+                                        self.core.telemetry_topic, self.core.worker_id,
+                                        self._acks)
+        self.core.published += published
+        self.log.info("broker %s shared subscriptions ($share/%s/...): %s",
+                      "delivers" if works else "does NOT deliver", self.group,
+                      "using them" if works else "falling back to a plain subscription")
+        return works
+
+    def _subscribe(self) -> None:
+        if self._filter is not None:
+            self.client.subscribe(self._filter, qos=1)
+            self.client.subscribe(self.core.telemetry_topic, qos=1)  # backlog probes return
+        telemetry = self.core.telemetry_filter
+        if telemetry is not None:
+            self.client.subscribe(shared(self.group, telemetry)  # type: ignore[arg-type]
+                                  if self.shared_subscription else telemetry, qos=0)
+
+    def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any,
+                    props: Any) -> None:
+        if reason.is_failure:
+            self.log.error("broker refused the reconnection: %s", reason)
+            return
+        self._subscribe()  # clean session: subscriptions do not survive a reconnect
+
+    def _on_subscribe_ack(self, client: mqtt.Client, userdata: Any, mid: int, reasons: Any,
+                          props: Any) -> None:
+        self._acks.add(mid)  # SUBACK or UNSUBACK of this message id
+
+    def _on_publish(self, client: mqtt.Client, userdata: Any, mid: int, reason: Any,
+                    props: Any) -> None:
+        self._acked += 1
+
+    def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        try:
+            topic = message.topic
+        except UnicodeDecodeError:  # paho raises on a topic that is not UTF-8
+            self.core.stats.received += 1
+            self.core.inference.error_counts[E.BAD_TOPIC] += 1
+            return
+        self.core.on_message(topic, message.payload, message.timestamp, retained=message.retain)
+
+    def _readable(self) -> bool:
+        """More input already waiting on the socket (then keep batching)."""
+        sock = self.client.socket()
+        if sock is None:
+            return False
+        if self._tls and sock.pending() > 0:  # type: ignore[attr-defined,union-attr]
+            return True
+        try:
+            return bool(_select([sock], (), (), 0)[0])
+        except (OSError, ValueError, TypeError):
+            return False
+
+    # -- the loop ----------------------------------------------------------------------------
+    def serve(self, stopping: threading.Event, stop_timeout_s: float) -> None:
+        """Serve until ``stopping`` is set, then drain; ``CloudError`` if the broker keeps
+        refusing us (the caller reports it)."""
+        client, batch, core = self.client, self.core.batch, self.core
+        next_stats = time.monotonic() + self.stats_every_s
+        while not stopping.is_set():
+            now = time.monotonic()
+            timeout = min(batch.time_left(now), _IDLE_TICK_S, max(0.0, next_stats - now))
+            rc = client.loop(timeout)
+            if rc != _SUCCESS:
+                core.flush()
+                self._reconnect(rc, stopping)
+                continue
+            if batch.items and (batch.due(time.monotonic()) or not self._readable()):
+                core.flush()
+            if time.monotonic() >= next_stats:
+                core.report(self.extra_stats())
+                next_stats = time.monotonic() + self.stats_every_s
+        self._drain(stop_timeout_s)
+
+    def _reconnect(self, rc: MQTTErrorCode, stopping: threading.Event) -> None:
+        """Back off and reconnect; ``BrokerRefused`` after too many refusals in a row."""
+        self.log.warning("lost the broker connection (%s); reconnecting", mqtt.error_string(rc))
+        if reconnect(self.client, self.address, stopping, self.log,
+                     max_refusals=self._max_refusals):
+            self._subscribe()  # clean session: subscriptions do not survive a reconnect
+            self.log.info("reconnected to %s:%d", self.address.host, self.address.port)
+
+    def _drain(self, timeout_s: float) -> None:
+        """Stop taking work: unsubscribe, answer everything received, wait for acks, disconnect."""
+        client, core = self.client, self.core
+        deadline = time.monotonic() + timeout_s
+        unsubscribe_mid = None if self._filter is None else \
+            client.unsubscribe([self._filter, core.telemetry_topic])[1]
+        if core.backlog is not None:
+            core.backlog.close()  # its probes no longer come back
+        # Messages the broker routed to us before the UNSUBACK still arrive: answer them all,
+        # then wait until the input has been quiet for a moment and every reply is acked.
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            received = core.stats.received
+            if client.loop(0.01) != _SUCCESS:
+                break
+            core.flush()
+            now = time.monotonic()
+            if core.stats.received != received:
+                quiet_since = now
+            if ((unsubscribe_mid is None or unsubscribe_mid in self._acks)
+                    and self._acked >= core.published
+                    and now - quiet_since >= _DRAIN_QUIET_S):
+                break
+        unacked = core.published - self._acked
+        core.report(self.extra_stats())
+        client.disconnect()
+        for _ in range(10):  # send the DISCONNECT; loop() fails once the socket is closed
+            if client.loop(0.01) != _SUCCESS:
+                break
+        self.log.info("worker %s stopped%s", core.worker_id,
+                      f" ({unacked} replies not acknowledged by the broker)" if unacked else "")

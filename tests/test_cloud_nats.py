@@ -1,0 +1,281 @@
+"""The cloud service on a NATS cluster: `cloud nats-config` output in real nats-server nodes,
+devices confined to their own subjects (through MQTT and through NATS), workers in a queue
+group answering MQTT devices, and a node killed mid-run."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.toy_bundle import build_toy_bundle
+
+from adaptedge.cli.main import main as cli
+from adaptedge.cloud import CloudService
+from adaptedge.cloud.client import RequestClient
+from adaptedge.protocol import InferenceReply, InferenceRequest, Manifest, decode, encode
+from adaptedge.protocol.features import pack_features
+
+pytest.importorskip("nats")
+pytestmark = [pytest.mark.broker, pytest.mark.skipif(
+    shutil.which("nats-server") is None and not Path("/usr/sbin/nats-server").exists(),
+    reason="nats-server is not installed (apt-get install -y nats-server)")]
+
+from adaptedge.simulator.nats_cluster import LocalNatsCluster  # noqa: E402
+
+
+def request(manifest: Manifest, rid: int, device: str) -> bytes:
+    feats, mask = pack_features([1.0, 2.0, 3.0], [True] * 3)
+    return encode(InferenceRequest(rid, device, manifest.bundle_id, time.time(), 60_000.0,
+                                   feats, mask))
+
+
+def test_nats_config_writes_private_node_files_with_routes_to_the_others(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "nats"
+    nodes = ["n1=10.0.0.1:4222:1883:6222", "n2=10.0.0.2:4222:1883:6222",
+             "n3=10.0.0.3:4222:1883:6222"]
+    assert cli(["cloud", "nats-config", *[x for n in nodes for x in ("--node", n)],
+                "--devices", "dev1,dev2", "--workers", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "nats://10.0.0.1:4222,nats://10.0.0.2:4222,nats://10.0.0.3:4222" in printed
+    n1 = (out / "n1.conf").read_text()
+    assert 'server_name: "n1"' in n1 and 'listen: "10.0.0.1:1883"' in n1 and "store_dir" in n1
+    assert "10.0.0.2:6222" in n1 and "10.0.0.3:6222" in n1 and "10.0.0.1:6222\"]" not in n1
+    accounts = (out / "accounts.conf").read_text()
+    assert ('publish: {allow: ["adaptedge.v1.dev1.req", "adaptedge.v1.dev1.telemetry", '
+            '"adaptedge.v1.dev1.fetch", "adaptedge.v1.dev1.store"]}') in accounts
+    assert ('subscribe: {allow: ["adaptedge.v1.dev1.resp", "adaptedge.v1.dev1.update", '
+            '"adaptedge.v1.dev1.chunk", "adaptedge.v1.dev1.stored"]}') in accounts
+    for name in ("n1.conf", "accounts.conf", "secrets/dev1", "secrets/adaptedge-cloud-2"):
+        assert stat.S_IMODE((out / name).stat().st_mode) == 0o600, name
+    assert cli(["cloud", "nats-config", "--node", nodes[0], "--devices", "dev1",
+                "--out", str(out)]) == 2  # refuses to overwrite
+    assert cli(["cloud", "nats-config", "--node", "n1=host:4222", "--devices", "d",
+                "--out", str(tmp_path / "x")]) == 2
+    assert cli(["cloud", "nats-config", "--node", nodes[0], "--devices", "a.b",
+                "--out", str(tmp_path / "y")]) == 2  # '.' would split the subject
+
+
+@pytest.fixture(scope="module")
+def single_node(tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[tuple[LocalNatsCluster, Path, Manifest]]:
+    bundle = tmp_path_factory.mktemp("nats") / "toy"
+    manifest = build_toy_bundle(bundle)
+    with LocalNatsCluster(1, ["dev1", "dev2"], workers=1) as cluster:
+        yield cluster, bundle, manifest
+
+
+def mqtt_device(cluster: LocalNatsCluster, user: str, device: str | None = None
+                ) -> RequestClient:
+    client = RequestClient(cluster.mqtt_url(0), device or user, username=user,
+                           password=cluster.password(user), client_id=f"{user}-{time.monotonic_ns()}")
+    client.connect(subscribe=False)
+    return client
+
+
+async def nats_as(cluster: LocalNatsCluster, user: str, actions: Any) -> tuple[list[str], Any]:
+    """Run ``actions(nc)`` as ``user`` over plain NATS; returns the server's errors too."""
+    import nats
+
+    errors: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(str(exc))
+
+    nc = await nats.connect(cluster.worker_url, user=user, password=cluster.password(user),
+                            error_cb=on_error, allow_reconnect=False)
+    try:
+        result = await actions(nc)
+        await nc.flush()
+        await asyncio.sleep(0.2)  # permission errors arrive asynchronously
+    finally:
+        await nc.close()
+    return errors, result
+
+
+def test_a_device_reaches_only_its_own_subjects_through_mqtt_and_nats(
+        single_node: tuple[LocalNatsCluster, Path, Manifest]) -> None:
+    cluster, bundle, manifest = single_node
+    worker = cluster.workers[0]
+    svc = CloudService(bundle, cluster.worker_url, username=worker,
+                       password=cluster.password(worker), client_id=worker, stats_every_s=3600)
+    svc.start()
+    try:
+        assert svc.shared_subscription  # a queue group
+        dev1, dev2 = mqtt_device(cluster, "dev1"), mqtt_device(cluster, "dev2")
+        # MQTT: dev1 may not subscribe to dev2's replies (nor to everyone's, nor to the
+        # server's internal QoS 1 delivery subjects); its own at QoS 0 is fine.
+        for topic in ("adaptedge/v1/dev2/resp", "adaptedge/v1/+/resp", "#", "$MQTT/sub/#"):
+            assert all(code.is_failure for code in dev1.subscribe(topic, qos=0)), topic
+        assert not any(code.is_failure for code in dev1.subscribe(dev1.reply_topic, qos=0))
+        assert not any(code.is_failure for code in dev2.subscribe(dev2.reply_topic, qos=0))
+        # dev1 publishing on dev2's request topic reaches no worker.
+        dev1.send(request(manifest, 1, "dev2"), topic="adaptedge/v1/dev2/req", qos=0)
+        dev1.send(request(manifest, 2, "dev1"), qos=0)  # its own: answered
+        dev2.send(request(manifest, 3, "dev2"), qos=0)
+        assert dev1.pump(10.0, lambda: dev1.answered(2))
+        assert dev2.pump(10.0, lambda: dev2.answered(3))
+        dev1.pump(0.3)
+        dev2.pump(0.3)
+        assert sorted(dev1.replies) == [2] and sorted(dev2.replies) == [3]
+        assert isinstance(dev1.replies[2][0][1], InferenceReply)
+        assert svc.stats()["received"] == 2  # the forged request never reached the worker
+
+        # NATS: the same account over the client port is held to the same subjects.
+        async def as_dev1(nc: Any) -> list[bytes]:
+            got: list[bytes] = []
+
+            async def keep(msg: Any) -> None:
+                got.append(msg.data)
+
+            for subject in ("adaptedge.v1.dev2.resp", "adaptedge.v1.*.resp", ">",
+                            "$MQTT.sub.>", "adaptedge.v1.*.req"):
+                await nc.subscribe(subject, cb=keep)
+            await nc.subscribe("adaptedge.v1.dev1.resp", cb=keep)
+            await nc.publish("adaptedge.v1.dev2.req", request(manifest, 4, "dev2"))
+            await nc.publish("adaptedge.v1.dev1.req", request(manifest, 5, "dev1"))
+            await nc.flush()
+            dev2.send(request(manifest, 6, "dev2"), qos=0)  # its reply must not reach dev1
+            for _ in range(100):
+                dev2.pump(0.02)
+                if dev2.answered(6) and got:
+                    break
+                await asyncio.sleep(0.02)
+            return got
+
+        errors, got = asyncio.run(nats_as(cluster, "dev1", as_dev1))
+        assert dev2.answered(6)
+        assert [decode(x).request_id for x in got] == [5]  # type: ignore[union-attr]
+        violations = " ".join(errors).lower()  # nats-py lower-cases the server's message
+        for subject in ("adaptedge.v1.dev2.resp", "adaptedge.v1.*.resp", "$MQTT.sub.>",
+                        "adaptedge.v1.*.req"):
+            assert f'subscription to "{subject.lower()}"' in violations, (subject, errors)
+        assert 'publish to "adaptedge.v1.dev2.req"' in violations, errors
+        assert svc.stats()["received"] == 4  # 2 before, then request 5 and request 6
+        dev1.close()
+        dev2.close()
+    finally:
+        svc.stop()
+
+
+@pytest.mark.slow
+def test_a_node_killed_mid_run_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    """Three nodes, three MQTT devices (one per node), two workers on nodes 1 and 2; node 1
+    (a device's and a worker's) is killed 2 s in. Every request gets exactly one final
+    answer; the cloud-answer rate is back within 10 s (a device whose node died must wait
+    for JetStream to re-elect the MQTT session stream's leader: 4-9 s when it was there)."""
+    from adaptedge.simulator.nats_failover import run_node_failure
+
+    manifest = build_toy_bundle(tmp_path / "toy")
+    result = run_node_failure(tmp_path / "toy", manifest, rate_per_device=30.0,
+                              duration_s=13.0, kill_after_s=2.0, deadline_ms=300.0)
+    assert result["lost"] == 0 and result["duplicated"] == 0, result
+    assert result["requests"] == result["answered_cloud"] + result["answered_degraded"]
+    assert result["requests"] >= 3 * 30 * 2, result  # the devices kept going
+    assert result["failovers"] >= 1 and all(n > 0 for n in result["worker_replies"]), result
+    assert result["recovery_s"] is not None and result["recovery_s"] <= 10.0, result
+    assert not result["device_errors"], result
+
+
+def test_cloud_serve_joins_the_queue_group_from_the_command_line(
+        single_node: tuple[LocalNatsCluster, Path, Manifest], tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    cluster, bundle, manifest = single_node
+    worker = cluster.workers[0]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "adaptedge.cli.main", "cloud", "serve", "--bundle",
+             str(bundle), "--broker", f"{cluster.worker_url},nats://127.0.0.1:1",
+             "--username", worker, "--password-file", str(cluster.config.secret_file(worker)),
+             "--client-id", "cli-worker", "--stats-every", "0.2"],
+            stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while "ready" not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.05)
+        assert "queue group adaptedge" in log.read_text()
+        dev = mqtt_device(cluster, "dev2")
+        assert not any(code.is_failure for code in dev.subscribe(dev.reply_topic, qos=0))
+        dev.send(request(manifest, 7, "dev2"), qos=0)
+        assert dev.pump(10.0, lambda: dev.answered(7)), log.read_text()
+        assert isinstance(dev.replies[7][0][1], InferenceReply)
+        dev.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0, log.read_text()
+        assert "stopped" in log.read_text() and "received=1 replies=1" in log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_a_worker_with_wrong_credentials_or_permissions_is_refused_in_one_line(
+        single_node: tuple[LocalNatsCluster, Path, Manifest]) -> None:
+    from adaptedge.cloud import CloudError
+
+    cluster, bundle, _ = single_node
+    started = time.monotonic()
+    with pytest.raises(CloudError, match="refused the worker's credentials"):
+        CloudService(bundle, cluster.worker_url, username=cluster.workers[0], password="wrong",
+                     client_id="bad-password").start()
+    with pytest.raises(CloudError, match="refused the worker's subscriptions"):
+        CloudService(bundle, cluster.worker_url, username="dev1",  # a device's account
+                     password=cluster.password("dev1"), client_id="not-a-worker").start()
+    assert time.monotonic() - started < 8.0
+
+
+def test_stop_answers_every_request_already_received(
+        single_node: tuple[LocalNatsCluster, Path, Manifest]) -> None:
+    cluster, bundle, manifest = single_node
+    worker = cluster.workers[0]
+    svc = CloudService(bundle, cluster.worker_url, username=worker, max_batch=64,
+                       max_wait_ms=200.0, password=cluster.password(worker),
+                       client_id="drainer", stats_every_s=3600)
+    svc.start()
+    dev = mqtt_device(cluster, "dev1")
+    try:
+        assert not any(code.is_failure for code in dev.subscribe(dev.reply_topic, qos=0))
+        for rid in range(40):
+            dev.send(request(manifest, 100 + rid, "dev1"), qos=0)
+        dev.pump(0.02)
+        deadline = time.monotonic() + 5
+        while svc.stats()["received"] < 1 and time.monotonic() < deadline:
+            dev.pump(0.01)
+        svc.stop()  # mid-batch: what the worker received is still answered
+        received = int(svc.stats()["received"])
+        assert received >= 1 and svc.stats()["replies"] == received
+        assert dev.pump(5.0, lambda: len(dev.replies) >= received)
+        dev.pump(0.2)
+        assert len(dev.replies) == received and all(len(r) == 1 for r in dev.replies.values())
+    finally:
+        dev.close()
+        svc.stop()
+
+
+def test_without_nats_py_cloud_serve_names_the_extra(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import signal
+    import sys
+
+    build_toy_bundle(tmp_path / "toy")
+    monkeypatch.setitem(sys.modules, "nats", None)  # as if nats-py were not installed
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        assert cli(["cloud", "serve", "--bundle", str(tmp_path / "toy"), "--broker",
+                    "nats://127.0.0.1:1"]) == 2
+    finally:  # cloud serve installs its own
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert "pip install 'adaptedge[nats]'" in capsys.readouterr().err
