@@ -98,6 +98,9 @@ class Outbox:
                     del self._entries[i]
                     self._bytes -= entry[1]
                     break
+        self._unlink(path)
+
+    def _unlink(self, path: Path) -> None:
         try:
             path.unlink()
         except FileNotFoundError:
@@ -111,12 +114,7 @@ class Outbox:
                                  or now - self._entries[0][2] > self.max_age_s):
             path, size, _ = self._entries.pop(0)
             self._bytes -= size
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
-            except OSError:
-                self.errors += 1
+            self._unlink(path)
 
     def requests(self) -> list[InferenceRequest]:
         """The recorded requests, oldest first (unreadable files are skipped)."""

@@ -22,6 +22,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
+from adaptedge.simulator.processes import terminate
+
 HOST = "127.0.0.1"
 
 
@@ -148,14 +150,7 @@ class MosquittoBroker(_Context):
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        terminate(proc)
         if proc.stderr is not None:
             proc.stderr.close()
 

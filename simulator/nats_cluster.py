@@ -20,6 +20,7 @@ from types import TracebackType
 
 from adaptedge.cloud.nats_config import NatsCluster, NodeSpec, write_cluster
 from adaptedge.simulator.brokers import HOST, BrokerError, free_port, wait_for_port
+from adaptedge.simulator.processes import terminate
 
 
 def nats_server_binary() -> str:
@@ -108,15 +109,8 @@ class LocalNatsCluster:
 
     def stop(self) -> None:
         for i, proc in enumerate(self._procs):
-            if proc is None:
-                continue
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=5)
+            if proc is not None:
+                terminate(proc)
             self._procs[i] = None
         if self._own_dir:
             with contextlib.suppress(OSError):

@@ -25,6 +25,22 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def terminate(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> int | None:
+    """SIGTERM (after SIGCONT, in case it was paused), then SIGKILL after ``grace_s``."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGCONT)
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=grace_s)
+    return proc.returncode
+
+
 def adaptedge_command(*args: str) -> list[str]:
     """``adaptedge ARGS`` run with this interpreter (works without the console script).
 
@@ -95,19 +111,7 @@ class ProcessSet:
 
     def stop(self, name: str, grace_s: float = 5.0) -> int | None:
         proc = self.procs.get(name)
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=grace_s)
-        return proc.returncode
+        return None if proc is None else terminate(proc, grace_s)
 
     def close(self) -> None:
         for name in reversed(list(self.procs)):
