@@ -80,7 +80,8 @@ def test_paper_policy_exports_with_parity_on_the_whole_test_split() -> None:
     dataset = load_dataset("wall-robot")
     hpc = fit_hpc(dataset, kind=make_pipeline(StandardScaler(), LogisticRegression(
         max_iter=2000)), cache=False)
-    settings = DagSettings.quick(classifier="hgb", reductions=("paper",), lambdas=(0.01, 0.3))
+    settings = DagSettings.quick(classifier="lr", reductions=("paper",), lambdas=(0.01, 0.3),
+                                 escalation_prices=(1.0,))
     sweep = sweep_dag(problem_from(dataset, hpc), settings)
     assert sweep.reduction == "paper"
     exports = export_sweep(sweep)
