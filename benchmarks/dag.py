@@ -15,7 +15,7 @@ and on the greedy-order prefixes of 1, 2 and 3 sensors.
 
 Run: ``python -m benchmarks.dag [--quick] [--datasets gas,wall-robot] [--out DIR] [--merge]
 [--classifier auto|per-subset|masked|hgb|hgb-wide|lr] [--subset-trees N] [--masked-trees N]
-[--replot]``.
+[--policy linear|paper] [--policy-degree D] [--replot]``.
 """
 
 from __future__ import annotations
@@ -343,6 +343,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              "each stops early on held-out rows)")
     parser.add_argument("--masked-trees", type=int, default=None,
                         help="tree budget of the masked model (rounds x classes beyond 2)")
+    parser.add_argument("--policy", default=None, choices=("linear", "paper"),
+                        help="node policy: linear (default) or paper (the paper's filter tree, "
+                             "``--param policy=paper``)")
+    parser.add_argument("--policy-degree", type=int, default=None,
+                        help="polynomial degree of --policy paper (default 2)")
     parser.add_argument("--classifiers-only", action="store_true",
                         help="only compare the node classifiers (per-subset, masked, per-node "
                              "choice); writes <out>/dag-classifiers.json")
@@ -362,6 +367,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         overrides["subset_trees"] = args.subset_trees
     if args.masked_trees is not None:
         overrides["masked_trees"] = args.masked_trees
+    if args.policy == "paper":
+        overrides["reductions"] = ("paper",)
+    if args.policy_degree is not None:
+        overrides["policy_degree"] = args.policy_degree
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     unknown = sorted(set(names) - set(DATASETS))
     if unknown:
@@ -378,7 +387,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(json.dumps(compared, default=float))
         return compared
 
-    report: dict[str, Any] = {"quick": args.quick, "seed": args.seed, "datasets": {}}
+    report: dict[str, Any] = {"quick": args.quick, "seed": args.seed, "policy": args.policy or "linear",
+                              "policy_degree": args.policy_degree, "datasets": {}}
     if args.merge and (out / "dag.json").is_file():
         old = json.loads((out / "dag.json").read_text())
         if old.get("quick") != args.quick or old.get("seed") != args.seed:

@@ -10,7 +10,9 @@
   with ``m`` the max softmax probability;
 - linear policy: ``action_scores = x @ A + c``;
 - ranked policy (Graph-Reduce): a linear policy on ``[x, probabilities, top-1, margin]``
-  whose scores within a tie band of the best become ranks, so the first of them wins.
+  whose scores within a tie band of the best become ranks, so the first of them wins;
+- filter-tree policy (Graph-Reduce, ``--param policy=paper``): the same inputs through the
+  paper's filter tree of logistic regressions on polynomial features, ranked the same way.
 """
 
 from __future__ import annotations
@@ -114,13 +116,8 @@ def linear_policy(b: GraphBuilder, weights: npt.ArrayLike, bias: npt.ArrayLike) 
     b.output(ACTION_OUTPUT, width)
 
 
-def ranked_policy(b: GraphBuilder, weights: npt.ArrayLike, bias: npt.ArrayLike,
-                  n_classes: int, tie_band: float) -> None:
-    """Graph-Reduce's policy after a classifier (``probabilities`` already computed):
-    ``raw = [x, p, top1, margin] @ weights + bias`` and
-    ``action_scores[j] = (n - j) if raw[j] >= max(raw) - tie_band else 0``."""
-    W = np.asarray(weights, np.float32)
-    n_actions = W.shape[1]
+def _policy_inputs(b: GraphBuilder, n_classes: int) -> str:
+    """``a_feats = [x, probabilities, top-1, margin]`` (``probabilities`` already computed)."""
     k = min(2, n_classes)
     mix = np.zeros((k, 2), np.float32)
     mix[0, 0], mix[0, 1] = 1.0, 1.0
@@ -128,15 +125,58 @@ def ranked_policy(b: GraphBuilder, weights: npt.ArrayLike, bias: npt.ArrayLike,
         mix[1, 1] = -1.0
     b.const("a_k", [k], np.int64)
     b.const("a_mix", mix)
-    b.const("a_band", tie_band)
-    b.const("a_rank", np.arange(n_actions, 0, -1))
     b.add("TopK", [PROBA_OUTPUT, "a_k"], ["a_top", "a_top_idx"], axis=1, largest=1, sorted=1)
     b.add("MatMul", ["a_top", "a_mix"], ["a_conf"])
     b.add("Concat", [MODEL_INPUT, PROBA_OUTPUT, "a_conf"], ["a_feats"], axis=1)
-    linear(b, W, bias, source="a_feats", output="a_scores", name="a_")
-    b.add("ReduceMax", ["a_scores"], ["a_max"], axes=[1], keepdims=1)
+    return "a_feats"
+
+
+def _ranked(b: GraphBuilder, scores: str, n_actions: int, tie_band: float) -> None:
+    """``action_scores[j] = (n - j) if scores[j] >= max(scores) - tie_band else 0``."""
+    b.const("a_band", tie_band)
+    b.const("a_rank", np.arange(n_actions, 0, -1))
+    b.add("ReduceMax", [scores], ["a_max"], axes=[1], keepdims=1)
     b.add("Sub", ["a_max", "a_band"], ["a_floor"])
-    b.add("GreaterOrEqual", ["a_scores", "a_floor"], ["a_tied"])
+    b.add("GreaterOrEqual", [scores, "a_floor"], ["a_tied"])
     b.add("Cast", ["a_tied"], ["a_tied_f"], to=TensorProto.FLOAT)
     b.add("Mul", ["a_tied_f", "a_rank"], [ACTION_OUTPUT])
     b.output(ACTION_OUTPUT, n_actions)
+
+
+def ranked_policy(b: GraphBuilder, weights: npt.ArrayLike, bias: npt.ArrayLike,
+                  n_classes: int, tie_band: float) -> None:
+    """Graph-Reduce's policy after a classifier (``probabilities`` already computed):
+    ``raw = [x, p, top1, margin] @ weights + bias``, ranked within ``tie_band``."""
+    W = np.asarray(weights, np.float32)
+    linear(b, W, bias, source=_policy_inputs(b, n_classes), output="a_scores", name="a_")
+    _ranked(b, "a_scores", W.shape[1], tie_band)
+
+
+def filter_tree_policy(b: GraphBuilder, scale: npt.ArrayLike, shift: npt.ArrayLike,
+                       degree: int, weights: npt.ArrayLike, bias: npt.ArrayLike,
+                       right: npt.ArrayLike, left: npt.ArrayLike, n_classes: int,
+                       tie_band: float) -> None:
+    """The paper's filter tree (``trainer.methods.dag.filter_tree``) after a classifier:
+    ``u = [x, p, top1, margin] @ scale + shift`` (standardised, constant 1 last), its
+    ``degree``-th tensor power ``phi``, ``z = phi @ weights + bias`` and
+    ``raw = -(relu(-z) @ right + relu(z) @ left)``, ranked within ``tie_band``."""
+    linear(b, scale, shift, source=_policy_inputs(b, n_classes), output="t_u", name="t_u")
+    b.const("t_ax1", [1], np.int64)
+    b.const("t_ax2", [2], np.int64)
+    b.const("t_flat", [0, -1], np.int64)
+    b.add("Unsqueeze", ["t_u", "t_ax1"], ["t_row"])
+    power = "t_u"
+    for d in range(1, degree):
+        b.add("Unsqueeze", [power, "t_ax2"], [f"t_col{d}"])
+        b.add("Mul", [f"t_col{d}", "t_row"], [f"t_outer{d}"])
+        b.add("Reshape", [f"t_outer{d}", "t_flat"], [f"t_pow{d}"])
+        power = f"t_pow{d}"
+    linear(b, weights, bias, source=power, output="t_z", name="t_z")
+    b.add("Relu", ["t_z"], ["t_pos"])
+    b.add("Neg", ["t_z"], ["t_negz"])
+    b.add("Relu", ["t_negz"], ["t_neg"])
+    b.add("MatMul", ["t_neg", b.const("t_right", np.asarray(right, np.float32))], ["t_r"])
+    b.add("MatMul", ["t_pos", b.const("t_left", np.asarray(left, np.float32))], ["t_l"])
+    b.add("Add", ["t_r", "t_l"], ["t_cost"])
+    b.add("Neg", ["t_cost"], ["a_scores"])
+    _ranked(b, "a_scores", int(np.shape(right)[1]), tie_band)

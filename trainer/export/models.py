@@ -62,6 +62,19 @@ def ranked_policy_model(classifier: onnx.ModelProto, weights: npt.ArrayLike,
     return b.to_bytes()
 
 
+def filter_tree_policy_model(classifier: onnx.ModelProto, scale: npt.ArrayLike,
+                             shift: npt.ArrayLike, degree: int, weights: npt.ArrayLike,
+                             bias: npt.ArrayLike, right: npt.ArrayLike, left: npt.ArrayLike,
+                             n_classes: int, tie_band: float) -> bytes:
+    """A classifier model followed by ``heads.filter_tree_policy``."""
+    n_inputs = classifier.graph.input[0].type.tensor_type.shape.dim[1].dim_value
+    b = GraphBuilder(int(n_inputs))
+    b.include(classifier)
+    heads.filter_tree_policy(b, scale, shift, degree, weights, bias, right, left, n_classes,
+                             tie_band)
+    return b.to_bytes()
+
+
 def linear_node_model(weights: npt.ArrayLike, bias: npt.ArrayLike,
                       action_weights: npt.ArrayLike | None = None,
                       action_bias: npt.ArrayLike | None = None) -> bytes:

@@ -127,33 +127,52 @@ class AdaptLinClassifier(LinearGateMixin, ClassifierMixin, BaseEstimator):  # ty
         # starts: zeros on all sensors, random restarts (``n_init``) and, with at most
         # ``sensor_starts`` sensors, two warm starts per sensor; the alternation has local
         # optima (Synthetic-2), so the training objective (OPT) picks the start
-        best: tuple[float, FloatArray, FloatArray] | None = None
+        best: dict[tuple[int, ...], tuple[float, FloatArray]] = {}
         self.starts_: list[tuple[str, float, tuple[int, ...]]] = []
-        for label, theta0, only in solver.starts(np.random.default_rng(self.random_state)):
-            theta = solver.alternate(theta0, only)
+        for label, theta0, only, locked in solver.starts(
+                np.random.default_rng(self.random_state)):
+            theta = solver.alternate(theta0, only, locked)
             value = solver.objective(theta)
             used = tuple(s for s in range(sensor_costs.size)
                          if np.any(np.abs(theta[:-1][feature_sensor == s]) > 1e-9))
             self.starts_.append((label, value, used))
-            if best is None or value < best[0]:
-                best = (value, theta, solver.q_of(theta))
-        assert best is not None
-        self.objective_, theta, q = best
+            if used not in best or value < best[used][0]:
+                best[used] = (value, theta)
+        by_value = sorted(best.items(), key=lambda item: item[1][0])
+        self.objective_, theta = by_value[0][1]
+        self.q_train_ = solver.q_of(theta)
+        self._set_weights(theta, feature_sensor, sensor_costs.size, mean, std)
+        # per sensor set read, the lowest-objective solution (``alternatives``)
+        self._solutions = [(value, th) for _, (value, th) in by_value]
+        self._layout = (feature_sensor, sensor_costs.size, mean, std)
+        self.n_classes_ = n_classes
+        self.classes_ = np.arange(n_classes)
+        self.n_features_in_ = d
+        return self
+
+    def alternatives(self) -> list[AdaptLinClassifier]:
+        """One fitted model per sensor set some start ended on, each the lowest (OPT) value
+        among the starts that read that set, lowest first (the first is this model)."""
+        out = []
+        for value, theta in self._solutions:
+            other = copy.copy(self)
+            other.objective_ = value
+            other._set_weights(theta, *self._layout)
+            out.append(other)
+        return out
+
+    def _set_weights(self, theta: FloatArray, feature_sensor: NDArray[np.intp], n_sensors: int,
+                     mean: FloatArray, std: FloatArray) -> None:
         W = theta[:-1]
-        bought = np.zeros(sensor_costs.size, dtype=bool)
-        for s in range(sensor_costs.size):
+        bought = np.zeros(n_sensors, dtype=bool)
+        for s in range(n_sensors):
             rows = np.flatnonzero(feature_sensor == s)
             bought[s] = rows.size > 0 and bool(np.any(np.abs(W[rows]) > 1e-9))
         columns = np.flatnonzero(bought[feature_sensor])
         self.coef_ = W[columns] / std[columns][:, None]
         self.intercept_ = theta[-1] - (mean[columns] / std[columns]) @ W[columns]
-        self.n_classes_ = n_classes
-        self.classes_ = np.arange(n_classes)
-        self.n_features_in_ = d
         self.columns_ = tuple(int(c) for c in columns)
         self.sensors_bought_ = bought
-        self.q_train_ = q
-        return self
 
     def _bias(self) -> FloatArray:
         b: FloatArray = self.intercept_.copy()
@@ -243,16 +262,18 @@ class _Solver:
             value += float(self.est.gamma * self.sensor_costs[s] * np.linalg.norm(group))
         return value
 
-    def alternate(self, theta: FloatArray, only: int | None) -> FloatArray:
+    def alternate(self, theta: FloatArray, only: int | None, locked: bool = False
+                  ) -> FloatArray:
         """Algorithm 1 from ``theta``; ``only``: a sensor whose group alone may be non-zero
-        during the continuation ramp (a warm start), released afterwards."""
+        during the continuation ramp (a warm start), released afterwards unless ``locked``
+        (Algorithm 1 on that sensor's features alone)."""
         est = self.est
         for round_ in range(est.n_rounds):
             # continuation: the group penalty ramps up from 0, so f1 and g first find what
             # they need on all sensors and then drop the sensors they can do without
             self.group_weight = est.gamma * self.sensor_costs * min(1.0, round_ / self.ramp)
             mask = None
-            if only is not None and round_ < self.ramp:
+            if only is not None and (locked or round_ < self.ramp):
                 mask = (self.feature_sensor == only).astype(np.float64)
                 theta = theta.copy()
                 theta[:-1] *= mask[:, None]
@@ -268,16 +289,18 @@ class _Solver:
             theta = previous
         return theta
 
-    def starts(self, rng: np.random.Generator) -> list[tuple[str, FloatArray, int | None]]:
-        """(label, theta0, only) of every start: zeros, ``n_init - 1`` random, and two per
-        sensor when there are at most ``sensor_starts`` of them."""
+    def starts(self, rng: np.random.Generator
+               ) -> list[tuple[str, FloatArray, int | None, bool]]:
+        """(label, theta0, only, locked) of every start: zeros, ``n_init - 1`` random, and
+        four per sensor when there are at most ``sensor_starts`` of them (two gate
+        directions, released after the ramp or locked to the sensor)."""
         d, k, est = self.d, self.k, self.est
-        starts: list[tuple[str, FloatArray, int | None]] = [
-            ("zeros", np.zeros((d + 1, k + 1)), None)]
+        starts: list[tuple[str, FloatArray, int | None, bool]] = [
+            ("zeros", np.zeros((d + 1, k + 1)), None, False)]
         for restart in range(1, est.n_init):
             theta0 = np.zeros((d + 1, k + 1))
             theta0[:-1] = rng.normal(0.0, 1.0, size=(d, k + 1))
-            starts.append((f"random {restart}", theta0, None))
+            starts.append((f"random {restart}", theta0, None, False))
         present = np.unique(self.feature_sensor)
         if 1 < present.size <= est.sensor_starts and est.gamma > 0 and self.p_full > 0:
             for s in present:
@@ -289,7 +312,8 @@ class _Solver:
                 for sign in (1.0, -1.0):
                     theta0 = np.zeros((d + 1, k + 1))
                     theta0[rows, k] = sign * GATE_INIT_SCALE * direction
-                    starts.append((f"sensor {s} gate {sign:+g}", theta0, int(s)))
+                    starts.append((f"sensor {s} gate {sign:+g}", theta0, int(s), False))
+                    starts.append((f"sensor {s} only gate {sign:+g}", theta0, int(s), True))
         return starts
 
 
@@ -304,7 +328,11 @@ def adapt_lin_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Gra
     scores); return the validation-Pareto graphs."""
     cm = CostModel.build(dataset.sensors, dataset.cost_weights, dataset.link,
                          dataset.n_features, hpc.sensors)
-    p_fulls = (0.2, 0.5) if options.quick else (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
+    # P_full up to 0.9: when the optimal system escalates more than the largest P_full, the
+    # LPC is trained on rows it should escalate and lowering the gate threshold cannot fix
+    # it (the 0.7 layout of ``trainer.data.synthetic_layouts`` missed by 10% with 0.6)
+    p_fulls = (0.2, 0.5, 0.8) if options.quick else (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8,
+                                                       0.9)
     gammas = (0.003, 0.03) if options.quick else (0.001, 0.003, 0.01, 0.03, 0.1)
     extra = {"n_rounds": 5, "n_steps": 150} if options.quick else {}
     layout = {"feature_sensor": cm.feature_sensor.tolist(),
@@ -313,13 +341,17 @@ def adapt_lin_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Gra
              hpc.oof_proba_train) for p in p_fulls for g in gammas]
     models = parallel_map(_fit, jobs, options.n_jobs, options.progress, "adapt-lin")
     candidates: list[Graph] = []
-    for model in models:
+    # per fit, the lowest-objective solution of every sensor set its starts reached: the
+    # objective compares solutions reading the same sensors, validation the rest
+    for rank, model in ((r, alt) for fitted in models
+                        for r, alt in enumerate(fitted.alternatives())):
         if not model.sensors_bought_.any():
             continue
         proba_val = model.predict_proba(dataset.X_val)
         raw = model.gate_score(dataset.X_val) + model.gate_threshold
-        # the trained gate (its own threshold) and 21 quantiles of its scores on validation
-        taus = set(np.quantile(raw, np.linspace(0.0, 1.0, 21)).round(4)) | {
+        # the trained gate (its own threshold) and 41 quantiles of its scores on validation
+        # (escalation in steps of 2.5%: 5% steps cost up to 0.05, 3.8% of a 1.3 optimum)
+        taus = set(np.quantile(raw, np.linspace(0.0, 1.0, 41)).round(4)) | {
             float(model.gate_threshold)}
         for tau in sorted(taus):
             variant = model.with_threshold(float(tau))
@@ -327,7 +359,7 @@ def adapt_lin_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Gra
                                               "gamma": float(variant.gamma),
                                               "gate_threshold": float(variant.gate_threshold)}
             name = (f"adapt-lin-p{variant.p_full:g}-g{variant.gamma:g}"
-                    f"-t{variant.gate_threshold:+.4f}")
+                    f"{f'-a{rank}' if rank else ''}-t{variant.gate_threshold:+.4f}")
             graph = one_node_graph(name, "adapt-lin", cm, variant, True, params)
             candidates.append(validated(graph, dataset, hpc, cm, proba_val,
                                         variant.gate_score(dataset.X_val)))

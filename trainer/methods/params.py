@@ -49,7 +49,12 @@ DAG_PARAMS: tuple[Param, ...] = (
     Param("lambdas", "floats", "sensor-cost prices of the sweep, each >= 0", min=0),
     Param("escalation", "str", "escalation prices: both (with and without), on or off",
           choices=("both", "on", "off")),
-    Param("reduction", "str", "graph reduction model", choices=("ridge", "lr", "both")),
+    Param("reduction", "str", "graph reduction model of policy=linear",
+          choices=("ridge", "lr", "both")),
+    Param("policy", "str", "node policy: linear (default; ridge or lr, see reduction) or paper "
+          "(the paper's filter tree of logistic regressions on polynomial features)",
+          choices=("linear", "paper")),
+    Param("policy_degree", "int", "polynomial degree of policy=paper (default 2)", min=1),
     Param("classifier", "str", "node classifiers (auto: per node, the lower validation "
           "log-loss of per-subset and masked)",
           choices=("auto", "per-subset", "masked", "hgb", "hgb-wide", "lr")),

@@ -1,7 +1,8 @@
 """The ONNX model of a DAG node: one fused graph per node.
 
 Each node's graph is its classifier (``probabilities``) followed, when the node has several
-actions, by its linear policy on ``[x, probabilities, top-1, margin]`` (``action_scores``),
+actions, by its policy (linear, or the paper's filter tree) on ``[x, probabilities, top-1,
+margin]`` (``action_scores``),
 so the device makes one onnxruntime call per visited node. Classifiers are converted once
 per sensor set and reused by every policy of a sweep.
 """
@@ -16,10 +17,15 @@ import onnx
 
 from adaptedge.protocol.manifest import PROBA_OUTPUT
 from adaptedge.trainer.export.fuse import fuse_node_model
-from adaptedge.trainer.export.models import linear_to_onnx, ranked_policy_model
+from adaptedge.trainer.export.models import (
+    filter_tree_policy_model,
+    linear_to_onnx,
+    ranked_policy_model,
+)
 from adaptedge.trainer.export.sklearn import sklearn_to_onnx
 from adaptedge.trainer.methods.dag.bank import ClassifierBank, PriorModel
-from adaptedge.trainer.methods.dag.graph import TIE_BAND, LinearScores
+from adaptedge.trainer.methods.dag.filter_tree import FilterTreePolicy
+from adaptedge.trainer.methods.dag.graph import TIE_BAND, LinearScores, NodePolicy
 from adaptedge.trainer.methods.dag.problem import SensorSet
 
 
@@ -57,10 +63,19 @@ class OnnxCache:
         return onnx.load_from_string(self._models[sensors])
 
 
-def node_onnx(cache: OnnxCache, classifier: SensorSet, policy: LinearScores | None) -> bytes:
+def node_onnx(cache: OnnxCache, classifier: SensorSet, policy: NodePolicy | None) -> bytes:
     """The node's fused graph: ``classifier``'s model, then ``policy``'s action scores."""
     model = cache.classifier(classifier)
+    n_classes = cache.bank.problem.n_classes
     if policy is None:
         data: bytes = model.SerializeToString()
         return data
-    return ranked_policy_model(model, policy.W, policy.b, cache.bank.problem.n_classes, TIE_BAND)
+    if isinstance(policy, FilterTreePolicy):
+        m = len(policy.mu)
+        scale = np.hstack([np.diag(1.0 / policy.sd), np.zeros((m, 1))])
+        shift = np.append(-policy.mu / policy.sd, 1.0)
+        return filter_tree_policy_model(model, scale, shift, policy.degree, policy.W, policy.b,
+                                        policy.right, policy.left, n_classes, TIE_BAND)
+    if not isinstance(policy, LinearScores):
+        raise TypeError(f"no ONNX export for node policy {type(policy).__name__}")
+    return ranked_policy_model(model, policy.W, policy.b, n_classes, TIE_BAND)

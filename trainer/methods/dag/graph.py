@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -131,6 +131,17 @@ class LinearScores:
         return LinearScores(self.W[:, list(columns)].copy(), self.b[list(columns)].copy())
 
 
+class NodePolicy(Protocol):
+    """A node policy: ``LinearScores`` or the paper's filter tree
+    (``trainer.methods.dag.filter_tree.FilterTreePolicy``)."""
+
+    def scores(self, F: FloatArray) -> FloatArray: ...
+
+    def choose(self, F: FloatArray) -> IntArray: ...
+
+    def keep(self, columns: Sequence[int]) -> NodePolicy: ...
+
+
 def policy_features(X: np.ndarray, proba: FloatArray) -> FloatArray:
     """What a node policy sees: its features, its classifier's probabilities, top-1 and margin."""
     top = np.sort(proba, axis=1)[:, ::-1]
@@ -144,7 +155,7 @@ class UnitNode:
     """A lattice node after Graph-Reduce: actions (stop, acquire targets, escalate) + policy."""
 
     actions: tuple[tuple[Kind, SensorSet | None], ...]
-    policy: LinearScores | None
+    policy: NodePolicy | None
 
 
 def node_id(sensors: SensorSet) -> str:

@@ -5,7 +5,8 @@ Also ``--method static`` (the static skyline: one node per sensor subset, stop o
 
 Method-specific options (``MethodOptions.extra``) are declared in
 ``trainer.methods.params.DAG_PARAMS``: ``lambdas``, ``escalation``, ``reduction``,
-``classifier``, ``max_nodes``, ``max_exhaustive``, ``n_subsets``, ``max_subset_size``,
+``policy`` (``paper``: the paper's filter tree, ``trainer.methods.dag.filter_tree``),
+``policy_degree``, ``classifier``, ``max_nodes``, ``max_exhaustive``, ``n_subsets``, ``max_subset_size``,
 ``max_iter``, ``subset_trees``, ``masked_trees``, ``masked_replicas``.
 """
 
@@ -45,6 +46,10 @@ def settings_from(options: MethodOptions) -> DagSettings:
     if "reduction" in extra:
         mode = extra["reduction"]
         changes["reductions"] = ("ridge", "lr") if mode == "both" else (mode,)
+    if extra.get("policy") == "paper":
+        changes["reductions"] = ("paper",)
+    if "policy_degree" in extra:
+        changes["policy_degree"] = extra["policy_degree"]
     if "classifier" in extra:
         changes["classifier"] = extra["classifier"]
     changes.update({key: extra[key] for key in _INT_KEYS if key in extra})

@@ -19,7 +19,7 @@ from adaptedge.trainer.methods.dag.bank import ClassifierBank
 from adaptedge.trainer.methods.dag.export import OnnxCache, node_onnx
 from adaptedge.trainer.methods.dag.graph import (
     TIE_BAND,
-    LinearScores,
+    NodePolicy,
     UnitNode,
     node_id,
     policy_features,
@@ -37,7 +37,7 @@ class DagNodeModel:
     bank: ClassifierBank
     classifier: SensorSet
     """The bank entry whose model answers here (a chain node borrows its source's)."""
-    policy: LinearScores | None
+    policy: NodePolicy | None
 
     def proba(self, X: NDArray[np.floating]) -> FloatArray:
         return self.bank.predict(self.classifier, X)
@@ -52,7 +52,7 @@ class DagNodeModel:
 
 
 def dag_node(bank: ClassifierBank, sensors: SensorSet, classifier: SensorSet,
-             actions: tuple[GraphAction, ...], policy: LinearScores | None) -> GraphNode:
+             actions: tuple[GraphAction, ...], policy: NodePolicy | None) -> GraphNode:
     problem = bank.problem
     return GraphNode(sensors=problem.sensor_names(sensors), inputs=problem.columns(classifier),
                      actions=actions, model=DagNodeModel(bank, classifier, policy),

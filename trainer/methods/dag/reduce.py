@@ -14,6 +14,11 @@ training example fixes the example's cost-to-go at S. Two linear reductions, bot
 as one MatMul: ``"lr"`` (importance-weighted multinomial logistic regression on the cheapest
 action, weight = mean regret) and ``"ridge"`` (ridge regression of every action's cost,
 argmin). Both see ``policy_features``: the node's inputs plus its classifier's confidence.
+
+Deviation from the paper: its Learn step is a filter tree of logistic regressions on
+homogeneous polynomial features; that is ``"paper"`` (``--param policy=paper``,
+``trainer.methods.dag.filter_tree``), on the same features. The linear reductions stay the
+default (measured effect: README, "Measured results").
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
 
 from adaptedge.trainer.methods.dag.bank import ClassifierBank
+from adaptedge.trainer.methods.dag.filter_tree import DEFAULT_DEGREE, FilterTreePolicy
 from adaptedge.trainer.methods.dag.graph import (
     Kind,
     Lattice,
     LinearScores,
+    NodePolicy,
     UnitNode,
     policy_features,
 )
@@ -38,8 +45,10 @@ from adaptedge.trainer.methods.dag.nodes import dag_walk, expand, prune
 from adaptedge.trainer.methods.dag.problem import FloatArray, SensorSet
 from adaptedge.trainer.policy.graph import Graph
 
-Reduction = Literal["lr", "ridge"]
+Reduction = Literal["lr", "ridge", "paper"]
 REDUCTIONS: tuple[Reduction, ...] = ("lr", "ridge")
+"""The linear reductions (``--param policy=linear``, the default); "paper" is the filter tree
+(``trainer.methods.dag.filter_tree``, ``--param policy=paper``)."""
 _ABSENT = -1.0e4
 """Score of an action no training example preferred (never the argmax)."""
 
@@ -52,10 +61,16 @@ class ReduceConfig:
     """Multiplier on the link cost when training; ``None`` removes the escalate action."""
     reduction: Reduction = "lr"
     allow_stop_at_root: bool = True
+    degree: int = DEFAULT_DEGREE
+    """Polynomial degree of the "paper" reduction's filter tree."""
 
     def params(self) -> dict[str, float | str]:
-        return {"lambda": self.lam, "reduction": self.reduction,
-                "escalation_price": "off" if self.escalation is None else self.escalation}
+        out: dict[str, float | str] = {
+            "lambda": self.lam, "reduction": self.reduction,
+            "escalation_price": "off" if self.escalation is None else self.escalation}
+        if self.reduction == "paper":
+            out["policy_degree"] = self.degree
+        return out
 
 
 def _standardise(F: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -70,8 +85,12 @@ def _fold(W: FloatArray, b: FloatArray, mu: FloatArray, sd: FloatArray) -> Linea
     return LinearScores(Wf, b - mu @ Wf)
 
 
-def fit_policy(F: FloatArray, costs: FloatArray, reduction: Reduction) -> LinearScores:
-    """A linear cost-sensitive classifier: argmax of its scores ~ argmin of ``costs``."""
+def fit_policy(F: FloatArray, costs: FloatArray, reduction: Reduction,
+               degree: int = DEFAULT_DEGREE) -> NodePolicy:
+    """A cost-sensitive classifier: argmax of its scores ~ argmin of ``costs``; linear, or
+    the paper's filter tree for ``reduction="paper"``."""
+    if reduction == "paper":
+        return FilterTreePolicy.fit(F, costs, degree)
     n_actions = costs.shape[1]
     Fs, mu, sd = _standardise(F)
     W = np.zeros((F.shape[1], n_actions))
@@ -135,7 +154,7 @@ def graph_reduce(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig
             continue
         cols = list(problem.columns(node))
         feats = policy_features(train.X[:, cols] if cols else np.zeros((len(rows), 0)), proba)
-        policy = fit_policy(feats, costs, config.reduction)
+        policy = fit_policy(feats, costs, config.reduction, config.degree)
         choice = policy.choose(feats)
         units[node] = UnitNode(tuple(actions), policy)
         to_go[node] = costs[rows, choice]

@@ -17,6 +17,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from adaptedge.trainer.methods.dag.bank import ClassifierBank, ClassifierKind, boosting_rounds
+from adaptedge.trainer.methods.dag.filter_tree import DEFAULT_DEGREE
 from adaptedge.trainer.methods.dag.graph import (
     Lattice,
     exhaustive_lattice,
@@ -47,6 +48,9 @@ class DagSettings:
     escalation_prices: tuple[float | None, ...] = (None, 1.0)
     """``None``: the graph without the escalate action."""
     reductions: tuple[Reduction, ...] = REDUCTIONS
+    """The linear reductions by default; ``("paper",)``: the paper's filter tree."""
+    policy_degree: int = DEFAULT_DEGREE
+    """Polynomial degree of the filter tree (reduction "paper")."""
     classifier: ClassifierChoice = "auto"
     """"per-subset": one model per sensor set, of the kind best on validation with every
     sensor among "hgb", "hgb-wide" and "lr" ("hgb" unless another is more than 0.5 points
@@ -161,8 +165,10 @@ def choose_reduction(bank: ClassifierBank, lattice: Lattice, settings: DagSettin
     price = next((p for p in settings.escalation_prices if p is not None), None)
     scores: dict[str, float] = {}
     for reduction in settings.reductions:
-        values = [objective(train_point(bank, lattice, ReduceConfig(lam, price, reduction))
-                            .validation, lam, bank.problem.total_cost) for lam in probes]
+        config = [ReduceConfig(lam, price, reduction, degree=settings.policy_degree)
+                  for lam in probes]
+        values = [objective(train_point(bank, lattice, c).validation, c.lam,
+                            bank.problem.total_cost) for c in config]
         scores[reduction] = float(np.mean(values))
     best = min(settings.reductions, key=lambda r: scores[r])
     return best, scores
@@ -230,7 +236,8 @@ def _sweep(problem: DagProblem, settings: DagSettings, bank: ClassifierBank | No
     sweep = DagSweep(problem, bank, lattice, tracks, scorer, reduction, scores)
     for price in settings.escalation_prices:
         for lam in settings.lambdas:
-            point = train_point(bank, lattice, ReduceConfig(lam, price, reduction))
+            point = train_point(bank, lattice, ReduceConfig(lam, price, reduction,
+                                                            degree=settings.policy_degree))
             point.params["classifier"] = bank.kind
             sweep.points.append(point)
     sweep.classifier = bank.summary()
