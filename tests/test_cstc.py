@@ -131,17 +131,22 @@ def test_unknown_and_bad_options_are_refused() -> None:
 
 
 def test_synthetic_quadrants_has_a_perfect_classifier_at_cost_12() -> None:
-    from adaptedge.trainer.data.synthetic_quadrants import quadrant_of
+    from adaptedge.trainer.data.synthetic_quadrants import QUADRANTS, RING, quadrant_of
 
     d = synthetic_quadrants(n=2000, seed=1)
     X, y = d.X_test, d.y_test
     quadrant = quadrant_of(X[:, 0], X[:, 1])
     own = X[np.arange(len(y)), 2 + quadrant]
-    assert ((own > 0) == (y == 1)).all()
+    position = np.array([RING.index(q) for q in QUADRANTS])[quadrant]
+    assert (np.where(own > 0, position, (position + 1) % 4) == y).all()
     costs = [s.energy_mj for s in d.sensors]
-    assert costs == [1.0, 1.0, 10.0, 10.0, 10.0, 10.0]
+    assert costs == [1.0, 1.0, 10.0, 10.0, 10.0, 10.0] and d.classes == ("0", "1", "2", "3")
     cheap_only = LogisticRegression().fit(d.X_train[:, :2], d.y_train)
-    assert cheap_only.score(X[:, :2], y) < 0.8
+    assert cheap_only.score(X[:, :2], y) < 0.6
+    binary = synthetic_quadrants(n=2000, seed=1, form="rates")
+    quadrant = quadrant_of(binary.X_test[:, 0], binary.X_test[:, 1])
+    own = binary.X_test[np.arange(len(quadrant)), 2 + quadrant]
+    assert ((own > 0) == (binary.y_test == 1)).all()
 
 
 @pytest.mark.slow
