@@ -8,7 +8,7 @@ cheapest validation-frontier point within 0.01 of the HPC's validation accuracy)
 on TEST, with the tree it learned: per node, the sensors it reads (beyond its parent's) and
 where it goes. Prints JSON; acceptance: test accuracy >= 0.99 at mean cost <= 12.5 per seed.
 
-Run: ``python -m benchmarks.cstc_synthetic [--seeds 0,1,2] [--out FILE]``.
+Run: ``python -m benchmarks.cstc_synthetic [--seeds 0,1,2] [--lambdas L,..] [--out FILE]``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def tree_of(graph: Any) -> list[str]:
     return lines
 
 
-def run_seed(seed: int) -> dict[str, Any]:
+def run_seed(seed: int, lambdas: str | None = None) -> dict[str, Any]:
     from adaptedge.trainer.data.synthetic_quadrants import synthetic_quadrants
     from adaptedge.trainer.hpc import fit_hpc
     from adaptedge.trainer.methods.dag.problem import problem_from
@@ -49,7 +49,9 @@ def run_seed(seed: int) -> dict[str, Any]:
     dataset = synthetic_quadrants(seed=seed)
     hpc = fit_hpc(dataset, seed=seed, cache=False)
     started = time.process_time()
-    graphs = get_method("cstc")(dataset, hpc, MethodOptions(seed=seed, progress=False))
+    extra = {"lambdas": lambdas} if lambdas else {}
+    graphs = get_method("cstc")(dataset, hpc, MethodOptions(seed=seed, progress=False,
+                                                             extra=extra))
     cpu = time.process_time() - started
     frontier = [{"graph": g, "val": {"accuracy": g.validation.accuracy,
                                      "cost": g.validation.cost}}
@@ -72,10 +74,12 @@ def run_seed(seed: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--lambdas", default=None, help="comma-separated (default: the "
+                        "method's default sweep)")
     parser.add_argument("--out", default="benchmarks/results/cstc/synthetic.json")
     args = parser.parse_args()
     report = {"load_average_1min": os.getloadavg()[0],
-              "seeds": [run_seed(int(s)) for s in args.seeds.split(",")]}
+              "seeds": [run_seed(int(s), args.lambdas) for s in args.seeds.split(",")]}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1))
