@@ -69,11 +69,6 @@ def node_terms(prob: Problem, shape: Shape, P: Params, st: State, aux: Aux, k: i
                      branches[0][0], branches[0][1], branches[1][0], branches[1][1])
 
 
-def _unit(u: FloatArray) -> FloatArray:
-    out: FloatArray = u / max(float(np.linalg.norm(u)), 1e-12)
-    return out
-
-
 Unpack = Callable[[FloatArray], tuple[FloatArray, FloatArray, FloatArray, float]]
 
 
@@ -87,7 +82,9 @@ def node_objective(prob: Problem, shape: Shape, P: Params, aux: Aux, k: int, ter
     Xa, ga = X[:, cols], prob.group_of[cols]
     m = Y.shape[1]
     routes = shape.routes(k)
-    learn_v = routes and m > 1  # two classes: v = 1 (the paper's sigmoid(x beta - theta))
+    # two classes: v = 1 (the paper's sigmoid(x beta - theta)); more classes: v is learned, the
+    # routing direction in class-score space (a unit-norm v routed thyroid too softly)
+    learn_v = routes and m > 1
     gamma = aux.gamma[k][cols]
     sizes = [len(cols) * m, m, m if learn_v else 0, 1 if routes else 0]
     cuts = np.cumsum(sizes)
@@ -95,7 +92,7 @@ def node_objective(prob: Problem, shape: Shape, P: Params, aux: Aux, k: int, ter
     def unpack(x: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, float]:
         W = x[:cuts[0]].reshape(len(cols), m)
         b = x[cuts[0]:cuts[1]]
-        v = _unit(x[cuts[1]:cuts[2]]) if learn_v else P.v[k]
+        v = x[cuts[1]:cuts[2]] if learn_v else P.v[k]
         theta = float(x[cuts[2]]) if routes else 0.0
         return W, b, v, theta
 
@@ -124,9 +121,8 @@ def node_objective(prob: Problem, shape: Shape, P: Params, aux: Aux, k: int, ter
         dz = (terms.p * a * prob.weight)[:, None] * dloss / n + ds[:, None] * v[None, :]
         gW = Xa.T @ dz + W * coef[ga][:, None] + prob.rho * W / gamma
         grads = [gW.ravel(), dz.sum(axis=0)]
-        if learn_v:  # v = u / |u|: the routing scale stays in the weights W
-            u, g = x[cuts[1]:cuts[2]], ds @ z
-            grads.append((g - v * (v @ g)) / max(float(np.linalg.norm(u)), 1e-12))
+        if learn_v:
+            grads.append(ds @ z)
         if routes:
             grads.append(np.array([-ds.sum()]))
         return value, np.concatenate(grads)
