@@ -6,7 +6,8 @@ validation and test. Points are CHOSEN ON VALIDATION and reported on TEST:
 ``best_within_1pct`` is the cheapest validation-frontier point whose validation accuracy is
 >= the HPC's - 0.01; ``vs_greedy_miser``: Greedy Miser's most accurate validation point, and
 each method's cheapest point whose validation accuracy reaches it. Writes
-``<out>/cstc.json`` and ``<out>/cstc-<dataset>.png`` (test accuracy vs cost of every
+``<out>/cstc.json``, ``<out>/cstc-<dataset>.json`` (as each dataset finishes) and
+``<out>/cstc-<dataset>.png`` (test accuracy vs cost of every
 validation-frontier point); prints the JSON.
 
 Run: ``python -m benchmarks.cstc [--quick] [--datasets letter-binary,thyroid] [--seed 0]
@@ -113,9 +114,11 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report = {"load_average_1min": os.getloadavg()[0],
-              "datasets": {d: bench(d, args.methods.split(","), args.quick, args.seed, out)
-                           for d in args.datasets.split(",")}}
+    report: dict[str, Any] = {"load_average_1min": os.getloadavg()[0], "datasets": {}}
+    for name in args.datasets.split(","):  # each dataset's JSON as soon as it is done
+        report["datasets"][name] = bench(name, args.methods.split(","), args.quick, args.seed,
+                                         out)
+        (out / f"cstc-{name}.json").write_text(json.dumps(report["datasets"][name], indent=1))
     (out / "cstc.json").write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1))
 

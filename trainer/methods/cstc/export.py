@@ -8,6 +8,11 @@ child (a cascade: ``route`` on, then ``stop``), scored ``[s, -s]`` with ``s = z 
 classifier or, with an escalation ``threshold``, stops when confident and escalates
 otherwise (the ``confidence`` head: ``|z| >= logit(threshold)`` for two classes, the top
 probability ``>= threshold`` otherwise).
+
+A node that reads nothing (every weight pruned) answers a constant. A constant on a tie (a
+balanced data set's prior at a large lambda: logit ~1e-10) would be decided by float32
+rounding in ONNX and float64 in the walk, differently on every row; ``untie`` moves such a
+constant ``TIE_GAP`` past the tie on the side the float64 walk takes, so both decide alike.
 """
 
 from __future__ import annotations
@@ -24,6 +29,21 @@ from adaptedge.trainer.methods.cstc.estimator import proba_from_logits
 from adaptedge.trainer.methods.cstc.objective import FloatArray
 from adaptedge.trainer.methods.cstc.optimise import CostSensitiveModel
 from adaptedge.trainer.policy.graph import Graph, GraphAction, GraphNode
+
+TIE_GAP = 1e-3
+"""A constant node's logit lead (or route score) is at least this far from a tie."""
+
+
+def untie(b: FloatArray) -> FloatArray:
+    """Constant logits ``b`` with the float64 argmax's lead raised to ``TIE_GAP``."""
+    out = np.array(b, dtype=np.float64)
+    if len(out) == 1:
+        out[0] = max(out[0], TIE_GAP) if out[0] > 0 else min(out[0], -TIE_GAP)
+        return out
+    top = int(out.argmax())
+    second = float(np.delete(out, top).max())
+    out[top] = max(out[top], second + TIE_GAP)
+    return out
 
 
 @dataclass(frozen=True)
@@ -91,9 +111,14 @@ def to_graph(model: CostSensitiveModel, sensor_names: tuple[str, ...],
             read += [g for g in model.groups[j] if g not in read]
         inputs = tuple(sorted(c for g in model.groups[k] for c in sensor_columns[g]))
         W, b = model.W[k][list(inputs)], model.b[k]
+        if not inputs and not (shape.routes(k) or threshold is not None):
+            b = untie(b)
         if shape.routes(k):
             u = W @ model.v[k]
-            route = (u, float(b @ model.v[k] - model.theta[k]))
+            c = float(b @ model.v[k] - model.theta[k])
+            if not inputs and abs(c) < TIE_GAP:
+                c = TIE_GAP  # training routes s >= 0 to hi
+            route = (u, c)
             lo = shape.lo[k]
             second = (GraphAction("route", f"n{lo}") if lo >= 0 else GraphAction("stop"))
             actions: tuple[GraphAction, ...] = (GraphAction("route", f"n{shape.hi[k]}"),

@@ -82,7 +82,9 @@ def node_objective(prob: Problem, shape: Shape, P: Params, aux: Aux, k: int, ter
     Xa, ga = X[:, cols], prob.group_of[cols]
     m = Y.shape[1]
     routes = shape.routes(k)
-    learn_v = routes
+    # two classes: v = 1 (the paper's sigmoid(x beta - theta)); more classes: v is learned, the
+    # routing direction in class-score space (a unit-norm v routed thyroid too softly)
+    learn_v = routes and m > 1
     gamma = aux.gamma[k][cols]
     sizes = [len(cols) * m, m, m if learn_v else 0, 1 if routes else 0]
     cuts = np.cumsum(sizes)
