@@ -13,7 +13,7 @@ load from other processes hits both alike. Paths:
 
 The machine has 2 cores shared with the brokers, the load generator and other users, so the
 workers run ``--max-batch 1`` on an HPC heavy enough that worker compute dominates (by default
-one 256-wide layer applied 480 times, ~1.8 ms of CPU: the work of a deep MLP whose weights
+one 256-wide layer applied 1,500 times, ~6 ms of CPU: the work of a deep MLP whose weights
 stay in a core's cache, since a big MLP's weights stream from memory and two workers then
 share its bandwidth; ``--hidden`` selects a plain MLP), and the CPU seconds per request of
 the workers, the broker processes and the load generator are measured (``/proc``) and reported: ``cpu_bound_ceiling_rps`` = 2 cores / total CPU per request
@@ -28,7 +28,7 @@ brokers and load generator share the cores): on 2 cores it stays below 2 by the 
 the load generator's share. Then the node-failure run
 (``simulator/nats_failover.py``) on a light bundle. Prints one JSON object.
 
-    .venv/bin/python -m benchmarks.cluster [--rounds 3] [--requests 1000] [--failure-runs 4]
+    .venv/bin/python -m benchmarks.cluster [--rounds 3] [--requests 600] [--failure-runs 4]
 """
 
 from __future__ import annotations
@@ -260,12 +260,12 @@ def nats_path(bundle: Path, manifest: Manifest, work: Path,
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--requests", type=int, default=1000, help="requests per throughput run")
+    ap.add_argument("--requests", type=int, default=600, help="requests per throughput run")
     ap.add_argument("--sequential", type=int, default=200, help="round trips per round")
     ap.add_argument("--in-flight", type=int, default=32)
     ap.add_argument("--features", type=int, default=64)
     ap.add_argument("--width", type=int, default=256, help="compute-bound HPC: layer width")
-    ap.add_argument("--repeats", type=int, default=480, help="compute-bound HPC: layers")
+    ap.add_argument("--repeats", type=int, default=1500, help="compute-bound HPC: layers")
     ap.add_argument("--hidden", type=int, default=0, help="use a plain MLP HPC of this width "
                     "instead (its weights stream from memory: two workers share the bandwidth)")
     ap.add_argument("--depth", type=int, default=3, help="plain MLP HPC: hidden layers")
