@@ -14,6 +14,7 @@ from typing import Any
 from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.operating_points import wilson_interval
+from adaptedge.trainer.data.csv_dataset import check_training_classes
 from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.data.frames import tabular_source
 from adaptedge.trainer.data.splits import split_recipe
@@ -123,6 +124,7 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
     method_fn = get_method(method)
     extra = check_params(method, extra or {})  # before any fit: a typo costs no training
     dataset = load_dataset(data, target=target, costs=costs, grouping=grouping, seed=seed)
+    check_training_classes(data, dataset.classes, dataset.y_train)
     hpc = fit_hpc(dataset, kind=hpc_kind, seed=seed, n_jobs=n_jobs, onnx_path=hpc_onnx,
                   progress=show)
     hpc_seconds = time.perf_counter() - started

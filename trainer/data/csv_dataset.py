@@ -74,7 +74,6 @@ def csv_dataset(path: Path, target: str | None, grouping: str | None, seed: int)
     else:
         splits = tuple(stratified_split(y, (0.6, 0.2, 0.2), seed))
         how = f"seeded (seed {seed}) stratified 60/20/20 split"
-    _check_class_rows(path, classes, y[splits[0]])
     return assemble(
         Path(plain).stem, Parts(X, y, (splits[0], splits[1], splits[2])), classes, names,
         per_feature(names), UNIFORM,
@@ -86,12 +85,15 @@ MIN_TRAIN_ROWS_PER_CLASS = 2
 training part (a class with one training row crashed it)."""
 
 
-def _check_class_rows(path: Path, classes: Sequence[str], y_train: npt.NDArray[np.int64]) -> None:
+def check_training_classes(name: str, classes: Sequence[str], y_train: npt.NDArray[np.int64]
+                           ) -> None:
+    """Refuse, before any fit, a class with too few training rows (training only: replay and
+    evaluate read such files fine)."""
     counts = np.bincount(y_train, minlength=len(classes))
     rare = [f"{classes[i]!r} ({int(c)})" for i, c in enumerate(counts)
             if c < MIN_TRAIN_ROWS_PER_CLASS]
     if rare:
-        raise DatasetError(f"{path}: too few training rows of class {', '.join(rare)}; every "
+        raise DatasetError(f"{name}: too few training rows of class {', '.join(rare)}; every "
                            f"class needs at least {MIN_TRAIN_ROWS_PER_CLASS} in the training "
                            "split: add rows of it, merge it into another class, or drop it")
 
