@@ -178,6 +178,20 @@ def mosquitto_conf_text(password_file: Path, acl_file: Path) -> str:
     )
 
 
+def prepare_secrets(out: Path, secrets_dir: Path, targets: Sequence[Path], *, overwrite: bool,
+                    holds: str) -> None:
+    """Refuse to replace ``targets`` without ``overwrite`` (``out`` "already holds" ``holds``),
+    then create ``out`` and ``secrets_dir`` (0700, never through a link)."""
+    if not overwrite and any(os.path.lexists(t) for t in targets):
+        raise CloudError(f"{out} already holds {holds}; pass --force to replace what is "
+                         "there (every account gets a new password)")
+    out.mkdir(parents=True, exist_ok=True)
+    if secrets_dir.is_symlink() or (secrets_dir.exists() and not secrets_dir.is_dir()):
+        raise CloudError(f"{secrets_dir} is a link or not a folder: remove it and run again")
+    secrets_dir.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(secrets_dir, 0o700, follow_symlinks=False)
+
+
 def write_credentials(out_dir: str | os.PathLike[str], devices: Sequence[str], *,
                       service_user: str = DEFAULT_SERVICE_USER, prefix: str = DEFAULT_PREFIX,
                       overwrite: bool = False, workers: int = 1) -> Credentials:
@@ -197,14 +211,7 @@ def write_credentials(out_dir: str | os.PathLike[str], devices: Sequence[str], *
     password_file, acl_file, secrets_dir = out / PASSWORD_FILE, out / ACL_FILE, out / SECRETS_DIR
     conf_file = out / CONF_FILE
     targets = [password_file, acl_file, conf_file, *(secrets_dir / u for u in users)]
-    if not overwrite and any(os.path.lexists(t) for t in targets):
-        raise CloudError(f"{out} already holds credentials; pass --force to replace them "
-                         "(every account gets a new password)")
-    out.mkdir(parents=True, exist_ok=True)
-    if secrets_dir.is_symlink() or (secrets_dir.exists() and not secrets_dir.is_dir()):
-        raise CloudError(f"{secrets_dir} is a link or not a folder: remove it and run again")
-    secrets_dir.mkdir(mode=0o700, exist_ok=True)
-    os.chmod(secrets_dir, 0o700, follow_symlinks=False)
+    prepare_secrets(out, secrets_dir, targets, overwrite=overwrite, holds="credentials")
     passwords = {user: secrets.token_urlsafe(24) for user in users}
     _write_private(password_file,
                    "".join(f"{u}:{mosquitto_hash(p)}\n" for u, p in passwords.items()))

@@ -27,6 +27,7 @@ from adaptedge.cloud.acl import (
     MESSAGE_SIZE_LIMIT,
     _write_private,
     check_user_name,
+    prepare_secrets,
     service_users,
 )
 from adaptedge.cloud.errors import CloudError
@@ -191,13 +192,8 @@ def write_cluster(out_dir: str | os.PathLike[str], nodes: Sequence[NodeSpec],
     accounts, secrets_dir = out / ACCOUNTS_FILE, out / SECRETS_DIR
     node_files = {n.name: out / f"{n.name}.conf" for n in nodes}
     targets = [accounts, *node_files.values(), *(secrets_dir / u for u in users)]
-    if not overwrite and any(os.path.lexists(t) for t in targets):
-        raise CloudError(f"{out} already holds a NATS configuration; pass --force to replace "
-                         "it (every account gets a new password)")
-    out.mkdir(parents=True, exist_ok=True)
-    if secrets_dir.is_symlink() or (secrets_dir.exists() and not secrets_dir.is_dir()):
-        raise CloudError(f"{secrets_dir} is a link or not a folder: remove it and run again")
-    secrets_dir.mkdir(mode=0o700, exist_ok=True)
+    prepare_secrets(out, secrets_dir, targets, overwrite=overwrite,
+                    holds="a NATS configuration")
     passwords = {user: secrets.token_urlsafe(24) for user in users}
     route_password = secrets.token_urlsafe(24)
     _write_private(accounts, accounts_text(passwords, service, prefix))
