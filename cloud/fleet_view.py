@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,17 +101,9 @@ def agreement_series(store: FleetStore, window: int) -> list[Series]:
                 (row.received_at, row.local_label == row.hpc_label))
     out = []
     for device, rows in sorted(by_device.items()):
-        t, value, low, high, n = [], [], [], [], []
-        for start in range(0, len(rows), window):
-            chunk = rows[start:start + window]
-            p = sum(same for _, same in chunk) / len(chunk)
-            lo, hi = wilson_interval(p, len(chunk))
-            t.append(chunk[-1][0])
-            value.append(p)
-            low.append(lo)
-            high.append(hi)
-            n.append(len(chunk))
-        out.append(Series(device, tuple(t), tuple(value), tuple(low), tuple(high), tuple(n)))
+        windows = (rows[start:start + window] for start in range(0, len(rows), window))
+        out.append(_series(device, [(chunk[-1][0], sum(same for _, same in chunk) / len(chunk),
+                                     len(chunk)) for chunk in windows]))
     return out
 
 
@@ -122,24 +115,25 @@ def escalation_series(store: FleetStore) -> list[Series]:
             (at, counters.get("decisions") or 0.0, counters.get("escalations") or 0.0))
     out = []
     for device, samples in sorted(by_device.items()):
-        t, value, low, high, n = [], [], [], [], []
+        points: list[tuple[float, float, int]] = []
         prev_d = prev_e = 0.0
         for at, d, e in samples:
             if d < prev_d or e < prev_e:  # a restarted device counts from 0 again
                 prev_d = prev_e = 0.0
             dn, en = d - prev_d, e - prev_e
             prev_d, prev_e = d, e
-            if dn <= 0:
-                continue
-            p = en / dn
-            lo, hi = wilson_interval(p, int(dn))
-            t.append(at)
-            value.append(p)
-            low.append(lo)
-            high.append(hi)
-            n.append(int(dn))
-        out.append(Series(device, tuple(t), tuple(value), tuple(low), tuple(high), tuple(n)))
+            if dn > 0:
+                points.append((at, en / dn, int(dn)))
+        out.append(_series(device, points))
     return out
+
+
+def _series(device: str, points: Sequence[tuple[float, float, int]]) -> Series:
+    """A ``Series`` from (window end, estimate, rows) points, with 95% Wilson bands."""
+    bands = [wilson_interval(p, n) for _, p, n in points]
+    return Series(device, tuple(t for t, _, _ in points), tuple(p for _, p, _ in points),
+                  tuple(lo for lo, _ in bands), tuple(hi for _, hi in bands),
+                  tuple(n for _, _, n in points))
 
 
 def main_point(store: FleetStore, device: str) -> int | None:
