@@ -19,7 +19,7 @@ Truth labels are used only to score; no choice sees the later batches' labels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +28,9 @@ import numpy.typing as npt
 
 from adaptedge.cloud.drift import DriftAlarm, DriftDesign, DriftMonitor
 from adaptedge.protocol.audit import AuditPolicy
-from adaptedge.protocol.bundle import verify, write_bundle
+from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.costs import decision_cost
-from adaptedge.protocol.drift_reference import REFERENCE_KEY, reference_from_manifest
+from adaptedge.protocol.drift_reference import reference_from_manifest
 from adaptedge.protocol.fleet_rows import LabelledRow
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.simulator.records import RunResult
@@ -97,11 +97,10 @@ def gas_stream(seed: int) -> GasStream:
 def train_early(out: Path, stream: GasStream, config: DriftConfig) -> Manifest:
     """Train ``config.method`` on the early split, export with the drift reference."""
     from adaptedge.trainer.api import choose_default, library_versions
-    from adaptedge.trainer.export.bundle import build_bundle
+    from adaptedge.trainer.export.bundle import export_bundle
     from adaptedge.trainer.hpc import fit_hpc
     from adaptedge.trainer.methods.registry import MethodOptions, get_method
     from adaptedge.trainer.policy.frontier import pareto_frontier
-    from adaptedge.trainer.validation_reference import validation_reference
 
     ds = stream.dataset
     hpc = fit_hpc(ds, seed=config.seed, cache=False)
@@ -111,10 +110,7 @@ def train_early(out: Path, stream: GasStream, config: DriftConfig) -> Manifest:
     meta = {"method": config.method, "dataset": ds.name, "dataset_description": ds.description,
             "seed": config.seed, "quick": config.quick, "default_rule": rule,
             "library_versions": library_versions()}
-    manifest, files = build_bundle(ds, hpc, frontier, default=default.name, metadata=meta)
-    reference = validation_reference(manifest, files, ds.X_val)
-    manifest = replace(manifest, metadata={**manifest.metadata, REFERENCE_KEY: reference})
-    return write_bundle(out, manifest, files, force=True)
+    return export_bundle(out, ds, hpc, frontier, default=default.name, metadata=meta, force=True)
 
 
 @dataclass
