@@ -141,3 +141,16 @@ def test_grown_tree_fits_like_a_brute_force_search_and_predicts_its_fitted_value
                     + (r[~left].sum(0) ** 2).sum() / (~left).sum())
             best = max(best, (gain, j, b))
     assert (tree.feature[0], tree.threshold[0]) == (best[1], binner.thresholds[best[1]][best[2]])
+
+
+def test_bins_ignore_missing_values_in_a_many_valued_feature() -> None:
+    rng = np.random.default_rng(0)
+    column = rng.normal(size=1000).astype(np.float32)
+    column[::7] = np.nan  # missing readings among more distinct values than bins
+    binner = BinMapper.fit(column[:, None], max_bins=16)
+    thresholds = binner.thresholds[0]
+    assert 2 <= thresholds.size <= 15 and np.isfinite(thresholds).all()
+    finite = column[np.isfinite(column)]
+    assert thresholds.min() >= finite.min() and thresholds.max() < finite.max()
+    codes = binner.transform(column[:, None])[:, 0]
+    assert codes[np.isnan(column)].tolist() == [thresholds.size] * int(np.isnan(column).sum())

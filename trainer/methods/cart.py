@@ -44,11 +44,13 @@ class BinMapper:
         X32 = np.asarray(X, dtype=np.float32)
         out = []
         for j in range(X32.shape[1]):
-            values = np.unique(X32[:, j])
-            values = values[np.isfinite(values)]
+            column = X32[:, j]
+            column = column[np.isfinite(column)]  # missing (NaN) values take no part in bins
+            values = np.unique(column)
             if values.size > max_bins:
-                qs = np.quantile(X32[:, j], np.linspace(0, 1, max_bins + 1)[1:-1])
-                values = np.unique(values[np.searchsorted(values, qs.astype(np.float32))])
+                qs = np.quantile(column, np.linspace(0, 1, max_bins + 1)[1:-1])
+                at = np.searchsorted(values, qs.astype(np.float32))
+                values = np.unique(values[np.minimum(at, values.size - 1)])
             if values.size < 2:
                 out.append(np.zeros(0, dtype=np.float32))
                 continue
