@@ -36,7 +36,7 @@ from adaptedge.protocol.manifest import Manifest
 from adaptedge.simulator.records import RunResult
 from adaptedge.simulator.replay import replay
 from adaptedge.simulator.scenario import DevicesConfig, Scenario
-from adaptedge.trainer.data.builtin_datasets import GAS_CLASSES, _gas_rows
+from adaptedge.trainer.data.builtin_datasets import GAS_CLASSES, gas_rows
 from adaptedge.trainer.data.costs import PRESETS
 from adaptedge.trainer.data.dataset_core import Dataset, Parts, assemble, sensor_groups
 from adaptedge.trainer.data.splits import stratified_split
@@ -79,7 +79,7 @@ class GasStream:
 
 
 def gas_stream(seed: int) -> GasStream:
-    X, y, batch, names = _gas_rows()
+    X, y, batch, names = gas_rows()
     early = np.flatnonzero(np.isin(batch, TRAIN_BATCHES))
     parts = stratified_split(y[early], (0.6, 0.2, 0.2), seed)
     sensors = sensor_groups([f"sensor{s + 1}" for s in range(16)],

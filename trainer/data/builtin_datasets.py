@@ -219,7 +219,7 @@ GAS_FEATURES = ("dR", "absdR", "ema_rise_0.001", "ema_rise_0.01", "ema_rise_0.1"
                 "ema_decay_0.001", "ema_decay_0.01", "ema_decay_0.1")
 
 
-def _gas_rows() -> tuple[Floats, npt.NDArray[np.int64], npt.NDArray[np.int64], tuple[str, ...]]:
+def gas_rows() -> tuple[Floats, npt.NDArray[np.int64], npt.NDArray[np.int64], tuple[str, ...]]:
     """All vendored rows of the gas drift data: X, y, each row's batch, feature names."""
     names = tuple(f"s{s + 1}_{f}" for s in range(16) for f in GAS_FEATURES)
     per_batch = [read_rows(data_dir() / "gas_sensor_drift" / f"batch{b}.dat.gz", ",")
@@ -240,7 +240,7 @@ GAS_NOTE = ("16 metal-oxide sensors x 8 features; the concentration column is dr
 
 def _gas(grouping: str | None, seed: int, by_batch: bool = False) -> Dataset:
     check_grouping("gas-time" if by_batch else "gas", grouping, ("sensors",))
-    X, y, batch, names = _gas_rows()
+    X, y, batch, names = gas_rows()
     if by_batch:  # 36 months of drift: train on the past, validate and test on the future
         splits = [np.flatnonzero(np.isin(batch, part)) for part in ((1, 2, 3, 4, 5), (6,), (8, 9))]
         how = ("time-ordered by batch: train batches 1-5, validation batch 6, test batches 8-9 "
