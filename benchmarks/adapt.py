@@ -1,6 +1,7 @@
 """Accuracy vs cost of ADAPT-GBRT, ADAPT-LIN and the baselines; prints one JSON object.
 
     python -m benchmarks.adapt [--quick] [--seed S] [--datasets letter-binary,synthetic-2] [--out DIR]
+        [--param METHOD:KEY=VALUE ...]
 
 Per dataset: the HPC (validation/test accuracy, cost), then per method the exported ONNX
 node models evaluated on validation and test (never the Python objects), the point chosen on
@@ -138,7 +139,12 @@ def _lightgbm(d: Any, cm: Any, hpc: Any, quick: bool) -> list[dict[str, Any]]:
 
 
 def run_dataset(name: str, quick: bool, n_jobs: int,
-                methods: tuple[str, ...] = METHODS, seed: int = 0) -> dict[str, Any]:
+                methods: tuple[str, ...] = METHODS, seed: int = 0,
+                params: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+    """One dataset: the HPC, then every method's points; ``params`` holds per-method
+    ``--param`` options (``MethodOptions.extra``)."""
+    from dataclasses import replace
+
     from adaptedge.trainer.methods.gating import CostModel
     from adaptedge.trainer.methods.registry import MethodOptions, get_method
 
@@ -161,14 +167,15 @@ def run_dataset(name: str, quick: bool, n_jobs: int,
             continue
         load_before = os.getloadavg()[0]
         started = time.perf_counter()
-        policies = get_method(method)(d, hpc, options)
+        extra = (params or {}).get(method, {})
+        policies = get_method(method)(d, hpc, replace(options, extra=dict(extra)))
         seconds = time.perf_counter() - started
         load = {"load_average_1min_before": load_before,
                 "load_average_1min_after": os.getloadavg()[0]}
         points = [_point(p.name, _evaluate(p, d, hpc, cm, "validation"),
                          _evaluate(p, d, hpc, cm, "test")) for p in policies]
         result["methods"][method] = {
-            "train_seconds": seconds, **load, "points": points,
+            "train_seconds": seconds, **load, "params": extra, "points": points,
             "best_within_1pct": _best(points, hpc.val_accuracy, hpc_cost, len(d.y_val)),
             **_full_accuracy(points, hpc.val_accuracy)}
     if "lightgbm-cegb" not in methods:
@@ -205,6 +212,27 @@ def plot(name: str, result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def _params(items: list[str], parser: argparse.ArgumentParser) -> dict[str, dict[str, str]]:
+    """``METHOD:KEY=VALUE`` strings as {method: {key: value}}, each checked by the method's
+    own parameter table (``trainer.methods.params.check_params``)."""
+    from adaptedge.trainer.methods.params import ParamError, check_params
+
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        method, sep, rest = item.partition(":")
+        key, eq, value = rest.partition("=")
+        if not (sep and eq and method and key) or method not in METHODS:
+            parser.error(f"--param {item!r}: write METHOD:KEY=VALUE with METHOD one of "
+                         f"{list(METHODS)}, e.g. adapt-gbrt:warm_start=false")
+        out.setdefault(method, {})[key] = value
+    for method, extra in out.items():
+        try:
+            check_params(method, extra)
+        except ParamError as exc:
+            parser.error(f"--param: {exc}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sweeps (demo/CI)")
@@ -214,18 +242,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="split and model seed")
     parser.add_argument("--methods", default=",".join((*METHODS, "lightgbm-cegb")),
                         help="comma-separated subset of the methods (default: all)")
+    parser.add_argument("--param", action="append", default=[], metavar="METHOD:KEY=VALUE",
+                        help="a method option, as `adaptedge train --param` (e.g. "
+                             "adapt-gbrt:warm_start=false); repeatable")
     args = parser.parse_args(argv)
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+    params = _params(args.param, parser)
     unknown = sorted(set(methods) - {*METHODS, "lightgbm-cegb"})
     if unknown:
         parser.error(f"unknown methods {unknown}; choose from {[*METHODS, 'lightgbm-cegb']}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"quick": args.quick, "n_jobs": args.n_jobs, "seed": args.seed,
+                              "params": params,
                               "cpu_count": os.cpu_count(), "datasets": {}}
     for name in [n.strip() for n in args.datasets.split(",") if n.strip()]:
         started = time.perf_counter()
-        result = run_dataset(name, args.quick, args.n_jobs, methods, args.seed)
+        result = run_dataset(name, args.quick, args.n_jobs, methods, args.seed, params)
         result["total_seconds"] = time.perf_counter() - started
         report["datasets"][name] = result
         plot(name, result, out / f"{name}.png")

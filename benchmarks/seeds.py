@@ -8,7 +8,11 @@ seed: the point chosen on validation by the operating-point rule
 (``protocol.operating_points.confidently_near``: Wilson lower bound >= HPC - 0.01) and, for
 comparison, by the point estimate (the old rule); each reported on test with whether its test
 accuracy is >= the HPC's test accuracy - 0.01 and its cost reduction against always-cloud.
-Then the fraction that hold and the cost reduction's mean and sample sd over seeds. Nothing
+Then the fraction that hold and the cost reduction's mean and sample sd over seeds. For
+``dag.json`` inputs also ``dag-vs-static``: the DAG and the best static subset at the
+all-sensors classifier's validation accuracy - 0.01 (``benchmarks.dag``'s ``at_1pct``), re-chosen
+from the stored points by the same lower-bound rule (so files written under the old rule are
+read under the current one), their test costs and cost ratio per seed, mean and sd. Nothing
 is chosen on test.
 """
 
@@ -113,7 +117,43 @@ def summarise(paths: list[Path]) -> dict[str, Any]:
             seeds = list(entry["per_seed"].values())
             for rule in ("lower_bound_rule", "point_estimate_rule"):
                 entry[rule] = _summary([s[rule] for s in seeds])
+    for name, comparison in _static_comparisons(paths).items():
+        table.setdefault(name, {})["dag-vs-static"] = comparison
     return table
+
+
+def _static_comparisons(paths: list[Path]) -> dict[str, dict[str, Any]]:
+    """Per dataset of the ``dag.json`` inputs: DAG vs static at all-sensors - 0.01, per seed."""
+    from benchmarks.dag import chosen
+
+    out: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        files = [path / "dag.json"] if path.is_dir() else [path]
+        for file in (f for f in files if f.is_file()):
+            report = json.loads(file.read_text())
+            for name, r in report["datasets"].items():
+                if "methods" in r:
+                    continue
+                n_val = r.get("validation_rows") or _n_val(name, report.get("seed", 0))
+                target = r["all_sensors_val_accuracy"] - 0.01
+                picks = {fam: chosen([p for p in r["points"] if p["family"] in members],
+                                     target, n_val)
+                         for fam, members in (("dag", ("dag", "dag-no-escalation")),
+                                              ("static", ("static",)))}
+                ratio = (picks["dag"]["test_cost"] / picks["static"]["test_cost"]
+                         if picks["dag"] and picks["static"] else None)
+                out.setdefault(name, {"per_seed": {}})["per_seed"][str(report.get("seed", 0))] = {
+                    "all_sensors_test_accuracy": r["all_sensors_accuracy"], **picks,
+                    "ratio": ratio}
+    for entry in out.values():
+        seeds = list(entry["per_seed"].values())
+        for key, values in (
+                ("dag_test_cost", [s["dag"]["test_cost"] for s in seeds if s["dag"]]),
+                ("static_test_cost", [s["static"]["test_cost"] for s in seeds if s["static"]]),
+                ("ratio", [s["ratio"] for s in seeds if s["ratio"] is not None])):
+            entry[key] = {"seeds": len(values), "mean": statistics.fmean(values) if values else None,
+                          "sd": statistics.stdev(values) if len(values) > 1 else None}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
