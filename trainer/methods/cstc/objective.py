@@ -50,10 +50,36 @@ class Problem:
     lam: float
     rho: float
     variant: Variant
+    member: FloatArray | None = None
+    """[d, G] 0/1, or None (each column in its ``group_of`` group only). With boosted-tree
+    features a column (one tree's output) is in several groups: its tree's own and those of
+    the sensors the tree reads (``group_of`` is then unused)."""
 
     @property
     def n_groups(self) -> int:
         return len(self.costs)
+
+    def group_sums(self, per_column: FloatArray, cols: IntArray | None = None) -> FloatArray:
+        """[G] sums of ``per_column`` (one value per column ``cols``, default all) by group."""
+        if self.member is None:
+            of = self.group_of if cols is None else self.group_of[cols]
+            out: FloatArray = np.bincount(of, weights=per_column, minlength=self.n_groups
+                                          ).astype(np.float64)
+            return out
+        member = self.member if cols is None else self.member[cols]
+        return per_column @ member  # type: ignore[no-any-return]
+
+    def column_sums(self, per_group: FloatArray, cols: IntArray) -> FloatArray:
+        """Per column in ``cols``: the sum of ``per_group`` over the groups it belongs to."""
+        if self.member is None:
+            return per_group[self.group_of[cols]]
+        return self.member[cols] @ per_group  # type: ignore[no-any-return]
+
+    def in_groups(self, groups: BoolArray) -> BoolArray:
+        """[d] columns that belong to any of ``groups`` ([G] mask)."""
+        if self.member is None:
+            return groups[self.group_of]
+        return (self.member[:, groups] > 0).any(axis=1)  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -85,8 +111,7 @@ def logistic(z: FloatArray, Y: FloatArray) -> tuple[FloatArray, FloatArray]:
 
 def group_sq(prob: Problem, W: FloatArray) -> FloatArray:
     """[G] squared norm of each group's weights."""
-    out = np.bincount(prob.group_of, weights=(W ** 2).sum(axis=1), minlength=prob.n_groups)
-    return out.astype(np.float64)
+    return prob.group_sums((W ** 2).sum(axis=1))
 
 
 def forward(prob: Problem, shape: Shape, P: Params) -> State:

@@ -117,7 +117,7 @@ def block(prob: Problem, shape: Shape, P: Params, k: int, schedule: Schedule,
         if with_cost:
             dead = np.sqrt(group_sq(prob, P.W[k])) < CLAMP
             P.active[k] &= ~dead
-            P.W[k][dead[prob.group_of]] = 0.0
+            P.W[k][prob.in_groups(dead)] = 0.0
 
 
 def initialise(prob: Problem, shape: Shape, val: tuple[FloatArray, IntArray],
@@ -190,7 +190,7 @@ def prune_groups(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, 
     floor = hard_accuracy(shape, P, *val) - tolerance
     for k in shape.alive():
         for g in sorted(np.flatnonzero(P.active[k]), key=lambda g: -prob.costs[g]):
-            cols = prob.group_of == g
+            cols = prob.in_groups(np.arange(prob.n_groups) == g)
             saved = P.W[k][cols].copy()
             P.W[k][cols] = 0.0
             score = hard_accuracy(shape, P, *val)
