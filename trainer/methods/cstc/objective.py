@@ -79,7 +79,8 @@ class Problem:
         """[d] columns that belong to any of ``groups`` ([G] mask)."""
         if self.member is None:
             return groups[self.group_of]
-        return (self.member[:, groups] > 0).any(axis=1)  # type: ignore[no-any-return]
+        out: BoolArray = np.asarray((self.member[:, groups] > 0).any(axis=1), dtype=bool)
+        return out
 
 
 @dataclass

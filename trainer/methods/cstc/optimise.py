@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from adaptedge.trainer.methods.cstc.boosted import BoostedFeatures
 from adaptedge.trainer.methods.cstc.node_solve import node_terms, solve_node
 from adaptedge.trainer.methods.cstc.objective import (
     EPS,
@@ -57,9 +58,13 @@ class CostSensitiveModel:
     theta: FloatArray
     groups: tuple[tuple[int, ...], ...]
     """Per node, the sensor groups its classifier reads (non-zero weights)."""
+    features: BoostedFeatures | None = None
+    """Boosted-tree features (``W`` weighs their outputs), or None: ``W`` weighs raw columns."""
 
     def logits(self, k: int, X: FloatArray) -> FloatArray:
-        out: FloatArray = np.asarray(X, dtype=np.float64) @ self.W[k] + self.b[k]
+        phi = (np.asarray(X, dtype=np.float64) if self.features is None
+               else self.features.transform(X))
+        out: FloatArray = phi @ self.W[k] + self.b[k]
         return out
 
     def route_score(self, k: int, X: FloatArray) -> FloatArray:
