@@ -61,7 +61,7 @@ def train_model(X: NDArray[np.floating], y: IntArray, n_classes: int, shape: Sha
         cost = np.concatenate([cost, np.full(features.n_trees, float(tree_cost))])
     prob = Problem((X64 - mu) / sigma, _targets(y, n_classes),
                    np.ones(len(y)) if weight is None else weight, group_of, cost, lam, rho,
-                   variant, member)
+                   variant, member, 0 if features is None else features.n_trees)
     shape, P = fit_params(prob, shape, ((Xv - mu) / sigma, np.asarray(val[1])), schedule)
     W = tuple(Pw / sigma[:, None] for Pw in P.W)
     b = tuple(P.b[k] - (mu / sigma) @ P.W[k] for k in range(shape.n_nodes))

@@ -32,6 +32,9 @@ from adaptedge.trainer.policy.walk import walk
 
 LAMBDAS = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003)
 QUICK_LAMBDAS = (0.3, 0.03)
+BOOSTED_LAMBDAS = (0.03, 0.01, 0.003, 0.001, 0.0003)
+"""A tree's weight pays for every sensor the tree reads: smaller lambdas than raw columns."""
+QUICK_BOOSTED_LAMBDAS = (0.01, 0.001)
 THRESHOLDS = (0.6, 0.7, 0.8, 0.9, 0.95)
 KNOWN = ("lambdas", "escalation", "depth", "stages", "variant", "sweeps", "features", "trees",
          "tree_depth", "tree_rate", "tree_gammas", "tree_cost")
@@ -47,7 +50,10 @@ def _options(options: MethodOptions, method: str) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown {method} options {unknown}; known: {', '.join(KNOWN)}")
     out: dict[str, Any] = {}
-    raw = extra.get("lambdas", QUICK_LAMBDAS if options.quick else LAMBDAS)
+    boosted = extra.get("features") == "boosted"
+    default = ((QUICK_BOOSTED_LAMBDAS if options.quick else BOOSTED_LAMBDAS) if boosted
+               else QUICK_LAMBDAS if options.quick else LAMBDAS)
+    raw = extra.get("lambdas", default)
     try:
         out["lambdas"] = tuple(float(v) for v in (raw.split(",") if isinstance(raw, str)
                                                    else raw))

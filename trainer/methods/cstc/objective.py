@@ -54,6 +54,8 @@ class Problem:
     """[d, G] 0/1, or None (each column in its ``group_of`` group only). With boosted-tree
     features a column (one tree's output) is in several groups: its tree's own and those of
     the sensors the tree reads (``group_of`` is then unused)."""
+    tree_groups: int = 0
+    """With ``member``: the last ``tree_groups`` groups are the trees' own."""
 
     @property
     def n_groups(self) -> int:
@@ -74,6 +76,18 @@ class Problem:
         if self.member is None:
             return per_group[self.group_of[cols]]
         return self.member[cols] @ per_group  # type: ignore[no-any-return]
+
+    def prune_order(self, active: BoolArray) -> list[int]:
+        """The active groups validation pruning tries to drop, most expensive first: the
+        sensor groups, or with boosted features the trees' own groups (the last ones), each
+        priced with the sensors it reads (dropping a sensor would drop every tree on it)."""
+        if self.member is None:
+            return sorted(np.flatnonzero(active).tolist(), key=lambda g: -self.costs[g])
+        first = self.n_groups - self.tree_groups
+        trees = [g for g in range(first, self.n_groups) if active[g]]
+        price = {g: float(self.costs @ (self.member[self.member[:, g] > 0].sum(axis=0) > 0))
+                 for g in trees}
+        return sorted(trees, key=lambda g: -price[g])
 
     def in_groups(self, groups: BoolArray) -> BoolArray:
         """[d] columns that belong to any of ``groups`` ([G] mask)."""

@@ -194,7 +194,7 @@ def prune_groups(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, 
     test time; this is the paper's validation pruning applied to sensors as well as nodes.)"""
     floor = hard_accuracy(shape, P, *val) - tolerance
     for k in shape.alive():
-        for g in sorted(np.flatnonzero(P.active[k]), key=lambda g: -prob.costs[g]):
+        for g in prob.prune_order(P.active[k]):
             cols = prob.in_groups(np.arange(prob.n_groups) == g)
             saved = P.W[k][cols].copy()
             P.W[k][cols] = 0.0
