@@ -74,8 +74,8 @@ def _options(options: MethodOptions, method: str) -> dict[str, Any]:
     out["variant"] = str(extra.get("variant", "cscc"))
     if out["variant"] not in ("cscc", "cronus"):
         raise ValueError(f"variant must be cscc or cronus, got {out['variant']!r}")
-    for key, default in (("depth", 3), ("stages", 4), ("sweeps", 1 if options.quick else 2)):
-        out[key] = int(extra.get(key, default))
+    for key, fallback in (("depth", 3), ("stages", 4), ("sweeps", 1 if options.quick else 2)):
+        out[key] = int(extra.get(key, fallback))
         if out[key] < 1:
             raise ValueError(f"{key} must be >= 1, got {out[key]}")
     return out
