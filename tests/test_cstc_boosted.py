@@ -188,3 +188,35 @@ def test_bad_boosted_options_are_refused() -> None:
                            ({"tree_cost": "-1"}, "tree_cost must be >= 0")):
         with pytest.raises(ValueError, match=message):
             boosted_graphs("thyroid", **extra)
+
+
+@pytest.mark.parametrize(("variant", "m", "k"), [("cstc", 1, 0), ("cstc", 3, 4),
+                                                  ("cscc", 1, 1), ("cronus", 3, 0)])
+def test_node_gradient_with_overlapping_groups(variant: str, m: int, k: int) -> None:
+    """Tree columns in several groups (their sensors' and their own): the block objective's
+    gradient still matches finite differences."""
+    from adaptedge.trainer.methods.cstc.node_solve import node_objective, node_terms
+    from adaptedge.trainer.methods.cstc.objective import Params, Problem, forward, solve_aux
+    from adaptedge.trainer.methods.cstc.structure import cascade, full_tree
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(50, 4))
+    y = rng.integers(0, 2 if m == 1 else m, size=50)
+    member = np.array([[1, 1, 0, 1, 0, 0, 0], [0, 1, 1, 0, 1, 0, 0], [1, 0, 1, 0, 0, 1, 0],
+                       [0, 0, 1, 0, 0, 0, 1]], dtype=float)  # 3 sensors, then 4 trees
+    prob = Problem(X, _targets(y, 2 if m == 1 else m), np.ones(50), np.zeros(4, dtype=np.int64),
+                   np.array([0.5, 1.0, 1.5, 0.1, 0.1, 0.1, 0.1]), 0.3, 0.01,
+                   variant, member, 4)  # type: ignore[arg-type]
+    n = 7
+    P = Params([rng.normal(size=(4, m)) for _ in range(n)], [rng.normal(size=m) for _ in range(n)],
+               [rng.normal(size=m) if m > 1 else np.ones(1) for _ in range(n)],
+               rng.normal(size=n), [np.ones(7, dtype=bool) for _ in range(n)])
+    shape = full_tree(3) if variant == "cstc" else cascade(4)
+    st = forward(prob, shape, P)
+    aux = solve_aux(prob, shape, P, st)
+    fun, x0, _, _ = node_objective(prob, shape, P, aux, k, node_terms(prob, shape, P, st, aux, k))
+    _, grad = fun(x0)
+    numeric = np.array([(fun(x0 + 1e-6 * e)[0] - fun(x0 - 1e-6 * e)[0]) / 2e-6
+                        for e in np.eye(len(x0))])
+    np.testing.assert_allclose(grad, numeric, rtol=1e-4, atol=1e-6)
+    assert prob.prune_order(np.ones(7, dtype=bool)) == [4, 5, 3, 6]  # priced with sensors
