@@ -7,8 +7,9 @@ on validation by the one float64 walk. Options (``MethodOptions.extra``): ``lamb
 (cscc/cronus), ``sweeps``, ``features``: ``raw`` (linear node classifiers on the sensors'
 features) or ``boosted`` (linear node classifiers on the outputs of pre-trained boosted
 regression trees, ``boosted``: ``trees`` per boosting run, ``tree_depth``, ``tree_rate``,
-``tree_gammas`` one run per Greedy Miser penalty, ``tree_cost`` one tree evaluation's cost as a
-fraction of the mean sensor's, charged per node visit as the node's ``compute``).
+``tree_gammas`` one run per Greedy Miser penalty, ``tree_cost`` one tree evaluation's energy,
+latency and feature count as a fraction of the mean sensor's, charged per node visit as the
+node's ``compute``; training prices a tree by that compute's scalar).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
+from adaptedge.protocol.costs import compute_cost
 from adaptedge.protocol.policy_graph import ComputeCost
 from adaptedge.trainer.methods.cstc.boosted import TreeSettings, fit_boosted
 from adaptedge.trainer.methods.cstc.estimator import _targets, train_model
@@ -129,12 +131,17 @@ def _sweep(dataset: Any, hpc: Any, shape: Shape, variant: Variant, method: str,
     features = fit_boosted(dataset.X_train, _targets(dataset.y_train, len(dataset.classes)),
                            columns, opts["trees"], list(problem.sensor_costs)) if boosted else None
     compute = tree_compute(dataset.sensors, opts["tree_cost"]) if boosted else None
+    # training prices a tree as the walkers will: its scalar over the mean sensor's (a
+    # money-only scalar, e.g. thyroid's, makes compute free)
+    mean_sensor = float(problem.sensor_costs.mean())
+    tree_cost = (compute_cost(compute, dataset.cost_weights).scalar / mean_sensor
+                 if compute is not None and mean_sensor > 0 else opts["tree_cost"])
     for lam in opts["lambdas"]:
         model = train_model(
             dataset.X_train, dataset.y_train, len(dataset.classes), shape, groups=columns,
             costs=list(problem.sensor_costs), lam=lam, rho=1e-3, variant=variant,
             schedule=Schedule(sweeps=opts["sweeps"]), val=(dataset.X_val, dataset.y_val),
-            features=features, tree_cost=opts["tree_cost"])
+            features=features, tree_cost=tree_cost)
         for t in thresholds:
             params: dict[str, float | str] = {"lambda": lam, "threshold": t or "none"}
             if boosted:
