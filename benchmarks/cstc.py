@@ -11,7 +11,8 @@ each method's cheapest point whose validation accuracy reaches it. Writes
 validation-frontier point); prints the JSON.
 
 Run: ``python -m benchmarks.cstc [--quick] [--datasets letter-binary,thyroid] [--seed 0]
-[--methods cstc,cscc,cronus,greedy-miser,adapt-gbrt,dag] [--out DIR]``.
+[--methods cstc,cscc,cronus,greedy-miser,adapt-gbrt,dag] [--out DIR]``; ``cstc-boosted`` and
+``cscc-boosted`` are CSTC and CSCC with ``features=boosted``.
 """
 
 from __future__ import annotations
@@ -25,12 +26,16 @@ from typing import Any
 
 DATASETS = ("letter-binary", "thyroid", "miniboone-tiny", "gas")
 METHODS = ("cstc", "cscc", "cronus", "greedy-miser", "adapt-gbrt", "dag")
+VARIANTS = {"cronus": ("cscc", {"variant": "cronus"}),
+            "cstc-boosted": ("cstc", {"features": "boosted"}),
+            "cscc-boosted": ("cscc", {"features": "boosted"})}
+"""Method keys beyond the registry's names: (registered method, its --param options)."""
 
 
 def _run(method: str, dataset: Any, hpc: Any, quick: bool, seed: int) -> tuple[list[Any], float]:
     from adaptedge.trainer.methods.registry import MethodOptions, get_method
 
-    name, extra = (("cscc", {"variant": "cronus"}) if method == "cronus" else (method, {}))
+    name, extra = VARIANTS.get(method, (method, {}))
     started = time.process_time()
     graphs = get_method(name)(dataset, hpc, MethodOptions(seed=seed, quick=quick,
                                                           progress=False, extra=extra))

@@ -6,7 +6,8 @@ and the trainer's float32 ONNX oracle both walk batches with ``walk_batch``. The
 sensors in listed order; nodes run in topological order (the manifest refuses cycles, so a row
 is routed before its next node runs); a node with several actions takes the first highest
 ``action_scores`` entry; a move (``acquire``/``route``) reads the target's sensors not held yet,
-in the target's listed order; ``stop`` and ``escalate`` end the walk at that node.
+in the target's listed order; ``stop`` and ``escalate`` end the walk at that node. A node with
+a ``compute`` cost charges it to every row that visits it (``BatchWalk.compute``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from adaptedge.protocol.costs import COST_COLUMNS, visit_columns
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.policy_graph import MOVE_KINDS, PolicyGraph, topological_order
 
@@ -44,6 +46,9 @@ class BatchWalk:
     visited: npt.NDArray[np.int64]
     sensor_bits: tuple[int, ...]
     """Per node (``node_ids`` order): bit i set = sensor i held (what a row ending there read)."""
+    compute: npt.NDArray[np.float64] | None = None
+    """[N, 5] (``protocol.costs.COST_COLUMNS``) the evaluation costs of the nodes each row
+    visited; None when no node of the graph has one."""
 
     @property
     def local_label(self) -> npt.NDArray[np.int64]:
@@ -72,12 +77,16 @@ def walk_batch(manifest: Manifest, graph: PolicyGraph, x: F32, run: RunNode) -> 
     trails: list[tuple[int, ...]] = [held[position[graph.root]]]
     trail_ids = {trails[0]: 0}
     trail = np.zeros(n, dtype=np.int64)
+    visit_cost = visit_columns(graph, manifest.cost_weights)
+    compute = np.zeros((n, len(COST_COLUMNS))) if visit_cost else None
     for k, node_id in enumerate(ids):
         rows = np.flatnonzero(at == k) if k == 0 else np.flatnonzero((at == k) & (kind < 0))
         if not rows.size:
             continue
         node = graph.nodes[node_id]
         visited[rows] += 1
+        if compute is not None and node_id in visit_cost:
+            compute[rows] += visit_cost[node_id]
         many = len(node.actions) > 1
         cols = np.asarray(node.model.inputs, dtype=np.intp)
         p, scores = run(node.model.file, _columns(x, rows, cols), many)
@@ -105,7 +114,7 @@ def walk_batch(manifest: Manifest, graph: PolicyGraph, x: F32, run: RunNode) -> 
         raise RuntimeError(f"{int((kind < 0).sum())} rows never reached a stop or escalate "
                            "action")
     return BatchWalk(node_ids=ids, final=at, kind=kind, probabilities=proba, trail=trail,
-                     trails=tuple(trails), visited=visited, sensor_bits=bits)
+                     trails=tuple(trails), visited=visited, sensor_bits=bits, compute=compute)
 
 
 def _columns(x: F32, rows: npt.NDArray[np.intp], cols: npt.NDArray[np.intp]) -> F32:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from adaptedge.protocol.costs import CostBreakdown
 from adaptedge.protocol.errors import EXPIRED, ID_REUSED, OVERLOADED
 
 COUNTER_NAMES: tuple[str, ...] = (
@@ -54,6 +55,15 @@ def count_cloud_error(counters: dict[str, float], code: str) -> None:
     name = CLOUD_ERROR_COUNTERS.get(code)
     if name is not None:
         counters[name] += 1
+
+
+def add_spent(totals: dict[str, float], spent: CostBreakdown) -> None:
+    """Add ``spent`` (e.g. the nodes' evaluation costs) to the cost counters."""
+    totals["energy_mj"] += spent.energy_mj
+    totals["latency_ms"] += spent.latency_ms
+    totals["money"] += spent.money
+    totals["bytes"] += spent.bytes
+    totals["cost"] += spent.scalar
 
 
 def new_counters() -> dict[str, float]:

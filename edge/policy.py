@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from adaptedge.edge.errors import BundleRefused
 from adaptedge.edge.session import NodeSession
+from adaptedge.protocol.costs import CostBreakdown, visit_costs
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.policy_graph import PolicyGraph
 
@@ -59,6 +60,18 @@ class CompiledPolicy:
     name: str
     root: CompiledNode
     nodes: dict[str, CompiledNode]
+    visit_cost: dict[str, CostBreakdown] = field(default_factory=dict)
+    """Node id -> what running its model costs per visit (``protocol.costs``; empty when no
+    node has a ``compute`` cost)."""
+
+    def visits_cost(self, node_ids: list[str]) -> CostBreakdown:
+        """The evaluation cost of a walk that visited ``node_ids``."""
+        total = CostBreakdown()
+        for node_id in node_ids:
+            cost = self.visit_cost.get(node_id)
+            if cost is not None:
+                total = total + cost
+        return total
 
     def session_keys(self) -> set[tuple[str, int, int]]:
         return {(n.session.file, n.inputs.shape[0], len(n.actions)) for n in self.nodes.values()}
@@ -136,5 +149,6 @@ def compile_policy(manifest: Manifest, name: str, graph: PolicyGraph,
             if kind == ESCALATE and compiled.escalate is None:
                 compiled.escalate = compiled.actions[-1]
         compiled.single = len(compiled.actions) == 1
-    return CompiledPolicy(name=name, root=nodes[graph.root], nodes=nodes)
+    return CompiledPolicy(name=name, root=nodes[graph.root], nodes=nodes,
+                          visit_cost=visit_costs(graph, manifest.cost_weights))
 

@@ -3,9 +3,8 @@
 The rules of the walk are the sans-IO step in ``edge.walk``; this module drives it (reads
 sensors, runs one onnxruntime call per visited node on pre-bound buffers) and hands escalations
 to ``edge.escalation``. Costs come from a table keyed by the set of sensors read, filled once per
-set by ``protocol.costs.decision_cost`` (the one definition).
-
-A runtime is not thread-safe: use one per thread (each holds its own bound buffers).
+set by ``protocol.costs.decision_cost`` (the one definition), plus the visited nodes' evaluation
+costs when the policy has any. Not thread-safe: use one runtime per thread (bound buffers).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from types import TracebackType
 import numpy as np
 import numpy.typing as npt
 
-from adaptedge.edge.counters import new_counters, with_rates
+from adaptedge.edge.counters import add_spent, new_counters, with_rates
 from adaptedge.edge.decision import Decision, Source
 from adaptedge.edge.errors import BundleRefused, EdgeError, OperatingPointError
 from adaptedge.edge.escalation import SENSOR_FAILURE, Escalation
@@ -82,6 +81,7 @@ class EdgeRuntime:
         self._counters = new_counters()
         self._tally: dict[tuple[str, int], int] = {}
         """(source, cost key) -> decisions: the per-decision counters, summed when read."""
+        self._compute_spent = CostBreakdown()  # nodes' evaluation costs (protocol.costs)
         self._escalation = Escalation(manifest, uplink=uplink, outbox=outbox,
                                       counters=self._counters, clock=clock, device_id=device_id,
                                       request_id_start=request_id_start, audit=audit)
@@ -151,10 +151,8 @@ class EdgeRuntime:
             self._resident[policy] = compiled
             while len(self._resident) > self._max_resident:
                 self._resident.popitem(last=False)
-            keep: set[tuple[str, int, int]] = set()
-            for resident in self._resident.values():
-                keep |= resident.session_keys()
-            self._models.keep_only(keep)
+            self._models.keep_only(set[tuple[str, int, int]]().union(
+                *(resident.session_keys() for resident in self._resident.values())))
         self._resident.move_to_end(policy)
         return compiled
 
@@ -204,6 +202,7 @@ class EdgeRuntime:
             totals["money"] += n * cost.money
             totals["bytes"] += n * cost.bytes
             totals["cost"] += n * cost.scalar
+        add_spent(totals, self._compute_spent)
         out = with_rates(totals)
         extra = getattr(self.uplink, "counters", None)
         if isinstance(extra, Mapping):
@@ -305,6 +304,9 @@ class EdgeRuntime:
             tally_key = (source, key)
             tally = self._tally
             tally[tally_key] = tally.get(tally_key, 0) + 1
+        if self._policy.visit_cost:  # running the visited nodes' models
+            extra = self._policy.visits_cost(trail.nodes)
+            cost, self._compute_spent = cost + extra, self._compute_spent + extra
         return Decision(
             label=self._classes[label_index], label_index=label_index,
             probabilities=probabilities, source=source, sensors_read=tuple(trail.order),
@@ -379,8 +381,7 @@ class EdgeRuntime:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def close(self) -> None:
-        """Release the sensor reader threads and a ``.tar`` bundle's extracted copy (the uplink
-        belongs to the caller)."""
+        """Release the reader threads and a ``.tar`` bundle's copy (the uplink is the caller's)."""
         self._pool.close()
         if self._cleanup is not None:
             self._cleanup.close()

@@ -2,7 +2,10 @@
 
 A decision reads the union of the sensors of the nodes it visits; escalating also reads the
 HPC's sensors not read yet and pays the link (bytes, radio energy, round trip, price/call).
-``decision_costs`` is the same rule for a batch of decisions (every walk uses it).
+``decision_costs`` is the same rule for a batch of decisions (every walk uses it). A node
+whose model has an evaluation cost (``PolicyNode.compute``, e.g. a node scoring boosted
+trees) adds it once per visit (``compute_cost``; ``visit_costs`` for a walk's node ids):
+sensors are read once per decision, models are run once per node visited.
 
 A sensor's cost may grow with the item's size n (``SensorSpec.size_poly``): pass ``size`` /
 ``sizes`` and each item is charged its own cost; without them the plain fields (the cost at
@@ -18,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, Manifest, SensorSpec
+from adaptedge.protocol.policy_graph import ComputeCost, PolicyGraph
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,30 @@ def decision_cost(manifest: Manifest, sensors_read: Iterable[str], escalated: bo
     if escalated:
         total = total + link_cost(manifest.link, manifest.cost_weights)
     return total
+
+
+def compute_cost(compute: ComputeCost | None, weights: CostWeights) -> CostBreakdown:
+    """What one evaluation of a node's model costs (nothing without a ``compute``); the
+    scalar folds energy and latency as for a sensor and counts ``units`` like features."""
+    if compute is None:
+        return CostBreakdown()
+    return CostBreakdown(energy_mj=compute.energy_mj, latency_ms=compute.latency_ms,
+                         scalar=weights.energy_mj * compute.energy_mj
+                         + weights.latency_ms * compute.latency_ms
+                         + weights.uniform * compute.units)
+
+
+def visit_costs(graph: PolicyGraph, weights: CostWeights) -> dict[str, CostBreakdown]:
+    """Node id -> the evaluation cost a visit pays, for the nodes that have one (empty for a
+    graph whose nodes have none: its decisions cost what they did before)."""
+    return {nid: compute_cost(node.compute, weights) for nid, node in graph.nodes.items()
+            if node.compute is not None}
+
+
+def visit_columns(graph: PolicyGraph, weights: CostWeights) -> dict[str, npt.NDArray[np.float64]]:
+    """``visit_costs`` as [5] rows in ``COST_COLUMNS`` order (for batched walks)."""
+    return {nid: np.array([c.scalar, c.energy_mj, c.latency_ms, c.money, float(c.bytes)])
+            for nid, c in visit_costs(graph, weights).items()}
 
 
 def hpc_cost(manifest: Manifest) -> CostBreakdown:

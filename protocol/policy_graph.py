@@ -14,6 +14,7 @@ exporting one).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -44,12 +45,27 @@ class Action:
 
 
 @dataclass(frozen=True, slots=True)
+class ComputeCost:
+    """What one evaluation of a node's model costs, in the units a sensor read is priced in.
+
+    Charged once per visit of the node (every visit runs its model). ``units`` counts like
+    features under ``CostWeights.uniform`` (e.g. 0.01 per tree: a tree evaluation priced at
+    1% of one feature read). Nodes without one (``None``) cost nothing to evaluate."""
+
+    energy_mj: float = 0.0
+    latency_ms: float = 0.0
+    units: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class PolicyNode:
     """A set of acquired sensors, the local classifier there, and the actions allowed."""
 
     sensors: tuple[str, ...]
     model: ModelRef
     actions: tuple[Action, ...]
+    compute: ComputeCost | None = None
+    """Evaluation cost of the node's model (optional; absent from bundles that have none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +106,29 @@ def read_graph(r: FieldReader, *, name: str, sensor_names: Collection[str],
             for a in nr.objects("actions"))
         nodes[node_id] = PolicyNode(sensors=nr.strings("sensors"),
                                     model=ModelRef(file=mr.text("file"), inputs=mr.ints("inputs")),
-                                    actions=actions)
+                                    actions=actions, compute=_read_compute(nr))
     graph = PolicyGraph(root=r.text("root"), nodes=nodes)
     check_graph(graph, name=name, sensor_names=sensor_names, owner=owner, files=files,
                 path=r.path)
     return graph
+
+
+def _read_compute(nr: FieldReader) -> ComputeCost | None:
+    """A node's optional ``compute`` object: finite numbers >= 0 (absent: None)."""
+    if nr.get("compute", (dict, type(None)), None) is None:
+        return None
+    cr = nr.child("compute")
+    unknown = sorted(set(cr.raw) - {"energy_mj", "latency_ms", "units"})
+    if unknown:
+        raise BundleError(f"unknown fields {unknown} (energy_mj, latency_ms, units)",
+                          path=cr.path)
+    values = {key: float(cr.get(key, (int, float), 0.0)) for key in ("energy_mj", "latency_ms",
+                                                                     "units")}
+    for key, value in values.items():
+        if not math.isfinite(value) or value < 0:
+            raise BundleError(f"must be a finite number >= 0, got {value}",
+                              path=f"{cr.path}.{key}")
+    return ComputeCost(**values)
 
 
 def check_graph(graph: PolicyGraph, *, name: str, sensor_names: Collection[str],

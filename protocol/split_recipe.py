@@ -62,7 +62,8 @@ def parse_interval(raw: Any, path: str) -> tuple[float, float] | None:
 def drop_unset_optionals(raw: dict[str, Any]) -> dict[str, Any]:
     """``raw`` (a manifest as a dict) without the optional fields left unset, so bundles that
     do not use them read as before: ``split``, ``budget_index``, each point's
-    ``accuracy_interval`` and each sensor's ``size_poly`` (a mapping when set)."""
+    ``accuracy_interval``, each sensor's ``size_poly`` (a mapping when set) and each policy
+    node's ``compute``."""
     for key in ("split", "budget_index"):
         if raw.get(key) is None:
             raw.pop(key, None)
@@ -72,4 +73,8 @@ def drop_unset_optionals(raw: dict[str, Any]) -> dict[str, Any]:
     for point in raw.get("operating_points", ()):
         if point.get("accuracy_interval") is None:
             point.pop("accuracy_interval", None)
+    for graph in (raw.get("policies") or {}).values():
+        for node in (graph.get("nodes") or {}).values():
+            if node.get("compute") is None:
+                node.pop("compute", None)
     return raw

@@ -6,7 +6,8 @@ differs: which escalations find the link up, the network model's draws (``Networ
 take_draws``, the same sequence the per-row calls draw), round trips against the deadline and
 the simulated clock they push forward. The clock is vectorised when no exchange outlasts the
 gap to the next row; otherwise a loop over the escalations only. Costs are
-``protocol.costs.decision_costs`` per distinct (sensors read, sent) set.
+``protocol.costs.decision_costs`` per distinct (sensors read, sent) set, plus each row's
+visited nodes' evaluation energy (``BatchWalk.compute``) as the runtime charges it.
 
 Per-item sizes are charged per row (``batch_sized``); a bandwidth limit takes each message's
 wire size (``batch_wire``) on the clock loop. Rows holding NaN or infinity (failed reads) fall
@@ -235,6 +236,8 @@ def device_columns(local: LocalWalk, manifest: Manifest, timeline: Timeline,
     read_ms, energy = read_ms[inverse], energy[inverse]
     if sizes is not None:
         read_ms, energy = sized_costs(manifest, sensors, keys, inverse, sizes)
+    if walk.compute is not None:  # the models' evaluation energy (``protocol.costs``)
+        energy = energy + walk.compute[:, 1]
     return {
         "row": np.arange(n), "t_start": t_start, "latency_ms": wait_ms + read_ms,
         "label": np.where(answered, local.hpc_label, local.local_label),

@@ -124,7 +124,7 @@ def test_unknown_and_bad_options_are_refused() -> None:
     dataset, hpc = quadrants()
     for extra, message in (({"lamdas": "1"}, "unknown cstc options"),
                            ({"escalation": "maybe"}, "escalation must be on or off"),
-                           ({"features": "boosted"}, "not available"),
+                           ({"features": "deep"}, "features must be raw or boosted"),
                            ({"depth": "0"}, "depth must be >= 1")):
         with pytest.raises(ValueError, match=message):
             get_method("cstc")(dataset, hpc, MethodOptions(quick=True, extra=extra))

@@ -157,3 +157,27 @@ def test_network_draws_in_a_batch_match_the_calls(loss: float, jitter: float) ->
     batch = [None if loss and u < loss else 0.05 * (math.exp(jitter * z) if jitter else 1.0)
              for u, z in zip(uniform or [1.0] * 9000, normal or [0.0] * 9000, strict=True)]
     assert calls == batch
+
+
+def test_boosted_cstc_bundle(tmp_path: Path) -> None:
+    """CSTC on boosted-tree features: tree-ensemble nodes, each visit charging its compute."""
+    from sklearn.naive_bayes import GaussianNB
+
+    from adaptedge.trainer.data.datasets import load_dataset
+    from adaptedge.trainer.export.bundle import export_bundle
+    from adaptedge.trainer.hpc import fit_hpc
+    from adaptedge.trainer.methods.registry import MethodOptions, get_method
+
+    dataset = load_dataset("wall-robot")
+    hpc = fit_hpc(dataset, kind=GaussianNB(), cache=False)
+    graphs = get_method("cstc")(dataset, hpc, MethodOptions(quick=True, extra={
+        "features": "boosted", "lambdas": "0.01", "sweeps": "1", "trees": "5", "depth": "2"}))
+    manifest = export_bundle(tmp_path / "cstc", dataset, hpc, graphs)
+    X, y = dataset.split("test")
+    routed = [p.name for p in manifest.operating_points
+              if any(n.compute for n in manifest.policies[p.policy].nodes.values())
+              and any(a.kind == "escalate" for n in manifest.policies[p.policy].nodes.values()
+                      for a in n.actions)]
+    assert routed, "no boosted point with a compute cost and an escalation"
+    seen = assert_same_decisions(tmp_path / "cstc", X[:500], y[:500], routed[-1])
+    assert "cloud" in seen

@@ -69,7 +69,8 @@ def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
             files[file] = onnx_model
             nodes[node_id] = PolicyNode(sensors=tuple(node.sensors),
                                         model=ModelRef(file, tuple(int(i) for i in node.inputs)),
-                                        actions=tuple(a.to_manifest() for a in node.actions))
+                                        actions=tuple(a.to_manifest() for a in node.actions),
+                                        compute=node.compute)
         graphs[policy.name] = PolicyGraph(root=policy.root, nodes=nodes)
     points = tuple(_point(p, len(dataset.y_val)) for p in policies)
     chosen = default if default is not None else points[0].name

@@ -18,7 +18,7 @@ from typing import Literal, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from adaptedge.protocol.policy_graph import Action
+from adaptedge.protocol.policy_graph import Action, ComputeCost
 
 FloatArray = NDArray[np.float64]
 Kind = Literal["stop", "acquire", "route", "escalate"]
@@ -72,6 +72,9 @@ class GraphNode:
     tie_band: float = 0.0
     """Scores within this of the best count as tied; the first tied action is taken (the
     exported ``action_scores`` encode the same rule; 0: the first argmax)."""
+    compute: ComputeCost | None = None
+    """What one evaluation of the node's model costs (``protocol.costs.compute_cost``),
+    charged on every visit; exported as the manifest node's ``compute``."""
 
 
 @dataclass(frozen=True)

@@ -178,6 +178,8 @@ class BundleRunner:
             proba_out[esc] = hpc
             read[esc] |= self.hpc_sensor_mask()
         c = self.costs(read, escalated, sizes)
+        if walk.compute is not None:
+            c = c + walk.compute
         return PolicyResult(
             policy=policy_name, labels=labels, probabilities=proba_out, escalated=escalated,
             sensors_read=read, sensor_names=self.sensor_names, nodes_visited=visited,

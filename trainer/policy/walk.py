@@ -5,7 +5,8 @@ Rows start at the root. Nodes run in topological order, each ONCE on all the row
 it: entering a node reads its sensors not read yet; the node takes, per row, the first action
 within its ``tie_band`` of the best score (a one-action node needs none): ``stop`` answers
 with the node's classifier, ``escalate`` with the HPC after reading the HPC's unread sensors
-and paying the link, ``acquire`` and ``route`` move on. Costs are ``protocol.costs``'s.
+and paying the link, ``acquire`` and ``route`` move on. Costs are ``protocol.costs``'s (a
+node with a ``compute`` cost charges it on every visit).
 
 Node outputs come from the node models, or from ``outputs`` (e.g. out-of-fold probabilities,
 or one model's outputs shared by many threshold variants), so a sweep never re-runs a model.
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from adaptedge.protocol.costs import at_sizes, decision_costs
+from adaptedge.protocol.costs import at_sizes, compute_cost, decision_costs
+from adaptedge.protocol.manifest import CostWeights
 from adaptedge.trainer.policy.graph import FloatArray, Graph, GraphNode, Metrics
 
 IntArray = NDArray[np.int64]
@@ -38,6 +40,17 @@ class CostTable:
     hpc_sensors: BoolArray
     size_poly: FloatArray | None = None
     """[S, D] each sensor's scalar cost as coefficients in the item's size (None: constant)."""
+    weights: CostWeights | None = None
+    """The training scalar's weights: price a node's ``compute`` (needed only if one has)."""
+
+    def visit_cost(self, node: GraphNode) -> float:
+        """The scalar a visit of ``node`` pays to run its model (0 without ``compute``)."""
+        if node.compute is None:
+            return 0.0
+        if self.weights is None:
+            raise ValueError("a node has a compute cost but the cost table has no weights; "
+                             "build the table with weights= (DagProblem.cost_table does)")
+        return compute_cost(node.compute, self.weights).scalar
 
     def item_costs(self, sizes: NDArray[np.floating] | None) -> FloatArray:
         """Sensor costs for ``decision_costs``: [S], or each item's own [N, S, 1]."""
@@ -117,6 +130,7 @@ def walk(graph: Graph, X: NDArray[np.floating], hpc_proba: NDArray[np.floating],
     visits: dict[str, IntArray] = {}
     arriving: dict[str, list[IntArray]] = {graph.root: [np.arange(n, dtype=np.int64)]}
     hpc_answer = np.asarray(hpc_proba).argmax(axis=1)
+    compute = np.zeros(n)
     for nid in graph.topological_order():
         if nid not in arriving:
             continue
@@ -125,6 +139,7 @@ def walk(graph: Graph, X: NDArray[np.floating], hpc_proba: NDArray[np.floating],
         if node.sensors:
             read[np.ix_(rows, table.index(node.sensors))] = True
         proba, scores = get(nid, node, rows)
+        compute[rows] += table.visit_cost(node)
         if len(node.actions) == 1 or scores is None:
             choice = np.zeros(len(rows), dtype=np.int64)
         else:
@@ -152,4 +167,5 @@ def walk(graph: Graph, X: NDArray[np.floating], hpc_proba: NDArray[np.floating],
     cost = decision_costs(read, escalated, per_sensor, table.link_cost)
     if cost.ndim == 2:
         cost = cost[:, 0]
+    cost = cost + compute
     return WalkResult(answer, escalated, read, cost, actions, visits, margin)

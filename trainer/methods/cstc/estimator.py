@@ -4,7 +4,10 @@
 ``fit(X, y, hpc_proba=None, X_val=None, y_val=None)``: ``groups`` lists the feature columns
 of each sensor (default: one sensor per column) and ``costs`` their costs (default 1). The
 validation rows (default: a seeded ``val_fraction`` of the training rows) set the initial
-thresholds and prune the structure. ``predict_proba`` answers with the classifier of the node
+thresholds and prune the structure. ``features="boosted"``: the nodes weigh the outputs of
+boosted regression trees (``boosted``: one run of ``trees`` trees of depth ``tree_depth`` at
+step ``tree_rate`` per Greedy Miser penalty in ``tree_gammas``), each tree evaluation costing
+``tree_cost`` times the mean sensor cost. ``predict_proba`` answers with the classifier of the node
 each row is routed to; ``model_`` is the trained ``CostSensitiveModel`` on raw inputs.
 """
 
@@ -18,7 +21,9 @@ from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.class_weight import compute_sample_weight
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
+from adaptedge.trainer.methods.cstc.boosted import BoostedFeatures, TreeSettings, fit_boosted
 from adaptedge.trainer.methods.cstc.objective import FloatArray, IntArray, Problem, Variant
 from adaptedge.trainer.methods.cstc.optimise import CostSensitiveModel, Schedule, fit_params
 from adaptedge.trainer.methods.cstc.structure import Shape, cascade, full_tree
@@ -33,27 +38,41 @@ def _targets(y: IntArray, n_classes: int) -> FloatArray:
 def train_model(X: NDArray[np.floating], y: IntArray, n_classes: int, shape: Shape, *,
                 groups: Sequence[Sequence[int]], costs: Sequence[float], lam: float,
                 rho: float, variant: Variant, schedule: Schedule,
-                val: tuple[NDArray[np.floating], IntArray], weight: FloatArray | None = None
+                val: tuple[NDArray[np.floating], IntArray], weight: FloatArray | None = None,
+                features: BoostedFeatures | None = None, tree_cost: float = 0.0
                 ) -> CostSensitiveModel:
-    """Fit on standardised features; return the model on raw inputs."""
-    X64 = np.asarray(X, dtype=np.float64)
+    """Fit on standardised features; return the model on raw inputs. ``features``: boosted
+    trees (``boosted.fit_boosted``) whose outputs the nodes weigh instead of the raw columns,
+    each tree evaluation costing ``tree_cost`` times the mean sensor cost."""
+    X64 = np.asarray(X, dtype=np.float64) if features is None else features.transform(X)
+    Xv = np.asarray(val[0], dtype=np.float64) if features is None else features.transform(val[0])
     mu, sigma = X64.mean(axis=0), X64.std(axis=0)
     sigma[sigma < 1e-12] = 1.0
     group_of = np.zeros(X64.shape[1], dtype=np.int64)
-    for g, cols in enumerate(groups):
-        group_of[list(cols)] = g
     cost = np.asarray(costs, dtype=np.float64)
     cost = cost / cost.mean() if cost.mean() > 0 else np.ones_like(cost)
+    member = None
+    if features is None:
+        for g, cols in enumerate(groups):
+            group_of[list(cols)] = g
+    else:
+        member = features.membership(len(groups))
+        group_of = len(groups) + features.column_tree()
+        cost = np.concatenate([cost, np.full(features.n_trees, float(tree_cost))])
     prob = Problem((X64 - mu) / sigma, _targets(y, n_classes),
                    np.ones(len(y)) if weight is None else weight, group_of, cost, lam, rho,
-                   variant)
-    Xv = (np.asarray(val[0], dtype=np.float64) - mu) / sigma
-    shape, P = fit_params(prob, shape, (Xv, np.asarray(val[1])), schedule)
+                   variant, member, 0 if features is None else features.n_trees)
+    shape, P = fit_params(prob, shape, ((Xv - mu) / sigma, np.asarray(val[1])), schedule)
     W = tuple(Pw / sigma[:, None] for Pw in P.W)
     b = tuple(P.b[k] - (mu / sigma) @ P.W[k] for k in range(shape.n_nodes))
-    used = tuple(tuple(int(g) for g in np.unique(group_of[np.any(P.W[k] != 0, axis=1)]))
-                 for k in range(shape.n_nodes))
-    return CostSensitiveModel(shape, W, b, tuple(P.v), P.theta.copy(), used)
+    if features is None:
+        used = tuple(tuple(int(g) for g in np.unique(group_of[np.any(P.W[k] != 0, axis=1)]))
+                     for k in range(shape.n_nodes))
+    else:
+        used = tuple(tuple(sorted({g for t in features.node_trees(P.W[k])
+                                   for g in features.sensors[t]}))
+                     for k in range(shape.n_nodes))
+    return CostSensitiveModel(shape, W, b, tuple(P.v), P.theta.copy(), used, features)
 
 
 def proba_from_logits(z: FloatArray) -> FloatArray:
@@ -75,6 +94,26 @@ class _CostSensitive(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     balanced: bool
     val_fraction: float
     random_state: int
+    features: str
+    trees: int
+    tree_depth: int
+    tree_rate: float
+    tree_gammas: Sequence[float]
+    tree_cost: float
+
+    def _trees(self) -> TreeSettings | None:
+        if self.features not in ("raw", "boosted"):
+            raise ValueError(f"features must be raw or boosted, got {self.features!r}")
+        if self.features == "raw":
+            return None
+        settings = TreeSettings(trees=self.trees, depth=self.tree_depth,
+                                learning_rate=self.tree_rate, gammas=tuple(self.tree_gammas))
+        if (self.trees < 1 or self.tree_depth < 1 or self.tree_rate <= 0 or self.tree_cost < 0
+                or not settings.gammas or min(settings.gammas) < 0):
+            raise ValueError(f"boosted features need trees >= 1, tree_depth >= 1, tree_rate > 0, "
+                             f"tree_gammas >= 0 and tree_cost >= 0, got {settings} and "
+                             f"tree_cost={self.tree_cost}")
+        return settings
 
     def _shape(self) -> Shape:
         raise NotImplementedError
@@ -98,14 +137,25 @@ class _CostSensitive(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         groups = self.groups or [(c,) for c in range(X.shape[1])]
         costs = self.costs or [1.0] * len(groups)
         weight = compute_sample_weight("balanced", y_idx) if self.balanced else None
-        self.model_ = train_model(
+        settings = self._trees()
+        features = None if settings is None else fit_boosted(
+            X, _targets(y_idx, len(self.classes_)), groups, settings, costs)
+        with threadpool_limits(limits=1):  # small matrices: more BLAS threads only contend
+            self.model_ = self._train(X, y_idx, groups, costs, (X_val, y_val_idx), weight,
+                                      features)
+        self.groups_ = [tuple(g) for g in groups]
+        return self
+
+    def _train(self, X: NDArray[np.float32], y_idx: IntArray, groups: Sequence[Sequence[int]],
+               costs: Sequence[float], val: tuple[Any, IntArray], weight: FloatArray | None,
+               features: BoostedFeatures | None) -> CostSensitiveModel:
+        X_val, y_val_idx = val
+        return train_model(
             X, y_idx.astype(np.int64), len(self.classes_), self._shape(), groups=groups,
             costs=costs, lam=self.lam, rho=self.rho, variant=self._variant(),
             schedule=Schedule(sweeps=self.sweeps, max_iter=self.max_iter),
             val=(np.asarray(X_val, dtype=np.float32), y_val_idx.astype(np.int64)),
-            weight=weight)
-        self.groups_ = [tuple(g) for g in groups]
-        return self
+            weight=weight, features=features, tree_cost=self.tree_cost)
 
     def _fitted(self) -> CostSensitiveModel:
         if not hasattr(self, "model_"):
@@ -140,7 +190,12 @@ class CSTCClassifier(_CostSensitive):
                  costs: Sequence[float] | None = None, lam: float = 0.1, depth: int = 3,
                  rho: float = 1e-3, sweeps: int = 2, max_iter: int = 40,
                  balanced: bool = False, val_fraction: float = 0.2,
-                 random_state: int = 0) -> None:
+                 random_state: int = 0, features: str = "raw", trees: int = 100,
+                 tree_depth: int = 5, tree_rate: float = 0.3,
+                 tree_gammas: Sequence[float] = (3e-3, 1e-3, 2e-4),
+                 tree_cost: float = 0.01) -> None:
+        self.features, self.trees, self.tree_depth = features, trees, tree_depth
+        self.tree_rate, self.tree_gammas, self.tree_cost = tree_rate, tree_gammas, tree_cost
         self.groups, self.costs, self.lam, self.depth = groups, costs, lam, depth
         self.rho, self.sweeps, self.max_iter = rho, sweeps, max_iter
         self.balanced, self.val_fraction, self.random_state = balanced, val_fraction, random_state
@@ -159,7 +214,12 @@ class CSCCClassifier(_CostSensitive):
                  costs: Sequence[float] | None = None, lam: float = 0.1, stages: int = 4,
                  variant: str = "cscc", rho: float = 1e-3, sweeps: int = 2,
                  max_iter: int = 40, balanced: bool = False, val_fraction: float = 0.2,
-                 random_state: int = 0) -> None:
+                 random_state: int = 0, features: str = "raw", trees: int = 100,
+                 tree_depth: int = 5, tree_rate: float = 0.3,
+                 tree_gammas: Sequence[float] = (3e-3, 1e-3, 2e-4),
+                 tree_cost: float = 0.01) -> None:
+        self.features, self.trees, self.tree_depth = features, trees, tree_depth
+        self.tree_rate, self.tree_gammas, self.tree_cost = tree_rate, tree_gammas, tree_cost
         self.groups, self.costs, self.lam, self.stages = groups, costs, lam, stages
         self.variant, self.rho, self.sweeps, self.max_iter = variant, rho, sweeps, max_iter
         self.balanced, self.val_fraction, self.random_state = balanced, val_fraction, random_state

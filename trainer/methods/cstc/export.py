@@ -23,11 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from adaptedge.protocol.policy_graph import ComputeCost
 from adaptedge.trainer.export.linear import linear_core
 from adaptedge.trainer.export.models import linear_node_model, node_model
 from adaptedge.trainer.methods.cstc.estimator import proba_from_logits
 from adaptedge.trainer.methods.cstc.objective import FloatArray
 from adaptedge.trainer.methods.cstc.optimise import CostSensitiveModel
+from adaptedge.trainer.methods.cstc.tree_node import tree_node
 from adaptedge.trainer.policy.graph import Graph, GraphAction, GraphNode
 
 TIE_GAP = 1e-3
@@ -100,8 +102,11 @@ class LinearNode:
 
 def to_graph(model: CostSensitiveModel, sensor_names: tuple[str, ...],
              sensor_columns: tuple[tuple[int, ...], ...], threshold: float | None = None,
-             params: dict[str, float | str] | None = None) -> Graph:
-    """The policy graph of ``model`` (``sensor_columns[g]``: the columns sensor ``g`` yields)."""
+             params: dict[str, float | str] | None = None,
+             tree_compute: ComputeCost | None = None) -> Graph:
+    """The policy graph of ``model`` (``sensor_columns[g]``: the columns sensor ``g`` yields).
+    A boosted model's nodes are ``TreeNode``s, each charged ``tree_compute`` per tree it
+    evaluates (``GraphNode.compute``)."""
     shape = model.shape
     nodes: dict[str, GraphNode] = {}
     for k in shape.alive():
@@ -110,7 +115,12 @@ def to_graph(model: CostSensitiveModel, sensor_names: tuple[str, ...],
         for j in path:
             read += [g for g in model.groups[j] if g not in read]
         inputs = tuple(sorted(c for g in model.groups[k] for c in sensor_columns[g]))
-        W, b = model.W[k][list(inputs)], model.b[k]
+        if model.features is not None and inputs:
+            nodes[f"n{k}"] = _tree_graph_node(model, k, inputs, threshold, tree_compute,
+                                              tuple(sensor_names[g] for g in read))
+            continue
+        W = model.W[k][list(inputs)] if model.features is None else np.zeros((0, len(model.b[k])))
+        b = model.b[k]
         if not inputs and not (shape.routes(k) or threshold is not None):
             b = untie(b)
         if shape.routes(k):
@@ -118,21 +128,35 @@ def to_graph(model: CostSensitiveModel, sensor_names: tuple[str, ...],
             c = float(b @ model.v[k] - model.theta[k])
             if not inputs and abs(c) < TIE_GAP:
                 c = TIE_GAP  # training routes s >= 0 to hi
-            route = (u, c)
-            lo = shape.lo[k]
-            second = (GraphAction("route", f"n{lo}") if lo >= 0 else GraphAction("stop"))
-            actions: tuple[GraphAction, ...] = (GraphAction("route", f"n{shape.hi[k]}"),
-                                                second)
-            node_model_ = LinearNode(W, b, route=route)
-        elif threshold is not None:
-            actions = (GraphAction("stop"), GraphAction("escalate"))
-            node_model_ = LinearNode(W, b, threshold=threshold)
+            node_model_ = LinearNode(W, b, route=(u, c))
         else:
-            actions = (GraphAction("stop"),)
-            node_model_ = LinearNode(W, b)
+            node_model_ = LinearNode(W, b, threshold=threshold)
         nodes[f"n{k}"] = GraphNode(sensors=tuple(sensor_names[g] for g in read), inputs=inputs,
-                                   actions=actions, model=node_model_)
+                                   actions=_actions(model, k, threshold), model=node_model_)
     return Graph("", "n0", nodes, params=dict(params or {}))
+
+
+def _actions(model: CostSensitiveModel, k: int, threshold: float | None
+             ) -> tuple[GraphAction, ...]:
+    shape = model.shape
+    if shape.routes(k):
+        lo = shape.lo[k]
+        return (GraphAction("route", f"n{shape.hi[k]}"),
+                GraphAction("route", f"n{lo}") if lo >= 0 else GraphAction("stop"))
+    if threshold is not None:
+        return (GraphAction("stop"), GraphAction("escalate"))
+    return (GraphAction("stop"),)
+
+
+def _tree_graph_node(model: CostSensitiveModel, k: int, inputs: tuple[int, ...],
+                     threshold: float | None, tree_compute: ComputeCost | None,
+                     sensors: tuple[str, ...]) -> GraphNode:
+    routes = model.shape.routes(k)
+    node, n_trees = tree_node(model, k, inputs, routes, None if routes else threshold)
+    per = tree_compute or ComputeCost()
+    compute = ComputeCost(per.energy_mj * n_trees, per.latency_ms * n_trees, per.units * n_trees)
+    return GraphNode(sensors=sensors, inputs=inputs, actions=_actions(model, k, threshold),
+                     model=node, compute=compute if tree_compute is not None else None)
 
 
 def describe(graph: Graph) -> list[str]:

@@ -4,8 +4,12 @@ One model per swept ``lambda``; with ``escalation=on`` (default) each model also
 graph per leaf confidence threshold (escalate to the HPC below it). Every graph is walked
 on validation by the one float64 walk. Options (``MethodOptions.extra``): ``lambdas``
 (comma-separated), ``escalation`` (on/off), ``depth`` (CSTC), ``stages`` (CSCC), ``variant``
-(cscc/cronus), ``sweeps``, ``features`` (only ``raw``: linear node classifiers on the sensors'
-features; boosted-tree features are not implemented yet).
+(cscc/cronus), ``sweeps``, ``features``: ``raw`` (linear node classifiers on the sensors'
+features) or ``boosted`` (linear node classifiers on the outputs of pre-trained boosted
+regression trees, ``boosted``: ``trees`` per boosting run, ``tree_depth``, ``tree_rate``,
+``tree_gammas`` one run per Greedy Miser penalty, ``tree_cost`` one tree evaluation's energy,
+latency and feature count as a fraction of the mean sensor's, charged per node visit as the
+node's ``compute``; training prices a tree by that compute's scalar).
 """
 
 from __future__ import annotations
@@ -13,7 +17,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from adaptedge.trainer.methods.cstc.estimator import train_model
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+from adaptedge.protocol.costs import compute_cost
+from adaptedge.protocol.policy_graph import ComputeCost
+from adaptedge.trainer.methods.cstc.boosted import TreeSettings, fit_boosted
+from adaptedge.trainer.methods.cstc.estimator import _targets, train_model
 from adaptedge.trainer.methods.cstc.export import to_graph
 from adaptedge.trainer.methods.cstc.objective import Variant
 from adaptedge.trainer.methods.cstc.optimise import Schedule
@@ -25,8 +34,16 @@ from adaptedge.trainer.policy.walk import walk
 
 LAMBDAS = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003)
 QUICK_LAMBDAS = (0.3, 0.03)
+BOOSTED_LAMBDAS = (0.03, 0.01, 0.003, 0.001, 0.0003)
+"""A tree's weight pays for every sensor the tree reads: smaller lambdas than raw columns."""
+QUICK_BOOSTED_LAMBDAS = (0.01, 0.001)
 THRESHOLDS = (0.6, 0.7, 0.8, 0.9, 0.95)
-KNOWN = ("lambdas", "escalation", "depth", "stages", "variant", "sweeps", "features")
+KNOWN = ("lambdas", "escalation", "depth", "stages", "variant", "sweeps", "features", "trees",
+         "tree_depth", "tree_rate", "tree_gammas", "tree_cost")
+TREES = TreeSettings(trees=100, depth=5, learning_rate=0.3, gammas=(3e-3, 1e-3, 2e-4))
+"""Default boosted features: three Greedy Miser runs of 100 depth-5 trees (few to many sensors)."""
+QUICK_TREES = TreeSettings(trees=20, depth=4, learning_rate=0.3, gammas=(1e-3, 0.0))
+TREE_COST = 0.01
 
 
 def _options(options: MethodOptions, method: str) -> dict[str, Any]:
@@ -35,7 +52,10 @@ def _options(options: MethodOptions, method: str) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown {method} options {unknown}; known: {', '.join(KNOWN)}")
     out: dict[str, Any] = {}
-    raw = extra.get("lambdas", QUICK_LAMBDAS if options.quick else LAMBDAS)
+    boosted = extra.get("features") == "boosted"
+    default = ((QUICK_BOOSTED_LAMBDAS if options.quick else BOOSTED_LAMBDAS) if boosted
+               else QUICK_LAMBDAS if options.quick else LAMBDAS)
+    raw = extra.get("lambdas", default)
     try:
         out["lambdas"] = tuple(float(v) for v in (raw.split(",") if isinstance(raw, str)
                                                    else raw))
@@ -46,23 +66,60 @@ def _options(options: MethodOptions, method: str) -> dict[str, Any]:
     out["escalation"] = str(extra.get("escalation", "on"))
     if out["escalation"] not in ("on", "off"):
         raise ValueError(f"escalation must be on or off, got {out['escalation']!r}")
-    features = str(extra.get("features", "raw"))
-    if features != "raw":
-        raise ValueError(f"features={features!r} is not available; use features=raw "
-                         "(boosted-tree features are not implemented yet)")
+    out["features"] = str(extra.get("features", "raw"))
+    if out["features"] not in ("raw", "boosted"):
+        raise ValueError(f"features must be raw or boosted, got {out['features']!r}")
+    out["trees"] = _tree_options(extra, QUICK_TREES if options.quick else TREES)
+    out["tree_cost"] = float(extra.get("tree_cost", TREE_COST))
+    if out["tree_cost"] < 0:
+        raise ValueError(f"tree_cost must be >= 0, got {out['tree_cost']}")
     out["variant"] = str(extra.get("variant", "cscc"))
     if out["variant"] not in ("cscc", "cronus"):
         raise ValueError(f"variant must be cscc or cronus, got {out['variant']!r}")
-    for key, default in (("depth", 3), ("stages", 4), ("sweeps", 1 if options.quick else 2)):
-        out[key] = int(extra.get(key, default))
+    for key, fallback in (("depth", 3), ("stages", 4), ("sweeps", 1 if options.quick else 2)):
+        out[key] = int(extra.get(key, fallback))
         if out[key] < 1:
             raise ValueError(f"{key} must be >= 1, got {out[key]}")
     return out
 
 
+def _tree_options(extra: dict[str, Any], default: TreeSettings) -> TreeSettings:
+    try:
+        raw = extra.get("tree_gammas", default.gammas)
+        gammas = tuple(float(v) for v in (raw.split(",") if isinstance(raw, str) else raw))
+        settings = TreeSettings(trees=int(extra.get("trees", default.trees)),
+                                depth=int(extra.get("tree_depth", default.depth)),
+                                learning_rate=float(extra.get("tree_rate", default.learning_rate)),
+                                gammas=gammas)
+    except ValueError:
+        raise ValueError("trees and tree_depth must be integers, tree_rate a number and "
+                         "tree_gammas comma-separated numbers") from None
+    if settings.trees < 1 or settings.depth < 1 or settings.learning_rate <= 0 or not gammas \
+            or min(gammas) < 0:
+        raise ValueError(f"boosted features need trees >= 1, tree_depth >= 1, tree_rate > 0 "
+                         f"and tree_gammas >= 0, got {settings}")
+    return settings
+
+
+def tree_compute(sensors: Any, fraction: float) -> ComputeCost:
+    """One tree evaluation: ``fraction`` of the mean sensor read's energy, latency and feature
+    count (so its training scalar is that fraction of the mean sensor's, money aside)."""
+    n = max(len(sensors), 1)
+    return ComputeCost(energy_mj=fraction * sum(s.energy_mj for s in sensors) / n,
+                       latency_ms=fraction * sum(s.latency_ms for s in sensors) / n,
+                       units=fraction * sum(len(s.features) for s in sensors) / n)
+
+
 def sweep(dataset: Any, hpc: Any, options: MethodOptions, shape: Shape, variant: Variant,
           method: str, opts: dict[str, Any]) -> list[Graph]:
-    """Train one model per lambda; one graph per (lambda, escalation threshold)."""
+    """Train one model per lambda; one graph per (lambda, escalation threshold). One BLAS
+    thread: the node solves multiply small matrices, where more threads only contend."""
+    with threadpool_limits(limits=1):
+        return _sweep(dataset, hpc, shape, variant, method, opts)
+
+
+def _sweep(dataset: Any, hpc: Any, shape: Shape, variant: Variant, method: str,
+           opts: dict[str, Any]) -> list[Graph]:
     problem = problem_from(dataset, hpc)
     names = problem.sensor_names(problem.all_sensors)
     columns = tuple(s.features for s in problem.sensors)
@@ -70,14 +127,26 @@ def sweep(dataset: Any, hpc: Any, options: MethodOptions, shape: Shape, variant:
     val = problem.splits["val"]
     thresholds = (None, *THRESHOLDS) if opts["escalation"] == "on" else (None,)
     graphs: list[Graph] = []
+    boosted = opts["features"] == "boosted"
+    features = fit_boosted(dataset.X_train, _targets(dataset.y_train, len(dataset.classes)),
+                           columns, opts["trees"], list(problem.sensor_costs)) if boosted else None
+    compute = tree_compute(dataset.sensors, opts["tree_cost"]) if boosted else None
+    # training prices a tree as the walkers will: its scalar over the mean sensor's (a
+    # money-only scalar, e.g. thyroid's, makes compute free)
+    mean_sensor = float(problem.sensor_costs.mean())
+    tree_cost = (compute_cost(compute, dataset.cost_weights).scalar / mean_sensor
+                 if compute is not None and mean_sensor > 0 else opts["tree_cost"])
     for lam in opts["lambdas"]:
         model = train_model(
             dataset.X_train, dataset.y_train, len(dataset.classes), shape, groups=columns,
             costs=list(problem.sensor_costs), lam=lam, rho=1e-3, variant=variant,
-            schedule=Schedule(sweeps=opts["sweeps"]), val=(dataset.X_val, dataset.y_val))
+            schedule=Schedule(sweeps=opts["sweeps"]), val=(dataset.X_val, dataset.y_val),
+            features=features, tree_cost=tree_cost)
         for t in thresholds:
             params: dict[str, float | str] = {"lambda": lam, "threshold": t or "none"}
-            graph = to_graph(model, names, columns, t, params)
+            if boosted:
+                params["features"] = "boosted"
+            graph = to_graph(model, names, columns, t, params, compute)
             metrics = walk(graph, val.X, val.hpc_proba, table).metrics(val.y)
             name = f"{method}-{len(graphs):02d}-l{lam:g}-t{t or 'none'}"
             graphs.append(replace(graph.with_validation(metrics), name=name, method=method))

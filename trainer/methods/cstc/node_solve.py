@@ -78,8 +78,8 @@ def node_objective(prob: Problem, shape: Shape, P: Params, aux: Aux, k: int, ter
     """Node ``k``'s smooth block objective with its gradient, the start point, how to unpack
     a point into (W on the active columns, b, v, theta), and the active columns."""
     X, Y, n = prob.X, prob.Y, len(prob.X)
-    cols = np.flatnonzero(P.active[k][prob.group_of])
-    Xa, ga = X[:, cols], prob.group_of[cols]
+    cols = np.flatnonzero(~prob.in_groups(~P.active[k]))
+    Xa = X[:, cols]
     m = Y.shape[1]
     routes = shape.routes(k)
     # two classes: v = 1 (the paper's sigmoid(x beta - theta)); more classes: v is learned, the
@@ -100,7 +100,7 @@ def node_objective(prob: Problem, shape: Shape, P: Params, aux: Aux, k: int, ter
         W, b, v, theta = unpack(x)
         z = Xa @ W + b
         loss, dloss = logistic(z, Y)
-        sq = np.bincount(ga, weights=(W ** 2).sum(axis=1), minlength=prob.n_groups)
+        sq = prob.group_sums((W ** 2).sum(axis=1), cols)
         own = prob.weight * loss + 0.5 * terms.self_h @ sq + terms.self_const
         value = 0.5 * float(terms.kappa @ sq) + 0.5 * prob.rho * float((W ** 2 / gamma).sum())
         coef = terms.kappa.copy()
@@ -119,7 +119,7 @@ def node_objective(prob: Problem, shape: Shape, P: Params, aux: Aux, k: int, ter
             value += float((terms.p * own).mean())
             coef += terms.p.mean() * terms.self_h
         dz = (terms.p * a * prob.weight)[:, None] * dloss / n + ds[:, None] * v[None, :]
-        gW = Xa.T @ dz + W * coef[ga][:, None] + prob.rho * W / gamma
+        gW = Xa.T @ dz + W * prob.column_sums(coef, cols)[:, None] + prob.rho * W / gamma
         grads = [gW.ravel(), dz.sum(axis=0)]
         if learn_v:
             grads.append(ds @ z)

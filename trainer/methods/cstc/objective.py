@@ -50,10 +50,51 @@ class Problem:
     lam: float
     rho: float
     variant: Variant
+    member: FloatArray | None = None
+    """[d, G] 0/1, or None (each column in its ``group_of`` group only). With boosted-tree
+    features a column (one tree's output) is in several groups: its tree's own and those of
+    the sensors the tree reads (``group_of`` is then unused)."""
+    tree_groups: int = 0
+    """With ``member``: the last ``tree_groups`` groups are the trees' own."""
 
     @property
     def n_groups(self) -> int:
         return len(self.costs)
+
+    def group_sums(self, per_column: FloatArray, cols: IntArray | None = None) -> FloatArray:
+        """[G] sums of ``per_column`` (one value per column ``cols``, default all) by group."""
+        if self.member is None:
+            of = self.group_of if cols is None else self.group_of[cols]
+            out: FloatArray = np.bincount(of, weights=per_column, minlength=self.n_groups
+                                          ).astype(np.float64)
+            return out
+        member = self.member if cols is None else self.member[cols]
+        return per_column @ member  # type: ignore[no-any-return]
+
+    def column_sums(self, per_group: FloatArray, cols: IntArray) -> FloatArray:
+        """Per column in ``cols``: the sum of ``per_group`` over the groups it belongs to."""
+        if self.member is None:
+            return per_group[self.group_of[cols]]
+        return self.member[cols] @ per_group  # type: ignore[no-any-return]
+
+    def prune_order(self, active: BoolArray) -> list[int]:
+        """The active groups validation pruning tries to drop, most expensive first: the
+        sensor groups, or with boosted features the trees' own groups (the last ones), each
+        priced with the sensors it reads (dropping a sensor would drop every tree on it)."""
+        if self.member is None:
+            return sorted(np.flatnonzero(active).tolist(), key=lambda g: -self.costs[g])
+        first = self.n_groups - self.tree_groups
+        trees = [g for g in range(first, self.n_groups) if active[g]]
+        price = {g: float(self.costs @ (self.member[self.member[:, g] > 0].sum(axis=0) > 0))
+                 for g in trees}
+        return sorted(trees, key=lambda g: -price[g])
+
+    def in_groups(self, groups: BoolArray) -> BoolArray:
+        """[d] columns that belong to any of ``groups`` ([G] mask)."""
+        if self.member is None:
+            return groups[self.group_of]
+        out: BoolArray = np.asarray((self.member[:, groups] > 0).any(axis=1), dtype=bool)
+        return out
 
 
 @dataclass
@@ -85,8 +126,7 @@ def logistic(z: FloatArray, Y: FloatArray) -> tuple[FloatArray, FloatArray]:
 
 def group_sq(prob: Problem, W: FloatArray) -> FloatArray:
     """[G] squared norm of each group's weights."""
-    out = np.bincount(prob.group_of, weights=(W ** 2).sum(axis=1), minlength=prob.n_groups)
-    return out.astype(np.float64)
+    return prob.group_sums((W ** 2).sum(axis=1))
 
 
 def forward(prob: Problem, shape: Shape, P: Params) -> State:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from adaptedge.trainer.methods.cstc.boosted import BoostedFeatures
 from adaptedge.trainer.methods.cstc.node_solve import node_terms, solve_node
 from adaptedge.trainer.methods.cstc.objective import (
     EPS,
@@ -57,9 +58,13 @@ class CostSensitiveModel:
     theta: FloatArray
     groups: tuple[tuple[int, ...], ...]
     """Per node, the sensor groups its classifier reads (non-zero weights)."""
+    features: BoostedFeatures | None = None
+    """Boosted-tree features (``W`` weighs their outputs), or None: ``W`` weighs raw columns."""
 
     def logits(self, k: int, X: FloatArray) -> FloatArray:
-        out: FloatArray = np.asarray(X, dtype=np.float64) @ self.W[k] + self.b[k]
+        phi = (np.asarray(X, dtype=np.float64) if self.features is None
+               else self.features.transform(X))
+        out: FloatArray = phi @ self.W[k] + self.b[k]
         return out
 
     def route_score(self, k: int, X: FloatArray) -> FloatArray:
@@ -81,24 +86,28 @@ class CostSensitiveModel:
         return node
 
 
-def visiting(shape: Shape, P: Params, X: FloatArray) -> list[FloatArray]:
-    """Hard 0/1 visit indicator of every node for rows ``X`` (standardised)."""
+def visiting(shape: Shape, P: Params, X: FloatArray, Z: list[FloatArray] | None = None
+             ) -> list[FloatArray]:
+    """Hard 0/1 visit indicator of every node for rows ``X`` (standardised); ``Z``: the
+    nodes' logits on ``X`` if already known."""
     visit = [np.zeros(len(X)) for _ in range(shape.n_nodes)]
     visit[0][:] = 1
     for k in shape.alive():
         if shape.routes(k):
-            up = ((X @ P.W[k] + P.b[k]) @ P.v[k] - P.theta[k] >= 0).astype(float)
+            z = X @ P.W[k] + P.b[k] if Z is None else Z[k]
+            up = (z @ P.v[k] - P.theta[k] >= 0).astype(float)
             visit[shape.hi[k]] = visit[k] * up
             if shape.lo[k] >= 0:
                 visit[shape.lo[k]] = visit[k] * (1 - up)
     return visit
 
 
-def hard_accuracy(shape: Shape, P: Params, X: FloatArray, y: IntArray) -> float:
-    visit = visiting(shape, P, X)
+def hard_accuracy(shape: Shape, P: Params, X: FloatArray, y: IntArray,
+                  Z: list[FloatArray] | None = None) -> float:
+    visit = visiting(shape, P, X, Z)
     right = np.zeros(len(X))
     for k in shape.terminals():
-        z = X @ P.W[k] + P.b[k]
+        z = X @ P.W[k] + P.b[k] if Z is None else Z[k]
         pred = (z[:, 0] > 0).astype(int) if z.shape[1] == 1 else z.argmax(axis=1)
         answers = visit[k] * (1 - (0 if not (shape.kind == "cascade" and shape.routes(k))
                                    else visit[shape.hi[k]]))
@@ -117,7 +126,7 @@ def block(prob: Problem, shape: Shape, P: Params, k: int, schedule: Schedule,
         if with_cost:
             dead = np.sqrt(group_sq(prob, P.W[k])) < CLAMP
             P.active[k] &= ~dead
-            P.W[k][dead[prob.group_of]] = 0.0
+            P.W[k][prob.in_groups(dead)] = 0.0
 
 
 def initialise(prob: Problem, shape: Shape, val: tuple[FloatArray, IntArray],
@@ -183,18 +192,26 @@ def fit_params(prob: Problem, shape: Shape, val: tuple[FloatArray, IntArray],
 
 def prune_groups(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, IntArray],
                  tolerance: float = 0.0) -> None:
-    """Root first, most expensive first: drop a node's sensor group when zeroing its weights
-    does not lower validation accuracy by more than ``tolerance`` (in all). (The relaxed cost is linear in a weight's size, so
-    small weights on expensive sensors survive the optimisation yet cost their full price at
-    test time; this is the paper's validation pruning applied to sensors as well as nodes.)"""
-    floor = hard_accuracy(shape, P, *val) - tolerance
+    """Root first, most expensive first (``Problem.prune_order``): drop a node's group when
+    zeroing its weights does not lower validation accuracy by more than ``tolerance`` (in
+    all). (The relaxed cost is linear in a weight's size, so small weights on expensive
+    sensors survive the optimisation yet cost their full price at test time; this is the
+    paper's validation pruning applied to sensors, or trees, as well as nodes.) With boosted
+    features each try updates the node's validation logits by the dropped columns only."""
+    X, y = val
+    floor = hard_accuracy(shape, P, X, y) - tolerance
+    Z = None if prob.member is None else [X @ W + b for W, b in zip(P.W, P.b, strict=True)]
     for k in shape.alive():
-        for g in sorted(np.flatnonzero(P.active[k]), key=lambda g: -prob.costs[g]):
-            cols = prob.group_of == g
+        for g in prob.prune_order(P.active[k]):
+            cols = prob.in_groups(np.arange(prob.n_groups) == g)
             saved = P.W[k][cols].copy()
             P.W[k][cols] = 0.0
-            score = hard_accuracy(shape, P, *val)
-            if score >= floor:
+            if Z is not None:
+                kept = Z[k]
+                Z[k] = kept - X[:, cols] @ saved
+            if hard_accuracy(shape, P, X, y, Z) >= floor:
                 P.active[k][g] = False
             else:
                 P.W[k][cols] = saved
+                if Z is not None:
+                    Z[k] = kept

@@ -46,6 +46,8 @@ class DagProblem:
     hpc_sensors: SensorSet
     n_classes: int
     splits: dict[str, Split]
+    weights: CostWeights | None = None
+    """The training scalar's weights (prices a node's ``compute`` in the walk)."""
 
     @property
     def n_sensors(self) -> int:
@@ -79,7 +81,7 @@ class DagProblem:
         hpc = np.zeros(self.n_sensors, dtype=bool)
         hpc[list(self.hpc_sensors)] = True
         return CostTable(self.sensor_names(self.all_sensors), self.sensor_costs,
-                         self.link_cost, hpc)
+                         self.link_cost, hpc, weights=self.weights)
 
 
 def make_problem(*, sensors: Sequence[SensorSpec], weights: CostWeights, link: LinkSpec,
@@ -98,7 +100,7 @@ def make_problem(*, sensors: Sequence[SensorSpec], weights: CostWeights, link: L
         sensors=tuple(sensors),
         sensor_costs=np.array([weights.sensor_cost(s) for s in sensors], dtype=np.float64),
         link_cost=float(weights.link_cost(link)),
-        hpc_sensors=hpc, n_classes=n_classes, splits=splits)
+        hpc_sensors=hpc, n_classes=n_classes, splits=splits, weights=weights)
 
 
 def problem_from(dataset: Any, hpc: Any) -> DagProblem:
