@@ -49,3 +49,30 @@ def test_exported_graphs_match_their_validation_metrics(method: str, hpc: HpcMod
         assert np.all((got.labels == expected)[agree]), graph.name
     if method != "greedy-miser":
         assert any(g.validation.escalation_rate > 0 for g in graphs)
+
+
+def test_greedy_miser_tree_cost_charges_every_kept_tree_once_per_row(hpc: HpcModel) -> None:
+    from adaptedge.protocol.costs import compute_cost
+    from adaptedge.trainer.methods.tree_compute import tree_compute
+
+    d = DATA
+    free = get_method("greedy-miser")(d, hpc, MethodOptions(quick=True, progress=False))
+    charged = get_method("greedy-miser")(d, hpc, MethodOptions(
+        quick=True, progress=False, extra={"tree_cost": 0.01}))
+    per_tree = compute_cost(tree_compute(d.sensors, 0.01), d.cost_weights).scalar
+    assert per_tree > 0
+    by_name = {g.name: g for g in free}
+    assert {g.name for g in charged} <= set(by_name)
+    for graph in charged:
+        trees = int(float(graph.params["iterations"]))
+        extra = graph.validation.cost - by_name[graph.name].validation.cost
+        assert extra == pytest.approx(trees * per_tree, rel=1e-9), graph.name
+        assert graph.validation.accuracy == by_name[graph.name].validation.accuracy
+    manifest, files = build_bundle(d, hpc, charged)
+    runner = BundleRunner.from_files(manifest, files)
+    graph = charged[0]
+    got = runner.evaluate(graph.name, d.X_val, d.y_val)
+    assert got.cost == pytest.approx(graph.validation.cost, rel=1e-12)
+    with pytest.raises(ValueError, match="tree_cost"):
+        get_method("greedy-miser")(d, hpc, MethodOptions(quick=True, progress=False,
+                                                         extra={"tree_cost": -1}))

@@ -113,6 +113,8 @@ class CostModel:
     feature_sensor: NDArray[np.int64]
     hpc_sensors: NDArray[np.bool_]
     link_cost: float
+    weights: CostWeights | None = None
+    """The scalar's weights, for pricing a node's ``compute`` in the walk."""
 
     @classmethod
     def build(cls, sensors: Sequence[SensorSpec], weights: CostWeights, link: LinkSpec,
@@ -128,6 +130,7 @@ class CostModel:
             feature_sensor=feature_sensor_index(specs, n_features),
             hpc_sensors=np.array([s.name in names for s in specs]),
             link_cost=link_cost(link, weights).scalar,
+            weights=weights,
         )
 
     def node_columns(self, bought: NDArray[np.bool_]) -> tuple[int, ...]:
@@ -140,7 +143,7 @@ class CostModel:
     def table(self) -> CostTable:
         """The walk's cost table (``trainer.policy.walk``)."""
         return CostTable(tuple(s.name for s in self.sensors), self.sensor_costs,
-                         self.link_cost, self.hpc_sensors)
+                         self.link_cost, self.hpc_sensors, weights=self.weights)
 
 
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], n_jobs: int, progress: bool,

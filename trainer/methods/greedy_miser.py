@@ -5,21 +5,27 @@ The registered sweep gives it ADAPT-GBRT's tree capacity (400 trees of depth 5, 
 ``adapt_gbrt_method.DEFAULTS``: 8 + 12 rounds of 20 trees), the paper's step size 0.1, and, for
 each λ (``gamma``), the boosting iteration with the best validation accuracy (the paper's
 "for each setting we choose the iteration that has the best validation accuracy"); the
-sensors the device reads are those of the trees up to that iteration.
+sensors the device reads are those of the trees up to that iteration. ``tree_cost`` (default 0)
+prices each evaluated tree as a fraction of the mean sensor read (the paper's eq. 4 charges tree
+evaluations too): the node then carries a ``compute`` cost of its kept trees, paid on every row,
+priced as CSTC's boosted nodes price theirs (``trainer.methods.tree_compute``).
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
+from adaptedge.protocol.policy_graph import ComputeCost
 from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier
 from adaptedge.trainer.methods.gating import CostModel, parallel_map
 from adaptedge.trainer.methods.registry import MethodOptions, register
+from adaptedge.trainer.methods.tree_compute import tree_compute, trees_compute
 from adaptedge.trainer.policy.frontier import pareto_frontier
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.one_node import named, one_node_graph, validated
@@ -139,6 +145,10 @@ def greedy_miser_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[
     jobs = [({**layout, **capacity, "gamma": float(g), "random_state": options.seed},
              dataset.X_train, dataset.y_train, hpc.oof_proba_train) for g in gammas]
     models = parallel_map(_fit, jobs, options.n_jobs, options.progress, "greedy-miser")
+    tree_cost = float(options.extra.get("tree_cost", 0.0))
+    if tree_cost < 0:
+        raise ValueError(f"tree_cost must be >= 0, got {tree_cost}")
+    per_tree = tree_compute(dataset.sensors, tree_cost) if tree_cost > 0 else None
     candidates = []
     for fitted in models:
         m = fitted.at_best_iteration(dataset.X_val, dataset.y_val)
@@ -148,6 +158,14 @@ def greedy_miser_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[
                                           "iterations": float(m.best_iteration_)}
         graph = one_node_graph(named("greedy-miser", params), "greedy-miser", cm, m, False,
                                params)
+        if per_tree is not None:  # every row evaluates the kept trees
+            graph = _charged(graph, trees_compute(per_tree, len(m.f1_trees_)))
         candidates.append(validated(graph, dataset, hpc, cm, m.predict_proba(dataset.X_val),
                                     None))
     return pareto_frontier(candidates)
+
+
+def _charged(graph: Graph, compute: ComputeCost) -> Graph:
+    """``graph`` whose one node charges ``compute`` on every visit."""
+    return replace(graph, nodes={nid: replace(node, compute=compute)
+                                 for nid, node in graph.nodes.items()})

@@ -78,7 +78,10 @@ METHOD_PARAMS: dict[str, tuple[Param, ...]] = {
     ),
     "adapt-lin": (),
     "l1": (),
-    "greedy-miser": (),
+    "greedy-miser": (
+        Param("tree_cost", "float", "price of one tree evaluation, as a fraction of the mean "
+              "sensor read (0: trees are free)", min=0),
+    ),
     "confidence": (),
     "dag": DAG_PARAMS,
     "static": DAG_PARAMS,

@@ -30,6 +30,7 @@ from adaptedge.trainer.methods.cstc.estimator import proba_from_logits
 from adaptedge.trainer.methods.cstc.objective import FloatArray
 from adaptedge.trainer.methods.cstc.optimise import CostSensitiveModel
 from adaptedge.trainer.methods.cstc.tree_node import tree_node
+from adaptedge.trainer.methods.tree_compute import trees_compute
 from adaptedge.trainer.policy.graph import Graph, GraphAction, GraphNode
 
 TIE_GAP = 1e-3
@@ -153,10 +154,9 @@ def _tree_graph_node(model: CostSensitiveModel, k: int, inputs: tuple[int, ...],
                      sensors: tuple[str, ...]) -> GraphNode:
     routes = model.shape.routes(k)
     node, n_trees = tree_node(model, k, inputs, routes, None if routes else threshold)
-    per = tree_compute or ComputeCost()
-    compute = ComputeCost(per.energy_mj * n_trees, per.latency_ms * n_trees, per.units * n_trees)
+    compute = trees_compute(tree_compute, n_trees) if tree_compute is not None else None
     return GraphNode(sensors=sensors, inputs=inputs, actions=_actions(model, k, threshold),
-                     model=node, compute=compute if tree_compute is not None else None)
+                     model=node, compute=compute)
 
 
 def describe(graph: Graph) -> list[str]:

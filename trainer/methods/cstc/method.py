@@ -20,7 +20,6 @@ from typing import Any
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from adaptedge.protocol.costs import compute_cost
-from adaptedge.protocol.policy_graph import ComputeCost
 from adaptedge.trainer.methods.cstc.boosted import TreeSettings, fit_boosted
 from adaptedge.trainer.methods.cstc.estimator import _targets, train_model
 from adaptedge.trainer.methods.cstc.export import to_graph
@@ -29,6 +28,7 @@ from adaptedge.trainer.methods.cstc.optimise import Schedule
 from adaptedge.trainer.methods.cstc.structure import Shape, cascade, full_tree
 from adaptedge.trainer.methods.dag.problem import problem_from
 from adaptedge.trainer.methods.registry import MethodOptions, register
+from adaptedge.trainer.methods.tree_compute import tree_compute
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.walk import walk
 
@@ -99,15 +99,6 @@ def _tree_options(extra: dict[str, Any], default: TreeSettings) -> TreeSettings:
         raise ValueError(f"boosted features need trees >= 1, tree_depth >= 1, tree_rate > 0 "
                          f"and tree_gammas >= 0, got {settings}")
     return settings
-
-
-def tree_compute(sensors: Any, fraction: float) -> ComputeCost:
-    """One tree evaluation: ``fraction`` of the mean sensor read's energy, latency and feature
-    count (so its training scalar is that fraction of the mean sensor's, money aside)."""
-    n = max(len(sensors), 1)
-    return ComputeCost(energy_mj=fraction * sum(s.energy_mj for s in sensors) / n,
-                       latency_ms=fraction * sum(s.latency_ms for s in sensors) / n,
-                       units=fraction * sum(len(s.features) for s in sensors) / n)
 
 
 def sweep(dataset: Any, hpc: Any, options: MethodOptions, shape: Shape, variant: Variant,
