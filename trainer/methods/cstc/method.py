@@ -63,6 +63,16 @@ def _options(options: MethodOptions, method: str) -> dict[str, Any]:
 def sweep(dataset: Any, hpc: Any, options: MethodOptions, shape: Shape, variant: Variant,
           method: str, opts: dict[str, Any]) -> list[Graph]:
     """Train one model per lambda; one graph per (lambda, escalation threshold)."""
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+    # one BLAS thread: the node solves multiply [n, d] x [d, m] with m <= classes, where a
+    # second OpenBLAS thread on a shared 2-core machine spins (gas: ~11 ms a product, not ~1)
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _sweep(dataset, hpc, shape, variant, method, opts)
+
+
+def _sweep(dataset: Any, hpc: Any, shape: Shape, variant: Variant, method: str,
+           opts: dict[str, Any]) -> list[Graph]:
     problem = problem_from(dataset, hpc)
     names = problem.sensor_names(problem.all_sensors)
     columns = tuple(s.features for s in problem.sensors)
