@@ -127,7 +127,7 @@ def _plot(name: str, results: dict[str, Any], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
     for method, entry in results["methods"].items():
         pts = entry["frontier"]  # validation-cost order
         label = f"{method} (quick)" if entry["quick"] else method
@@ -138,15 +138,14 @@ def _plot(name: str, results: dict[str, Any], out: Path) -> None:
             ax.plot(best["test"]["cost"], best["test"]["accuracy"], marker="*", ms=12,
                     color=line.get_color(), mec="black", mew=0.6, ls="none")
     ax.axhline(results["hpc_test_accuracy"], color="grey", ls=":", label="HPC (test)")
-    ax.set_xscale("symlog", linthresh=1.0)
-    ax.set_xlabel("mean test cost per decision (cost units, symlog)")
+    ax.set_xlabel("mean test cost per decision (cost units)")
     ax.set_ylabel("test accuracy")
     low = min((p["test"]["accuracy"] for e in results["methods"].values()  # reports-test: axis
                for p in e["frontier"]), default=0.0)
     ax.set_ylim(max(low, results["hpc_test_accuracy"] - 0.15), None)
     ax.set_title(f"{name} (seed {results['seed']}): validation frontiers on test; "
                  "* = best_within_1pct", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out / f"cstc-{name}.png", dpi=110)
@@ -190,18 +189,23 @@ def bench(name: str, methods: list[str], quick: set[str], seed: int, out: Path
     return result
 
 
-def _fmt(point: dict[str, Any] | None) -> str:
+def _fmt(point: dict[str, Any] | None, frontier: list[dict[str, Any]] | None = None) -> str:
+    """A chosen point on test; for none, the most accurate validation point on test."""
     if point is None:
-        return "none confidently within 1%"
+        top = frontier[-1] if frontier else None  # the frontier's most accurate on validation
+        return "none" if top is None else (
+            f"none (most accurate on val: {top['test']['accuracy']:.4f} at "
+            f"{top['test']['cost']:.3g})")
     lo, hi = point["test"]["accuracy_interval"]
     return (f"{point['test']['accuracy']:.4f} [{lo:.3f}, {hi:.3f}] at "
-            f"{point['test']['cost']:.3g} ({point['cost_reduction']:.3f})")
+            f"{point['test']['cost']:.3g} ({point['test']['escalation_rate']:.0%} esc.)")
 
 
 def table(out: Path) -> str:
     """The README's markdown table from ``<out>/cstc-<dataset>.json``: per dataset and
-    method, best_within_1pct on test, the GM comparison's test cost, CPU and wall seconds."""
-    rows = ["| dataset | method | best_within_1pct: test acc [95% CI] at cost (reduction) "
+    method, best_within_1pct on test (escalation rate), the GM comparison's test cost, CPU
+    and wall seconds."""
+    rows = ["| dataset | method | best_within_1pct: test acc [95% CI] at cost (escalated) "
             "| cost at GM's best val acc | CPU s | wall s |", "|---|---|---|---|---|---|"]
     for name in DATASETS:
         path = out / f"cstc-{name}.json"
@@ -213,7 +217,7 @@ def table(out: Path) -> str:
             at_gm = vs.get("greedy_miser") if method == "greedy-miser" else vs.get(method)
             gm = "—" if at_gm is None else f"{at_gm['test']['cost']:.3g}"
             label = f"{method} (quick)" if e["quick"] else method
-            rows.append(f"| {name} | {label} | {_fmt(e['best_within_1pct'])} | {gm} "
+            rows.append(f"| {name} | {label} | {_fmt(e['best_within_1pct'], e['frontier'])} | {gm} "
                         f"| {e['cpu_seconds']:.0f} | {e['wall_seconds']:.0f} |")
     return "\n".join(rows)
 
