@@ -1,6 +1,6 @@
 """CSTC trees and CSCC / Cronus cascades (trainer.methods.cstc): Algorithm 1's node blocks,
 the exported policy graph (route to children, stop/escalate at terminals), ONNX parity with
-the float64 walk, the estimators, and the §6.1 synthetic experiment (slow)."""
+the float64 walk (the synthetic and the four benchmark data sets), the estimators, and the §6.1 synthetic experiment (slow)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from support.dag_parity import assert_same_walk
 
+from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.data.synthetic_quadrants import synthetic_quadrants
 from adaptedge.trainer.export.bundle import evaluate_exports
 from adaptedge.trainer.hpc import fit_hpc
@@ -99,6 +100,39 @@ def test_export_parity_and_route_contract(method: str, extra: dict[str, str], fo
     assert method != "cstc" or form != "rates" or any(r.escalated.any() for r in results)
     routes = [a for g in graphs for n in g.nodes.values() for a in n.actions if a.kind == "route"]
     assert method != "cstc" or form != "pairs" or routes
+
+
+@cache
+def benchmark_data(name: str) -> tuple[Any, Any]:
+    """A benchmark data set with a logistic HPC (uncached: parity does not need the real one;
+    one BLAS thread: on gas two spinning threads take ~60 s instead of ~1 s)."""
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+    dataset = load_dataset(name, seed=0)
+    with threadpool_limits(limits=1, user_api="blas"):
+        hpc = fit_hpc(dataset, kind=make_pipeline(StandardScaler(),
+                                                  LogisticRegression(max_iter=300)), cache=False)
+    return dataset, hpc
+
+
+@pytest.mark.parametrize("name", ["letter-binary", "thyroid", "miniboone-tiny", "gas"])
+@pytest.mark.parametrize("method,extra", [
+    ("cstc", {}), ("cscc", {}), ("cscc", {"variant": "cronus"})])
+def test_export_parity_on_the_benchmark_data_sets(name: str, method: str,
+                                                  extra: dict[str, str]) -> None:
+    """The exported bundle (onnxruntime, float32) and the float64 training walk agree on every
+    test row farther than 1e-6 from a tie, at one lambda with every escalation threshold."""
+    dataset, hpc = benchmark_data(name)
+    graphs = get_method(method)(dataset, hpc, MethodOptions(quick=True, progress=False, extra={
+        "lambdas": "0.1", "sweeps": "1", **extra}))
+    assert len(graphs) == 6
+    results = evaluate_exports(dataset, hpc, graphs, "test")
+    names = [s.name for s in dataset.sensors]
+    table = problem_from(dataset, hpc).cost_table()
+    for graph, onnx_result in zip(graphs, results, strict=True):
+        mine = walk(graph, dataset.X_test, hpc.proba_test, table)
+        assert_same_walk(onnx_result, mine, names, f"{name} {graph.name}")
+    assert any(r.escalated.any() for r in results), "no threshold escalated: parity untested"
 
 
 def test_estimators_clone_pickle_refit_and_not_fitted() -> None:

@@ -104,8 +104,9 @@ def _tree_options(extra: dict[str, Any], default: TreeSettings) -> TreeSettings:
 def sweep(dataset: Any, hpc: Any, options: MethodOptions, shape: Shape, variant: Variant,
           method: str, opts: dict[str, Any]) -> list[Graph]:
     """Train one model per lambda; one graph per (lambda, escalation threshold). One BLAS
-    thread: the node solves multiply small matrices, where more threads only contend."""
-    with threadpool_limits(limits=1):
+    thread: the node solves multiply [n, d] x [d, m] with m <= classes, where a second
+    OpenBLAS thread on a shared 2-core machine spins (gas: ~11 ms a product, not ~1)."""
+    with threadpool_limits(limits=1, user_api="blas"):
         return _sweep(dataset, hpc, shape, variant, method, opts)
 
 
