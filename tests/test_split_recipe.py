@@ -85,3 +85,27 @@ def test_old_bundles_without_a_split_still_load(tmp_path: Path) -> None:
     raw["split"]["seed"] = "3"
     with pytest.raises(BundleError, match=r"split\.seed"):
         Manifest.from_dict(raw)
+
+
+def test_simulate_and_edge_replay_use_the_bundles_split(
+        seed3: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runner = BundleRunner.from_dir(seed3)
+    m = verify(seed3)
+    policy = {p.name: p.policy for p in m.operating_points}[m.default_operating_point]
+    accuracy = {seed: runner.evaluate(policy, d.X_test, d.y_test).accuracy
+                for seed in (0, 3) for d in [load_dataset("heart", seed=seed)]}
+    assert accuracy[0] != accuracy[3]
+    assert main(["simulate", "--bundle", str(seed3), "--data", "heart", "--split", "test",
+                 "--report", str(tmp_path / "r"), "--no-progress"]) == 0
+    summary = json.loads((tmp_path / "r" / "report.json").read_text())["summary"]
+    assert summary["accuracy"] == pytest.approx(accuracy[3])
+    journal = tmp_path / "j.jsonl"
+    assert main(["edge", "run", "--bundle", str(seed3), "--replay", "heart", "--split", "test",
+                 "--json-out", str(journal)]) == 0
+    truths = [r["truth"] for r in map(json.loads, journal.read_text().splitlines())
+              if r["kind"] == "decision"]
+    d3 = load_dataset("heart", seed=3)
+    assert truths == [d3.classes[i] for i in d3.y_test]
+    d0 = load_dataset("heart", seed=0)
+    assert truths != [d0.classes[i] for i in d0.y_test]
+    capsys.readouterr()

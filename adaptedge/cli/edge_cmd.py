@@ -156,14 +156,20 @@ def _check_options(args: argparse.Namespace) -> None:
 
 
 def _replay_data(args: argparse.Namespace) -> tuple[Any, np.ndarray, np.ndarray]:
+    from adaptedge.cli.evaluate import check_split, replay_seed
     from adaptedge.cli.main import CommandError
+    from adaptedge.protocol.bundle import open_bundle, read_manifest
     from adaptedge.trainer.data.datasets import load_dataset
 
+    with open_bundle(args.bundle) as root:
+        recipe = read_manifest(root).split
+    seed = replay_seed(recipe, args.replay)  # the rows the bundle was not trained on
     try:
-        dataset = load_dataset(args.replay, target=args.target, costs=args.costs)
+        dataset = load_dataset(args.replay, target=args.target, costs=args.costs, seed=seed)
         X, y = dataset.split(args.split)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
+    check_split(recipe, dataset, seed)
     if args.limit is not None:
         X, y = X[: args.limit], y[: args.limit]
     sizes = dataset.split_sizes(args.split)

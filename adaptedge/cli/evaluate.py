@@ -133,6 +133,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def replay_seed(recipe: Any, data: str) -> int:
+    """The split seed to run ``--data``/``--replay`` ``data`` with: the bundle's own when it was
+    trained on that dataset (``recipe``: the manifest's ``SplitRecipe`` or ``None``), else 0."""
+    return int(recipe.seed) if recipe is not None and recipe.dataset == data else 0
+
+
 def check_split(recipe: Any, dataset: Any, seed: int) -> None:
     """Refuse to evaluate on the bundle's own dataset with another split than it was trained
     on (its training rows would leak into the evaluation). ``recipe``: the manifest's

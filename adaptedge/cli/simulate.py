@@ -71,6 +71,7 @@ def load_scenario_args(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from adaptedge.cli.evaluate import check_split, replay_seed
     from adaptedge.cli.main import CommandError
     from adaptedge.protocol.bundle import open_bundle, verify
     from adaptedge.simulator.hil import HilError, HilOptions, run_hil
@@ -78,14 +79,16 @@ def run(args: argparse.Namespace) -> int:
     from adaptedge.trainer.data.datasets import DatasetError, load_dataset
 
     scenario = load_scenario_args(args)
-    try:
-        dataset = load_dataset(args.data, target=args.target)
-    except DatasetError as exc:
-        raise CommandError(str(exc)) from exc
-    X, y = dataset.split(args.split)
     progress = not args.no_progress and sys.stderr.isatty()
     with open_bundle(args.bundle) as root:
         manifest = verify(root)
+        seed = replay_seed(manifest.split, args.data)  # the rows it was not trained on
+        try:
+            dataset = load_dataset(args.data, target=args.target, seed=seed)
+        except DatasetError as exc:
+            raise CommandError(str(exc)) from exc
+        check_split(manifest.split, dataset, seed)
+        X, y = dataset.split(args.split)
         if X.shape[1] != len(manifest.feature_names):
             raise CommandError(f"dataset {args.data!r} has {X.shape[1]} features but bundle "
                                f"{manifest.bundle_id} takes {len(manifest.feature_names)}: "
