@@ -57,13 +57,14 @@ def count_cloud_error(counters: dict[str, float], code: str) -> None:
         counters[name] += 1
 
 
-def add_spent(totals: dict[str, float], spent: CostBreakdown) -> None:
-    """Add ``spent`` (e.g. the nodes' evaluation costs) to the cost counters."""
-    totals["energy_mj"] += spent.energy_mj
-    totals["latency_ms"] += spent.latency_ms
-    totals["money"] += spent.money
-    totals["bytes"] += spent.bytes
-    totals["cost"] += spent.scalar
+def add_spent(totals: dict[str, float], spent: CostBreakdown, times: float = 1.0) -> None:
+    """Add ``times`` x ``spent`` (a decision's cost, the nodes' evaluation costs) to the cost
+    counters."""
+    totals["energy_mj"] += times * spent.energy_mj
+    totals["latency_ms"] += times * spent.latency_ms
+    totals["money"] += times * spent.money
+    totals["bytes"] += times * spent.bytes
+    totals["cost"] += times * spent.scalar
 
 
 def new_counters() -> dict[str, float]:

@@ -197,11 +197,7 @@ class EdgeRuntime:
             cost = self._costs.get(key) or self._cost(key)
             totals["decisions"] += n
             totals["decisions_" + source] += n
-            totals["energy_mj"] += n * cost.energy_mj
-            totals["latency_ms"] += n * cost.latency_ms
-            totals["money"] += n * cost.money
-            totals["bytes"] += n * cost.bytes
-            totals["cost"] += n * cost.scalar
+            add_spent(totals, cost, n)
         add_spent(totals, self._compute_spent)
         out = with_rates(totals)
         extra = getattr(self.uplink, "counters", None)

@@ -100,12 +100,6 @@ def visit_costs(graph: PolicyGraph, weights: CostWeights) -> dict[str, CostBreak
             if node.compute is not None}
 
 
-def visit_columns(graph: PolicyGraph, weights: CostWeights) -> dict[str, npt.NDArray[np.float64]]:
-    """``visit_costs`` as [5] rows in ``COST_COLUMNS`` order (for batched walks)."""
-    return {nid: np.array([c.scalar, c.energy_mj, c.latency_ms, c.money, float(c.bytes)])
-            for nid, c in visit_costs(graph, weights).items()}
-
-
 def hpc_cost(manifest: Manifest) -> CostBreakdown:
     """Always-cloud: read every sensor the HPC needs and pay the link on every input."""
     return decision_cost(manifest, manifest.hpc.sensors, escalated=True)
@@ -138,19 +132,26 @@ COST_COLUMNS = ("scalar", "energy_mj", "latency_ms", "money", "bytes")
 """The columns of ``cost_columns``: what ``decision_costs`` adds up per row."""
 
 
+def cost_row(c: CostBreakdown) -> list[float]:
+    """``c`` in ``COST_COLUMNS`` order."""
+    return [c.scalar, c.energy_mj, c.latency_ms, c.money, float(c.bytes)]
+
+
+def visit_columns(graph: PolicyGraph, weights: CostWeights) -> dict[str, npt.NDArray[np.float64]]:
+    """``visit_costs`` as [5] rows in ``COST_COLUMNS`` order (for batched walks)."""
+    return {nid: np.array(cost_row(c), dtype=np.float64)
+            for nid, c in visit_costs(graph, weights).items()}
+
+
 def cost_columns(sensors: Sequence[SensorSpec], link: LinkSpec, weights: CostWeights,
                  sizes: npt.ArrayLike | None = None
                  ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Per-sensor [S, 5] and link [5] costs in ``COST_COLUMNS`` order, for ``decision_costs``;
     with ``sizes`` [N] the per-sensor costs are each item's own, [N, S, 5]."""
-
-    def row(c: CostBreakdown) -> list[float]:
-        return [c.scalar, c.energy_mj, c.latency_ms, c.money, float(c.bytes)]
-
-    link_row = np.array(row(link_cost(link, weights)), dtype=np.float64)
+    link_row = np.array(cost_row(link_cost(link, weights)), dtype=np.float64)
     if sizes is not None:
         return at_sizes(size_polynomials(sensors, weights), sizes), link_row
-    per_sensor = np.array([row(sensor_cost(s, weights)) for s in sensors],
+    per_sensor = np.array([cost_row(sensor_cost(s, weights)) for s in sensors],
                           dtype=np.float64).reshape(len(sensors), len(COST_COLUMNS))
     return per_sensor, link_row
 

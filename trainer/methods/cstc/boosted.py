@@ -74,6 +74,14 @@ class TreeSettings:
     used must gain ``gamma`` times its cost. Runs at larger gammas give trees on fewer
     sensors: cheap features for the nodes that answer easy rows."""
 
+    def checked(self) -> TreeSettings:
+        """These settings; ``ValueError`` saying which bound is broken."""
+        if self.trees < 1 or self.depth < 1 or self.learning_rate <= 0 or not self.gammas \
+                or min(self.gammas) < 0:
+            raise ValueError(f"boosted features need trees >= 1, tree_depth >= 1, tree_rate > 0 "
+                             f"and tree_gammas >= 0, got {self}")
+        return self
+
 
 def fit_boosted(X: NDArray[np.floating], Y: FloatArray, groups: Sequence[Sequence[int]],
                 settings: TreeSettings, costs: Sequence[float] | None = None

@@ -106,14 +106,10 @@ class _CostSensitive(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             raise ValueError(f"features must be raw or boosted, got {self.features!r}")
         if self.features == "raw":
             return None
-        settings = TreeSettings(trees=self.trees, depth=self.tree_depth,
-                                learning_rate=self.tree_rate, gammas=tuple(self.tree_gammas))
-        if (self.trees < 1 or self.tree_depth < 1 or self.tree_rate <= 0 or self.tree_cost < 0
-                or not settings.gammas or min(settings.gammas) < 0):
-            raise ValueError(f"boosted features need trees >= 1, tree_depth >= 1, tree_rate > 0, "
-                             f"tree_gammas >= 0 and tree_cost >= 0, got {settings} and "
-                             f"tree_cost={self.tree_cost}")
-        return settings
+        if self.tree_cost < 0:
+            raise ValueError(f"tree_cost must be >= 0, got {self.tree_cost}")
+        return TreeSettings(trees=self.trees, depth=self.tree_depth, learning_rate=self.tree_rate,
+                            gammas=tuple(self.tree_gammas)).checked()
 
     def _shape(self) -> Shape:
         raise NotImplementedError

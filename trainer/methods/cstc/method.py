@@ -94,11 +94,7 @@ def _tree_options(extra: dict[str, Any], default: TreeSettings) -> TreeSettings:
     except ValueError:
         raise ValueError("trees and tree_depth must be integers, tree_rate a number and "
                          "tree_gammas comma-separated numbers") from None
-    if settings.trees < 1 or settings.depth < 1 or settings.learning_rate <= 0 or not gammas \
-            or min(gammas) < 0:
-        raise ValueError(f"boosted features need trees >= 1, tree_depth >= 1, tree_rate > 0 "
-                         f"and tree_gammas >= 0, got {settings}")
-    return settings
+    return settings.checked()
 
 
 def sweep(dataset: Any, hpc: Any, options: MethodOptions, shape: Shape, variant: Variant,
