@@ -2,8 +2,10 @@
 
 Every message is a msgpack array ``[kind, *fields]`` with ``kind = schema_version * 256 +
 type_code``. Decoding is two-tier: msgspec decodes and validates the field types and ranges
-in C (as fast as a plain msgpack round trip), then a few checks msgspec cannot express run
-in Python (feature byte layout, mask, finite feature values). Anything rejected is re-read with
+in C (as fast as a plain msgpack round trip), then the request checks msgspec cannot express
+(feature byte layout, mask, finite measured features) run in one C call
+(``protocol/_speedups.c``; the same checks in Python where it was not built). Anything
+rejected is re-read with
 msgpack (``raw=False``, ``strict_map_key=True``, length-bounded) by the diagnosing path,
 which finds exactly what is wrong. Either way, malformed input raises ``ProtocolError`` and
 nothing else.
@@ -57,20 +59,45 @@ are whole float32 values and the mask has exactly one bit per feature; the mask'
 must then be below ``_PAD_LIMIT[d]`` (its ``d // 4`` padding bits clear)."""
 
 
+def _request_ok_py(features: bytes, mask: bytes) -> bool:
+    """Whole float32 features, one mask bit per feature with clear padding, every measured
+    feature finite: ``_speedups.request_ok`` in Python (the codec's fallback)."""
+    if mask[-1] >= _PAD_LIMIT.get((len(mask) << 5) - len(features), 0):
+        return False
+    # NaN and infinity have top byte 0x7f or 0xff: a C-speed scan of the top bytes first,
+    # the exact check only when it finds one.
+    top = features[3::4]
+    return (0x7F not in top and 0xFF not in top) or _measured_finite(features, mask)
+
+
+def _sizeless_py(encoded: bytes) -> bytes:
+    """A request encoded with its 11th field (size) nil, in the 10-element layout older
+    devices send: the fixarray header 0x9b -> 0x9a and the trailing nil dropped."""
+    return _SIZELESS_HEAD + encoded[1:-1]
+
+
+try:
+    from adaptedge.protocol._speedups import request_ok as _request_ok
+    from adaptedge.protocol._speedups import sizeless as _sizeless
+except ImportError:  # built without a C compiler: the same in Python
+    _request_ok, _sizeless = _request_ok_py, _sizeless_py
+
+
 def encode(message: Message) -> bytes:
     """Serialize one message. Raises ``ProtocolError`` for a value the wire cannot carry."""
-    kind_ = type(message)
-    if kind_ is not InferenceRequest and kind_ not in _ENCODABLE:
-        raise ProtocolError(E.BAD_TYPE, f"cannot encode {kind_.__name__}: not a wire message")
+    kind_ = message.__class__
     try:
-        if kind_ is InferenceRequest and message.size is None:  # type: ignore[union-attr]
-            # A request without a size as older devices send it: the 11-element fixarray's
-            # trailing nil dropped (0x9b -> 0x9a); the exact-bytes test pins this layout.
-            return _SIZELESS_HEAD + _encode(message)[1:-1]
-        data: bytes = _encode(message)
-        return data
+        if kind_ is InferenceRequest:
+            if message.size is not None:  # type: ignore[union-attr]
+                return _encode(message)  # type: ignore[no-any-return]
+            # A request without a size as older devices send it; the exact-bytes test pins
+            # this layout.
+            return _sizeless(_encode(message))
+        if kind_ in _ENCODABLE:
+            return _encode(message)  # type: ignore[no-any-return]
     except (TypeError, ValueError, OverflowError) as exc:  # msgspec.EncodeError is a ValueError
         raise ProtocolError(E.BAD_FIELD, f"cannot encode {kind_.__name__}: {exc}") from exc
+    raise ProtocolError(E.BAD_TYPE, f"cannot encode {kind_.__name__}: not a wire message")
 
 
 def decode(data: bytes | bytearray | memoryview) -> Message:
@@ -83,18 +110,12 @@ def decode(data: bytes | bytearray | memoryview) -> Message:
         message = _decode(data)
     except Exception as exc:  # DecodeError, but also UnicodeDecodeError, RecursionError
         raise _diagnose(data, f"{type(exc).__name__}: {exc}") from None
-    kind_ = type(message)
+    kind_ = message.__class__
     if kind_ is InferenceRequest:
-        # msgspec checked types, ranges, finite numbers and a non-empty mask in C. Inline here
-        # (each call costs ~10% of a round trip): byte layout, mask length and padding, finite
-        # measured features (NaN and infinity have top byte 0x7f or 0xff: a C-speed scan of the
-        # top bytes first, the exact check only when it finds one).
-        features = message.features
-        mask = message.mask
-        if mask[-1] < _PAD_LIMIT.get((len(mask) << 5) - len(features), 0):
-            top = features[3::4]
-            if (0x7F not in top and 0xFF not in top) or _measured_finite(features, mask):
-                return message  # type: ignore[no-any-return]
+        # msgspec checked types, ranges, finite numbers and a non-empty mask in C; the rest:
+        # byte layout, mask length and padding, finite measured features.
+        if _request_ok(message.features, message.mask):
+            return message  # type: ignore[no-any-return]
     elif kind_ is InferenceReply:
         if _reply_ok(message):
             return message  # type: ignore[no-any-return]
