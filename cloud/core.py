@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from adaptedge.cloud.batcher import MicroBatch
 from adaptedge.cloud.bundle_pool import BundlePool
-from adaptedge.cloud.dedup import PENDING, REUSED, RecentRequests, content_digest
+from adaptedge.cloud.dedup import PENDING, REUSED, ContentKey, RecentRequests, content_key
 from adaptedge.cloud.inference import HpcInference
 from adaptedge.cloud.shedding import BacklogProbe, LoadShedder, Pending, shed_late
 from adaptedge.cloud.stats import ServiceStats, log_line
@@ -104,9 +104,10 @@ class ServiceCore:
         reply_to, item = prepared
         device = item.device
         entry: InferenceRequest | ErrorReply | bytes = item
-        digest, age = b"", 0.0
+        digest: ContentKey = b""
+        age = 0.0
         if type(item) is InferenceRequest:
-            digest = content_digest(item)
+            digest = content_key(item)
             cached = self.recent.seen(device, item.request_id, digest)
             if cached is None:
                 age = self.shedder.ages.age_on_arrival(device, item.sent_at, received)

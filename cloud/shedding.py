@@ -32,14 +32,15 @@ from typing import Any, Final
 
 import paho.mqtt.client as mqtt
 
+from adaptedge.cloud.dedup import ContentKey
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.errors import ProtocolError
 from adaptedge.protocol.messages import ErrorReply, InferenceRequest, Telemetry
 
-Pending = tuple[float, str, str, InferenceRequest | ErrorReply | bytes, bytes, float]
+Pending = tuple[float, str, str, InferenceRequest | ErrorReply | bytes, ContentKey, float]
 """A request waiting in the worker: (received monotonic time, reply topic, device, request |
-error | cached reply bytes, the request's content digest (b"" when its reply must not touch
+error | cached reply bytes, the request's content key (b"" when its reply must not touch
 the dedup cache), its age in seconds on arrival)."""
 
 DRIFT: Final = 1e-3
