@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from adaptedge.cloud.batcher import MicroBatch
 from adaptedge.cloud.bundle_pool import BundlePool
-from adaptedge.cloud.dedup import PENDING, REUSED, RecentRequests, content_digest
+from adaptedge.cloud.dedup import PENDING, REUSED, ContentKey, RecentRequests, content_key
 from adaptedge.cloud.inference import HpcInference
 from adaptedge.cloud.shedding import BacklogProbe, LoadShedder, Pending, shed_late
 from adaptedge.cloud.stats import ServiceStats, log_line
@@ -93,20 +93,22 @@ class ServiceCore:
     def accept(self, topic: str, payload: bytes | bytearray, received: float, *,
                retained: bool = False) -> None:
         """A request: queue it (or its cached/error answer) and flush when due."""
-        self.stats.received += 1
+        stats = self.stats
+        stats.received += 1
         if retained:  # stored on the broker earlier: its device has long moved on
-            self.stats.retained += 1
+            stats.retained += 1
             return
         prepared = self.inference.prepare(topic, payload)
         if prepared is None:
-            self.stats.dropped_topics += 1
+            stats.dropped_topics += 1
             return
         reply_to, item = prepared
         device = item.device
         entry: InferenceRequest | ErrorReply | bytes = item
-        digest, age = b"", 0.0
+        digest: ContentKey = b""
+        age = 0.0
         if type(item) is InferenceRequest:
-            digest = content_digest(item)
+            digest = content_key(item)
             cached = self.recent.seen(device, item.request_id, digest)
             if cached is None:
                 age = self.shedder.ages.age_on_arrival(device, item.sent_at, received)
@@ -115,10 +117,10 @@ class ServiceCore:
                     device, item.request_id, E.ID_REUSED, f"request id {item.request_id} is "
                     "still being answered for other features: give every request a new id")
             else:
-                self.stats.duplicates += 1
+                stats.duplicates += 1
                 if cached == PENDING:
                     return  # the pending batch answers it
-                self.stats.resent += 1
+                stats.resent += 1
                 entry = cached
         # Flush at once when the batch is full or nothing more is waiting (over MQTT the
         # replies are then written ahead of this message's PUBACK).
@@ -132,15 +134,18 @@ class ServiceCore:
         items = self.batch.take()
         if not items or self.wire is None or self.backlog is None:
             return
-        self.published += self.backlog.send_if_due(self.readable)
-        requests = shed_late(items, self.shedder, self.backlog, self.inference.error)
-        started = time.monotonic()
-        answers = iter(self.inference.handle_batch(requests) if requests else ())
-        self.shedder.record_compute(len(requests), time.monotonic() - started)
+        now = time.monotonic()
+        self.published += self.backlog.send_if_due(self.readable, now)
+        requests = shed_late(items, self.shedder, self.backlog, self.inference.error, now)
+        if requests:
+            started = time.monotonic()
+            answers = iter(self.inference.handle_batch(requests))
+            done_at = time.monotonic()
+            self.shedder.record_compute(len(requests), done_at - started)
+        else:
+            answers, done_at = iter(()), time.monotonic()
         publish, recent = self.wire.publish, self.recent
-        done_at = time.monotonic()
-        service_ms: list[float] = []
-        for received, reply_to, device, item, digest, _ in items:
+        for _, reply_to, device, item, digest, _ in items:
             if isinstance(item, bytes):
                 payload = item
             else:
@@ -152,11 +157,8 @@ class ServiceCore:
                     else:
                         recent.failed(device, reply.request_id, digest)
             publish(reply_to, payload, qos=1)
-            service_ms.append((done_at - received) * 1000.0)
         self.published += len(items)
-        self.stats.replies += len(items)
-        self.stats.record_batch(len(items))
-        self.stats.record_service_ms(service_ms)
+        self.stats.record_flush([(done_at - item[0]) * 1000.0 for item in items])
 
     # -- stats -------------------------------------------------------------------------------
     def snapshot(self, *, reset_window: bool) -> dict[str, float]:

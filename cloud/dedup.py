@@ -1,5 +1,5 @@
 """Answer a redelivered request once: an LRU of recent ``(device, request_id)`` pairs, each with
-a digest of the request's content.
+a key of the request's content (``content_key``).
 
 Policy: a duplicate (same id, same content) of a request still waiting in the current batch
 is dropped (the batch will answer it); a duplicate of an answered request gets the cached
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from typing import Final
+from typing import Final, TypeAlias
 
 from adaptedge.protocol.messages import InferenceRequest
 
@@ -23,6 +23,12 @@ PENDING: Final = b""
 """Cached reply of a request accepted but not answered yet."""
 REUSED: Final = b"\0id_reused"
 """``seen``'s answer for an id still pending with different content (refuse it ``id_reused``)."""
+KEY_BYTES_LIMIT: Final = 1024
+"""Feature bytes up to which a request's content is its own key (no hashing): the cache then
+holds at most ``capacity`` x ~1.2 KB of request content; larger requests are keyed by digest."""
+
+ContentKey: TypeAlias = bytes | tuple[str, bytes, bytes]
+"""What the cache compares (``==``) to tell a request's content apart."""
 
 
 def content_digest(request: InferenceRequest) -> bytes:
@@ -37,20 +43,29 @@ def content_digest(request: InferenceRequest) -> bytes:
     return h.digest()
 
 
+def content_key(request: InferenceRequest) -> ContentKey:
+    """Equal iff the bundle, feature bytes and mask are: the request's own (immutable) bytes
+    when small, else ``content_digest``. A given content always gets the same kind of key."""
+    features = request.features
+    if len(features) <= KEY_BYTES_LIMIT:
+        return (request.bundle_id, features, request.mask)
+    return content_digest(request)
+
+
 class RecentRequests:
-    """Bounded LRU of ``(device, request_id) -> (digest, reply bytes)`` (``PENDING`` until
+    """Bounded LRU of ``(device, request_id) -> (content key, reply bytes)`` (``PENDING`` until
     answered)."""
 
     def __init__(self, capacity: int = 8192) -> None:
         if capacity < 1:
             raise ValueError(f"dedup capacity must be >= 1, got {capacity}")
         self.capacity = capacity
-        self._entries: OrderedDict[tuple[str, int], tuple[bytes, bytes]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, int], tuple[ContentKey, bytes]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def seen(self, device: str, request_id: int, digest: bytes) -> bytes | None:
+    def seen(self, device: str, request_id: int, digest: ContentKey) -> bytes | None:
         """``None`` for a request to compute (now remembered as pending with this digest);
         ``PENDING`` or the cached reply for a duplicate; ``REUSED`` for an id still pending
         with other content."""
@@ -68,14 +83,14 @@ class RecentRequests:
             entries.popitem(last=False)
         return None
 
-    def answered(self, device: str, request_id: int, digest: bytes, reply: bytes) -> None:
+    def answered(self, device: str, request_id: int, digest: ContentKey, reply: bytes) -> None:
         """Cache the answer to the request with this digest (if it is still the one held)."""
         key = (device, request_id)
         cached = self._entries.get(key)
         if cached is not None and cached[0] == digest:
             self._entries[key] = (digest, reply)
 
-    def failed(self, device: str, request_id: int, digest: bytes) -> None:
+    def failed(self, device: str, request_id: int, digest: ContentKey) -> None:
         """The request with this digest got an error: forget it unless an answer is cached."""
         key = (device, request_id)
         cached = self._entries.get(key)

@@ -156,7 +156,10 @@ class HpcInference:
     def prepare(self, topic: str, payload: bytes | bytearray, now: float | None = None
                 ) -> tuple[str, InferenceRequest | ErrorReply] | None:
         """Decode one message: the reply topic and either the request or the error to send."""
-        route = self.reply_topic_for(topic)
+        try:
+            route = self._topics[topic]
+        except KeyError:
+            route = self.reply_topic_for(topic)
         if route is None:
             self.error_counts[E.BAD_TOPIC] += 1
             return None
@@ -196,27 +199,27 @@ class HpcInference:
         server_time = time.time() if now is None else now
         replies: list[Reply | None] = [None] * len(requests)
         rows: list[int] = []
+        bundle_id, n_bytes, mask_len = self.bundle_id, 4 * self.n_features, self._mask_len
         for i, req in enumerate(requests):
-            problem = self._check_shape(req)
-            if problem is None:
+            if req.bundle_id == bundle_id and len(req.features) == n_bytes \
+                    and len(req.mask) == mask_len:
                 rows.append(i)
             else:
-                replies[i] = self.error(req.device, req.request_id, problem[0], problem[1],
-                                        server_time)
+                code, text = self._shape_problem(req)
+                replies[i] = self.error(req.device, req.request_id, code, text, server_time)
         if rows:
             self._infer(requests, rows, replies, server_time, started)
         return replies  # type: ignore[return-value]
 
-    def _check_shape(self, req: InferenceRequest) -> tuple[str, str] | None:
+    def _shape_problem(self, req: InferenceRequest) -> tuple[str, str]:
+        """Why a request of another bundle or feature layout is refused."""
         if req.bundle_id != self.bundle_id:
             return (E.UNKNOWN_BUNDLE, f"this worker serves bundle {self.bundle_id}, not "
                     f"{req.bundle_id!r}: update the device's bundle or route it to a matching "
                     "worker")
-        if len(req.features) != 4 * self.n_features or len(req.mask) != self._mask_len:
-            return (E.BAD_FEATURES, f"bundle {self.bundle_id} has {self.n_features} features "
-                    f"({self._mask_len} mask bytes); the request carries {len(req.features) / 4:g} "
-                    f"feature values and {len(req.mask)} mask bytes")
-        return None
+        return (E.BAD_FEATURES, f"bundle {self.bundle_id} has {self.n_features} features "
+                f"({self._mask_len} mask bytes); the request carries {len(req.features) / 4:g} "
+                f"feature values and {len(req.mask)} mask bytes")
 
     def _infer(self, requests: Sequence[InferenceRequest], rows: list[int],
                replies: list[Reply | None], server_time: float, started: float) -> None:

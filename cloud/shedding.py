@@ -32,14 +32,15 @@ from typing import Any, Final
 
 import paho.mqtt.client as mqtt
 
+from adaptedge.cloud.dedup import ContentKey
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.errors import ProtocolError
 from adaptedge.protocol.messages import ErrorReply, InferenceRequest, Telemetry
 
-Pending = tuple[float, str, str, InferenceRequest | ErrorReply | bytes, bytes, float]
+Pending = tuple[float, str, str, InferenceRequest | ErrorReply | bytes, ContentKey, float]
 """A request waiting in the worker: (received monotonic time, reply topic, device, request |
-error | cached reply bytes, the request's content digest (b"" when its reply must not touch
+error | cached reply bytes, the request's content key (b"" when its reply must not touch
 the dedup cache), its age in seconds on arrival)."""
 
 DRIFT: Final = 1e-3
@@ -65,19 +66,21 @@ class RequestAges:
         offset = received - sent_at
         if not math.isfinite(offset):
             return 0.0
-        base = self._base.get(device)
+        bases = self._base
+        base = bases.get(device)
         if base is None:
-            if len(self._base) >= DEVICE_LIMIT:
-                self._base.clear()
-            self._base[device] = (offset, received)
+            if len(bases) >= DEVICE_LIMIT:
+                bases.clear()
+            bases[device] = (offset, received)
             return 0.0
-        floor = base[0] + DRIFT * max(0.0, received - base[1])
+        since = received - base[1]
+        floor = base[0] + DRIFT * (since if since > 0.0 else 0.0)
         age = offset - floor
         if age <= 0.0 or age > REBASE_AFTER_S:
             self.clock_resets += age > REBASE_AFTER_S
-            self._base[device] = (offset, received)
+            bases[device] = (offset, received)
             return 0.0
-        self._base[device] = (floor, received)
+        bases[device] = (floor, received)
         return age
 
 
@@ -105,10 +108,11 @@ class BacklogProbe:
             return self.delay_s
         return max(self.delay_s, now - self._sent_at)
 
-    def send_if_due(self, busy: Callable[[], bool]) -> int:
+    def send_if_due(self, busy: Callable[[], bool], now: float | None = None) -> int:
         """Send a probe if one is due and ``busy()`` (input is waiting); with no input
         waiting the backlog is empty. Returns the number of messages published."""
-        now = time.monotonic()
+        if now is None:
+            now = time.monotonic()
         if self._closed:
             return 0
         if self._sent_at is not None and now - self._sent_at < PROBE_LOST_AFTER_S:
@@ -172,15 +176,24 @@ class LoadShedder:
 
 
 def shed_late(items: list[Pending], shedder: LoadShedder, backlog: BacklogProbe,
-              error: Callable[[str, int | None, str, str], ErrorReply]) -> list[InferenceRequest]:
+              error: Callable[[str, int | None, str, str], ErrorReply],
+              now: float | None = None) -> list[InferenceRequest]:
     """Replace, in place, the requests that can no longer be answered in time by their shed
     errors (``error(device, request_id, code, message)``); return the requests to compute."""
-    now, verdict, requests = time.monotonic(), shedder.verdict, []
+    if now is None:
+        now = time.monotonic()
+    verdict, requests, max_queue_s = shedder.verdict, [], shedder.max_queue_s
     backlog_s = backlog.current(now)
     compute_s = shedder.row_s * len(items)  # the answer is ready only after the batch ran
     for k, (received, reply_to, device, entry, digest, age) in enumerate(items):
         if type(entry) is InferenceRequest:
-            shed = verdict(entry, max(age, backlog_s) + (now - received) + compute_s)
+            age_s = max(age, backlog_s) + (now - received) + compute_s
+            deadline_s = entry.deadline_ms / 1000.0  # verdict's None, without the call:
+            if age_s < deadline_s and age_s < (deadline_s / 2 if max_queue_s is None
+                                               else max_queue_s):
+                requests.append(entry)
+                continue
+            shed = verdict(entry, age_s)
             if shed is None:
                 requests.append(entry)
             else:

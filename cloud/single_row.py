@@ -65,7 +65,7 @@ class BoundRow:
             self._session.run_with_iobinding(self._binding, options)
 
     def run(self, features: bytes) -> bytes | None:
-        if not self.available or not math.isfinite(sum(memoryview(features).cast("f"))):
+        if not self.available or not _all_finite(features):
             return None
         if not self._lock.acquire(blocking=False):
             return None  # another thread is using the buffers
@@ -78,10 +78,17 @@ class BoundRow:
         finally:
             self._guard.end()
             self._lock.release()
-        return raw if math.isfinite(sum(memoryview(raw).cast("f"))) else None
+        return raw if _all_finite(raw) else None
+
+
+def _all_finite(buf: bytes) -> bool:
+    """Every float32 finite. NaN and infinity have top byte 0x7f or 0xff: a C-speed scan of
+    the top bytes first (int needles: memchr), the exact sum only when it finds one."""
+    top = buf[3::4]
+    return (0x7F not in top and 0xFF not in top) or math.isfinite(sum(memoryview(buf).cast("f")))
 
 
 def first_argmax(probabilities: bytes) -> int:
     """Index of the first highest float32 in little-endian bytes."""
-    values = memoryview(probabilities).cast("f")
-    return max(range(len(values)), key=values.__getitem__)
+    values = memoryview(probabilities).cast("f").tolist()
+    return values.index(max(values))

@@ -38,6 +38,23 @@ class ServiceStats:
         self._window_ms: list[float] = []
         self._window_batches: list[int] = []
 
+    def record_flush(self, service_ms: list[float]) -> None:
+        """One published batch: its replies, its size and each one's service time (what
+        ``record_batch`` and ``record_service_ms`` record, in one call)."""
+        size = len(service_ms)
+        self.replies += size
+        self.batches += 1
+        if self.observer is not None:
+            self.observer.batch_size(size)
+            self.observer.service_ms(service_ms)
+        if len(self._window_batches) < WINDOW_LIMIT:
+            self._window_batches.append(size)
+        room = WINDOW_LIMIT - len(self._window_ms)
+        if room >= size:
+            self._window_ms.extend(service_ms)
+        elif room > 0:
+            self._window_ms.extend(service_ms[:room])
+
     def record_batch(self, size: int) -> None:
         self.batches += 1
         if self.observer is not None:

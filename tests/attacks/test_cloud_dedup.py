@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 from cloud_helpers import device, request, send
 from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud import CloudService, HpcInference
-from adaptedge.cloud.dedup import PENDING, REUSED, RecentRequests, content_digest
+from adaptedge.cloud.dedup import PENDING, REUSED, RecentRequests, content_digest, content_key
 from adaptedge.protocol import ErrorReply, InferenceReply, Manifest, encode
 from adaptedge.protocol import errors as E
 from adaptedge.simulator.brokers import MosquittoBroker
@@ -93,3 +94,15 @@ def test_the_cache_compares_content_and_keeps_only_answers(tmp_path: Path) -> No
     recent.answered("d", 1, da, b"stale")  # a late answer for the old content is not kept
     recent.answered("d", 1, db, b"answer-b")
     assert recent.seen("d", 1, db) == b"answer-b"
+
+
+def test_the_content_key_tells_contents_apart_without_holding_large_ones(tmp_path: Path) -> None:
+    manifest = build_toy_bundle(tmp_path / "toy")
+    a, b = request(manifest, 1, [1.0, 2.0, 3.0]), request(manifest, 1, [1.0, 2.0, 4.0])
+    again = request(manifest, 2, [1.0, 2.0, 3.0], sent_at=0.0)
+    assert content_key(a) == content_key(again) and content_key(a) != content_key(b)
+    assert content_key(msgspec.structs.replace(a, bundle_id="other")) != content_key(a)
+    big = msgspec.structs.replace(a, features=bytes(2048), mask=b"\xff" * 16)
+    assert content_key(big) == content_digest(big)  # large content: 16 bytes held, not 2 KB
+    assert content_key(msgspec.structs.replace(big, features=bytes(2047) + b"\x01")) \
+        != content_key(big)
