@@ -122,3 +122,29 @@ def test_onnx_given_hpc_of_the_wrong_shape(heart_hpc: HpcModel, tmp_path: Path) 
 def test_unknown_kind(heart: Dataset) -> None:
     with pytest.raises(HpcError, match="unknown HPC kind 'svm'"):
         fit_hpc(heart, kind="svm", cache=False)
+
+
+class _BlasThreadsSeen(LogisticRegression):
+    """Records how many BLAS threads each fit may use."""
+
+    seen: list[int] = []  # noqa: RUF012  (a class-level record across clones)
+
+    def fit(self, X: object, y: object, sample_weight: object = None) -> _BlasThreadsSeen:
+        from threadpoolctl import threadpool_info
+
+        pools = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+        _BlasThreadsSeen.seen.append(max(pools, default=1))
+        super().fit(X, y, sample_weight)
+        return self
+
+
+def test_a_custom_kind_fits_with_one_blas_thread(heart: Dataset) -> None:
+    # A BLAS-threaded HPC on a busy 2-core machine ran 33 s on gas instead of 0.7 s.
+    from threadpoolctl import threadpool_info
+
+    if max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"),
+           default=1) < 2:
+        pytest.skip("BLAS runs one thread here anyway: nothing to limit")
+    _BlasThreadsSeen.seen.clear()
+    fit_hpc(heart, kind=make_pipeline(StandardScaler(), _BlasThreadsSeen()), cache=False)
+    assert _BlasThreadsSeen.seen and set(_BlasThreadsSeen.seen) == {1}

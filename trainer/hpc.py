@@ -55,7 +55,7 @@ class HpcModel:
         if self.estimator is not None:
             from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-            with threadpool_limits(limits=1, user_api="openmp"):
+            with threadpool_limits(limits=1):
                 return np.asarray(self.estimator.predict_proba(x), dtype=np.float64)
         from adaptedge.trainer.export.run import run_onnx
 
@@ -125,12 +125,12 @@ def oof_proba(template: Any, X: Any, y: npt.NDArray[np.int64], n_classes: int,
 
 
 def _fit_fold(job: tuple[Any, Any, Any, Any, Any, int]) -> tuple[Any, npt.NDArray[np.float64]]:
-    """Fit one fold; its held-out rows and their class probabilities. One OpenMP thread, as
-    in ``fit_hpc`` (a Dask worker does not inherit that limit)."""
+    """Fit one fold; its held-out rows and their class probabilities. One thread per native
+    pool (OpenMP, BLAS), as in ``fit_hpc`` (a Dask worker does not inherit that limit)."""
     from threadpoolctl import threadpool_limits
 
     model, X, y, train_idx, held_idx, n_classes = job
-    with threadpool_limits(limits=1, user_api="openmp"):
+    with threadpool_limits(limits=1):
         model.fit(X[train_idx], y[train_idx])
     return held_idx, _full_proba(model, X[held_idx], n_classes)
 
@@ -202,8 +202,9 @@ def fit_hpc(dataset: Dataset, *, kind: Any = "auto", seed: int = 0, n_jobs: int 
     import sklearn.ensemble  # noqa: F401  (load OpenMP first so the limit below applies)
     from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-    # OpenMP in HistGradientBoosting slows ~20x on a busy 2-core machine: one thread each.
-    with threadpool_limits(limits=1, user_api="openmp"):
+    # One thread per native pool: OpenMP (HistGradientBoosting) slows ~20x on a busy 2-core
+    # machine, BLAS (a custom linear or MLP kind) ~50x (gas: 33 s instead of 0.7 s).
+    with threadpool_limits(limits=1):
         model = _fit(dataset, kind, seed, n_jobs, progress, sensors)
     if path is not None:
         model.onnx_bytes()  # cache the (slow) ONNX conversion with the model
