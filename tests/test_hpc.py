@@ -124,7 +124,7 @@ def test_unknown_kind(heart: Dataset) -> None:
         fit_hpc(heart, kind="svm", cache=False)
 
 
-class _BlasThreadsSeen(LogisticRegression):
+class _BlasThreadsSeen(LogisticRegression):  # type: ignore[misc]
     """Records how many BLAS threads each fit may use."""
 
     seen: list[int] = []  # noqa: RUF012  (a class-level record across clones)
