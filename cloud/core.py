@@ -156,14 +156,14 @@ class ServiceCore:
         if reply is None:
             return False
         done_at = time.monotonic()
-        shedder.record_compute(1, done_at - now)
         payload = encode(reply)
+        wire.publish(reply_to, payload, qos=1)  # the bookkeeping after: the reply goes first
+        self.published += 1
         if type(reply) is InferenceReply:
             self.recent.answered(device, request.request_id, digest, payload)
         else:
             self.recent.failed(device, request.request_id, digest)
-        wire.publish(reply_to, payload, qos=1)
-        self.published += 1
+        shedder.record_compute(1, done_at - now)
         self.stats.record_flush([(done_at - received) * 1000.0])
         return True
 
