@@ -67,6 +67,7 @@ class ServiceCore:
         self.readable: Callable[[], bool] = _never
         self.backlog: BacklogProbe | None = None
         self.started_at = 0.0
+        self._answer_one = inference.answer_one if isinstance(inference, HpcInference) else None
 
     def bind(self, wire: Wire, readable: Callable[[], bool]) -> None:
         """Attach the transport: where to publish, and whether more input is waiting."""
@@ -124,18 +125,56 @@ class ServiceCore:
                 entry = cached
         # Flush at once when the batch is full or nothing more is waiting (over MQTT the
         # replies are then written ahead of this message's PUBACK).
-        if self.batch.add((received, reply_to, device, entry, digest, age), received) \
-                or not self.readable():
-            self.flush()
+        batch, pending = self.batch, (received, reply_to, device, entry, digest, age)
+        if batch.items or entry is not item or not digest:
+            if batch.add(pending, received):
+                self.flush()
+            elif not self.readable():
+                self.flush(idle=True)
+        elif batch.max_batch > 1 and self.readable():
+            batch.add(pending, received)
+        elif not self._answer_alone(pending):  # a lone fresh request
+            batch.add(pending, received)
+            self.flush(idle=True)
 
     # -- output ------------------------------------------------------------------------------
-    def flush(self) -> None:
-        """Shed what is late, run the HPC on the rest, publish one reply per request."""
+    def _answer_alone(self, pending: Pending) -> bool:
+        """The latency path: answer a lone fresh request now, without the batch; False when
+        it needs the batch path (late, unusual, or no bound row)."""
+        backlog, wire, answer_one = self.backlog, self.wire, self._answer_one
+        received, reply_to, device, request, digest, age = pending
+        if backlog is None or wire is None or answer_one is None \
+                or type(request) is not InferenceRequest:
+            return False
+        now = time.monotonic()
+        backlog.send_if_due(_never, now)  # idle: no probe (0 published), the backlog is empty
+        shedder = self.shedder
+        if not shedder.in_time(request, max(age, backlog.current(now)) + (now - received)
+                               + shedder.row_s):
+            return False
+        reply = answer_one(request)
+        if reply is None:
+            return False
+        done_at = time.monotonic()
+        payload = encode(reply)
+        wire.publish(reply_to, payload, qos=1)  # the bookkeeping after: the reply goes first
+        self.published += 1
+        if type(reply) is InferenceReply:
+            self.recent.answered(device, request.request_id, digest, payload)
+        else:
+            self.recent.failed(device, request.request_id, digest)
+        shedder.record_compute(1, done_at - now)
+        self.stats.record_flush([(done_at - received) * 1000.0])
+        return True
+
+    def flush(self, *, idle: bool = False) -> None:
+        """Shed what is late, run the HPC on the rest, publish one reply per request.
+        ``idle``: the caller just found no more input waiting (no need to ask again)."""
         items = self.batch.take()
         if not items or self.wire is None or self.backlog is None:
             return
         now = time.monotonic()
-        self.published += self.backlog.send_if_due(self.readable, now)
+        self.published += self.backlog.send_if_due(_never if idle else self.readable, now)
         requests = shed_late(items, self.shedder, self.backlog, self.inference.error, now)
         if requests:
             started = time.monotonic()

@@ -75,9 +75,11 @@ class RunGuard:
         watcher.start()
 
     def begin(self) -> ort.RunOptions:
+        # No lock: one attribute store, and between runs ``end`` has (under the lock) set
+        # ``_started`` to None and cleared ``terminate``, so ``_check`` sees None or this run's
+        # start; it cannot terminate this run for an older one (``end`` waits for its lock).
         self.expired = False
-        with self._lock:
-            self._started = time.monotonic()
+        self._started = time.monotonic()
         return self._options
 
     def end(self) -> None:

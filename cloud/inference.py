@@ -234,7 +234,7 @@ class HpcInference:
             probs = self._run(x)  # float32, C-contiguous: frombuffer, where or a row mask
         except Exception as exc:
             if len(rows) == 1:
-                self._fail(requests[rows[0]], rows[0], replies, exc, server_time)
+                replies[rows[0]] = self._failure(requests[rows[0]], exc, server_time)
             else:
                 self._isolate(requests, rows, x, replies, server_time, started, exc)
             return
@@ -284,21 +284,20 @@ class HpcInference:
         timeouts = 0
         for j, i in enumerate(rows):
             if timeouts >= _MAX_ROW_TIMEOUTS:
-                self._fail(requests[i], i, replies, batch_error, server_time)
+                replies[i] = self._failure(requests[i], batch_error, server_time)
                 continue
             try:
                 probs = self._run(x[j:j + 1])
             except Exception as exc:
                 timeouts += isinstance(exc, RunTimeout)
-                self._fail(requests[i], i, replies, exc, server_time)
+                replies[i] = self._failure(requests[i], exc, server_time)
                 continue
             self._answer(requests, [i], probs, replies, server_time, started)
 
-    def _fail(self, req: InferenceRequest, index: int, replies: list[Reply | None],
-              exc: Exception, server_time: float) -> None:
-        replies[index] = self.error(req.device, req.request_id, E.INTERNAL,
-                                    f"the HPC failed on this request ({type(exc).__name__}: "
-                                    f"{str(exc)[:200]})", server_time)
+    def _failure(self, req: InferenceRequest, exc: Exception, server_time: float) -> ErrorReply:
+        return self.error(req.device, req.request_id, E.INTERNAL,
+                          f"the HPC failed on this request ({type(exc).__name__}: "
+                          f"{str(exc)[:200]})", server_time)
 
     def _answer(self, requests: Sequence[InferenceRequest], rows: list[int],
                 probs: npt.NDArray[np.float32], replies: list[Reply | None],
@@ -315,24 +314,38 @@ class HpcInference:
         self.answered += len(rows)
         self.batches += 1
 
+    def answer_one(self, req: InferenceRequest) -> Reply | None:
+        """A lone request of this bundle's layout, fully measured, through the bound row (the
+        latency path); ``None``: it needs ``handle_batch`` (which then reports any problem)."""
+        if req.bundle_id != self.bundle_id or len(req.features) != 4 * self.n_features \
+                or req.mask != self._full_mask:
+            return None
+        return self._bound_reply(req, time.time(), time.perf_counter())
+
     def _infer_one(self, req: InferenceRequest, index: int, replies: list[Reply | None],
                    server_time: float, started: float) -> bool:
         """The latency path for a lone, fully measured request; False: use the batch path."""
         if req.mask != self._full_mask:
             return False
+        reply = self._bound_reply(req, server_time, started)
+        if reply is None:
+            return False
+        replies[index] = reply
+        return True
+
+    def _bound_reply(self, req: InferenceRequest, server_time: float, started: float
+                     ) -> Reply | None:
         raw = self._bound_row.run(req.features)
         if raw is None:
             if not self.guard.expired:
-                return False  # the batch path serves (or reports) it
-            self._fail(req, index, replies, RunTimeout(
+                return None  # the batch path serves (or reports) it
+            return self._failure(req, RunTimeout(
                 f"the HPC run was stopped after {self.guard.limit_s:g} s"), server_time)
-            return True
-        replies[index] = InferenceReply(req.request_id, req.device, self.bundle_id,
-                                        first_argmax(raw), raw, self.model_id, server_time,
-                                        (time.perf_counter() - started) * 1000.0)
         self.answered += 1
         self.batches += 1
-        return True
+        return InferenceReply(req.request_id, req.device, self.bundle_id, first_argmax(raw), raw,
+                              self.model_id, server_time,
+                              (time.perf_counter() - started) * 1000.0)
 
     def _run(self, x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         guard = self.guard

@@ -160,6 +160,12 @@ class LoadShedder:
             per_row = seconds / rows
             self.row_s = per_row if self.row_s == 0.0 else 0.8 * self.row_s + 0.2 * per_row
 
+    def in_time(self, request: InferenceRequest, age_s: float) -> bool:
+        """``verdict`` would compute it (nothing counted, no message built)."""
+        deadline_s = request.deadline_ms / 1000.0
+        return age_s < deadline_s and age_s < (deadline_s / 2 if self.max_queue_s is None
+                                               else self.max_queue_s)
+
     def verdict(self, request: InferenceRequest, age_s: float) -> tuple[str, str] | None:
         """``None`` to compute it, else the ``(code, message)`` to shed it with."""
         deadline_s = request.deadline_ms / 1000.0
