@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgpack
@@ -76,11 +77,14 @@ def _sizeless_py(encoded: bytes) -> bytes:
     return _SIZELESS_HEAD + encoded[1:-1]
 
 
+_request_ok: Callable[[bytes, bytes], bool]
+_sizeless: Callable[[bytes], bytes]
 try:
-    from adaptedge.protocol._speedups import request_ok as _request_ok
-    from adaptedge.protocol._speedups import sizeless as _sizeless
+    from adaptedge.protocol import _speedups
 except ImportError:  # built without a C compiler: the same in Python
     _request_ok, _sizeless = _request_ok_py, _sizeless_py
+else:
+    _request_ok, _sizeless = _speedups.request_ok, _speedups.sizeless
 
 
 def encode(message: Message) -> bytes:
