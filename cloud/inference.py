@@ -8,7 +8,6 @@ Bad input never raises; it becomes an ``ErrorReply`` with a ``protocol.errors`` 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sys
 import time
@@ -17,17 +16,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-import msgpack
 import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
 from adaptedge.cloud.errors import CloudError
 from adaptedge.cloud.guard import DEFAULT_RUN_LIMIT_S, RunGuard, RunTimeout, use_capped_arena
-from adaptedge.cloud.single_row import BoundRow, first_argmax
+from adaptedge.cloud.salvage import salvage_request_id
+from adaptedge.cloud.single_row import BoundRow, all_finite, first_argmax
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.bundle import verify
-from adaptedge.protocol.codec import MAX_MESSAGE_BYTES, decode, encode
+from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.errors import ProtocolError
 from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT, Manifest
 from adaptedge.protocol.messages import MAX_TEXT_CHARS, ErrorReply, InferenceReply, InferenceRequest
@@ -38,10 +37,6 @@ _TOPIC_CACHE_LIMIT: Final = 65_536
 _MAX_ROW_TIMEOUTS: Final = 2
 """Row re-runs of a failed batch that may time out before the rest are failed unrun."""
 _LITTLE_ENDIAN: Final = sys.byteorder == "little"
-_ID_SALVAGE_LIMITS: Final = {
-    "raw": False, "strict_map_key": True, "max_bin_len": MAX_MESSAGE_BYTES,
-    "max_str_len": 4096, "max_array_len": 16, "max_map_len": 256, "max_ext_len": 0,
-}
 
 
 def session_options() -> ort.SessionOptions:
@@ -167,7 +162,7 @@ class HpcInference:
         try:
             message = decode(payload)
         except ProtocolError as exc:
-            rid = _salvage_request_id(payload, exc.code, device)
+            rid = salvage_request_id(payload, exc.code, device)
             return reply_to, self.error(device, rid, exc.code, exc.message, now)
         if type(message) is not InferenceRequest:
             return reply_to, self.error(device, None, E.BAD_TYPE,
@@ -199,16 +194,22 @@ class HpcInference:
         server_time = time.time() if now is None else now
         replies: list[Reply | None] = [None] * len(requests)
         rows: list[int] = []
-        bundle_id, n_bytes, mask_len = self.bundle_id, 4 * self.n_features, self._mask_len
+        bundle_id, n_bytes, full = self.bundle_id, 4 * self.n_features, self._full_mask
+        mask_len, all_full = self._mask_len, True
         for i, req in enumerate(requests):
-            if req.bundle_id == bundle_id and len(req.features) == n_bytes \
-                    and len(req.mask) == mask_len:
-                rows.append(i)
-            else:
-                code, text = self._shape_problem(req)
-                replies[i] = self.error(req.device, req.request_id, code, text, server_time)
+            if req.bundle_id == bundle_id and len(req.features) == n_bytes:
+                mask = req.mask
+                if mask == full:
+                    rows.append(i)
+                    continue
+                if len(mask) == mask_len:
+                    rows.append(i)
+                    all_full = False
+                    continue
+            code, text = self._shape_problem(req)
+            replies[i] = self.error(req.device, req.request_id, code, text, server_time)
         if rows:
-            self._infer(requests, rows, replies, server_time, started)
+            self._infer(requests, rows, replies, server_time, started, all_full)
         return replies  # type: ignore[return-value]
 
     def _shape_problem(self, req: InferenceRequest) -> tuple[str, str]:
@@ -222,26 +223,28 @@ class HpcInference:
                 f"feature values and {len(req.mask)} mask bytes")
 
     def _infer(self, requests: Sequence[InferenceRequest], rows: list[int],
-               replies: list[Reply | None], server_time: float, started: float) -> None:
-        if len(rows) == 1 and self._infer_one(requests[rows[0]], rows[0], replies, server_time,
-                                              started):
+               replies: list[Reply | None], server_time: float, started: float,
+               all_full: bool) -> None:
+        """``all_full``: every row's mask is the full mask."""
+        if len(rows) == 1 and all_full and self._infer_one(requests[rows[0]], rows[0], replies,
+                                                           server_time, started):
             return
-        prepared = self._valid_rows(requests, rows, replies, server_time)
+        prepared = self._valid_rows(requests, rows, replies, server_time, all_full)
         if prepared is None:
             return
         rows, x = prepared
         try:
-            probs = self._run(x)  # float32, C-contiguous: frombuffer, where or a row mask
+            probs, raw = self._run(x)  # float32, C-contiguous: frombuffer, where or a row mask
         except Exception as exc:
             if len(rows) == 1:
                 replies[rows[0]] = self._failure(requests[rows[0]], exc, server_time)
             else:
                 self._isolate(requests, rows, x, replies, server_time, started, exc)
             return
-        self._answer(requests, rows, probs, replies, server_time, started)
+        self._answer(requests, rows, probs, raw, replies, server_time, started)
 
     def _valid_rows(self, requests: Sequence[InferenceRequest], rows: list[int],
-                    replies: list[Reply | None], server_time: float
+                    replies: list[Reply | None], server_time: float, all_full: bool
                     ) -> tuple[list[int], npt.NDArray[np.float32]] | None:
         """The rows the HPC can take and their input matrix; the rest get error replies."""
         n = self.n_features
@@ -252,10 +255,8 @@ class HpcInference:
             x = x.astype(np.float32)  # onnxruntime wants native byte order
         measured: npt.NDArray[np.bool_] | None = None
         has_hpc: npt.NDArray[np.bool_] | None = None
-        if all(requests[i].mask == self._full_mask for i in rows):
-            # A float64 sum of float32 values cannot overflow: finite iff every value is.
-            finite = math.isfinite(x.sum(dtype=np.float64))
-            keep = None if finite else np.isfinite(x).all(axis=1)
+        if all_full:
+            keep = None if all_finite(data) else np.isfinite(x).all(axis=1)
         else:
             masks = np.frombuffer(b"".join([requests[i].mask for i in rows]), dtype=np.uint8)
             measured = np.unpackbits(masks.reshape(len(rows), -1), axis=1, count=n,
@@ -287,12 +288,12 @@ class HpcInference:
                 replies[i] = self._failure(requests[i], batch_error, server_time)
                 continue
             try:
-                probs = self._run(x[j:j + 1])
+                probs, raw = self._run(x[j:j + 1])
             except Exception as exc:
                 timeouts += isinstance(exc, RunTimeout)
                 replies[i] = self._failure(requests[i], exc, server_time)
                 continue
-            self._answer(requests, [i], probs, replies, server_time, started)
+            self._answer(requests, [i], probs, raw, replies, server_time, started)
 
     def _failure(self, req: InferenceRequest, exc: Exception, server_time: float) -> ErrorReply:
         return self.error(req.device, req.request_id, E.INTERNAL,
@@ -300,17 +301,19 @@ class HpcInference:
                           f"{str(exc)[:200]})", server_time)
 
     def _answer(self, requests: Sequence[InferenceRequest], rows: list[int],
-                probs: npt.NDArray[np.float32], replies: list[Reply | None],
+                probs: npt.NDArray[np.float32], raw: bytes, replies: list[Reply | None],
                 server_time: float, started: float) -> None:
+        """``raw``: ``probs`` as bytes (slicing bytes beats numpy rows)."""
         labels = probs.argmax(axis=1).tolist()  # the first highest probability wins
         service_ms = (time.perf_counter() - started) * 1000.0
-        bundle_id, model_id = self.bundle_id, self.model_id
-        raw, width = probs.tobytes(), 4 * self.n_classes  # slicing bytes beats numpy rows
+        bundle_id, model_id, width, reply = self.bundle_id, self.model_id, 4 * self.n_classes, \
+            InferenceReply
+        end = 0
         for j, i in enumerate(rows):
-            req = requests[i]
-            replies[i] = InferenceReply(req.request_id, req.device, bundle_id, labels[j],
-                                        raw[j * width:(j + 1) * width], model_id, server_time,
-                                        service_ms)
+            req, start = requests[i], end
+            end += width
+            replies[i] = reply(req.request_id, req.device, bundle_id, labels[j], raw[start:end],
+                               model_id, server_time, service_ms)
         self.answered += len(rows)
         self.batches += 1
 
@@ -347,7 +350,8 @@ class HpcInference:
                               self.model_id, server_time,
                               (time.perf_counter() - started) * 1000.0)
 
-    def _run(self, x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    def _run(self, x: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.float32], bytes]:
+        """The probabilities of the rows of ``x``, as an array and as bytes."""
         guard = self.guard
         try:
             out: Any = self._run_session(self._outputs, {MODEL_INPUT: x}, guard.begin())[0]
@@ -358,11 +362,11 @@ class HpcInference:
             raise
         guard.end()  # a run terminated just as it finished still gave its result
         probs = np.asarray(out, dtype="<f4")
-        if probs.shape != (x.shape[0], self.n_classes) or not math.isfinite(
-                probs.sum(dtype=np.float64)):
+        raw = probs.tobytes()
+        if probs.shape != (x.shape[0], self.n_classes) or not all_finite(raw):
             raise ValueError(f"HPC returned probabilities of shape {probs.shape} (or non-finite "
                              f"values); expected ({x.shape[0]}, {self.n_classes}) finite")
-        return probs
+        return probs, raw
 
     def _reject(self, requests: Sequence[InferenceRequest], rows: list[int],
                 replies: list[Reply | None], keep: npt.NDArray[np.bool_],
@@ -379,22 +383,3 @@ class HpcInference:
                 code, text = E.NON_FINITE, ("measured feature values are NaN or infinite: mark a "
                                             "failed sensor as unmeasured instead")
             replies[rows[j]] = self.error(req.device, req.request_id, code, text, server_time)
-
-
-def _salvage_request_id(payload: bytes | bytearray, code: str, device: str) -> int | None:
-    """Best effort: the request id of a message that failed validation, so the device can
-    match the error reply. Taken only from an array whose id is followed by the topic's device
-    (``[..., request_id, device, ...]``, the layout of every request); else ``None``."""
-    if code in (E.TOO_LARGE, E.DECODE_FAILED):
-        return None
-    try:
-        obj = msgpack.unpackb(payload, **_ID_SALVAGE_LIMITS)
-    except Exception:  # malformed input: no id to salvage
-        return None
-    if type(obj) is not list:
-        return None
-    for i in (1, 2):
-        if len(obj) > i + 1 and type(obj[i]) is int and 0 <= obj[i] < 1 << 64 \
-                and obj[i + 1] == device:
-            return obj[i]  # type: ignore[no-any-return]
-    return None
