@@ -85,10 +85,8 @@ class ServiceCore:
             elif self.telemetry_filter is not None and topic.endswith("/telemetry"):
                 if not retained:  # retained copies are old news
                     self.telemetry.accept(topic, payload)
-            elif retained:
-                self.accept(topic, payload, received, retained=True)
             else:
-                self.accept(topic, payload, received)  # no keyword: a cheaper call
+                self.accept(topic, payload, received, retained=retained)
         except Exception:
             self.inference.error_counts[E.INTERNAL] += 1
             self.log.exception("worker %s failed on a message; continuing", self.worker_id)

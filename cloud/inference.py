@@ -37,7 +37,6 @@ _TOPIC_CACHE_LIMIT: Final = 65_536
 _MAX_ROW_TIMEOUTS: Final = 2
 """Row re-runs of a failed batch that may time out before the rest are failed unrun."""
 _LITTLE_ENDIAN: Final = sys.byteorder == "little"
-_F4: Final = np.dtype("<f4")
 
 
 def session_options() -> ort.SessionOptions:
@@ -251,7 +250,7 @@ class HpcInference:
         n = self.n_features
         data = requests[rows[0]].features if len(rows) == 1 else \
             b"".join([requests[i].features for i in rows])
-        x = np.ndarray((len(rows), n), dtype=_F4, buffer=data)
+        x = np.frombuffer(data, dtype="<f4").reshape(len(rows), n)
         if not _LITTLE_ENDIAN:
             x = x.astype(np.float32)  # onnxruntime wants native byte order
         measured: npt.NDArray[np.bool_] | None = None
@@ -362,7 +361,7 @@ class HpcInference:
                 raise RunTimeout(f"the HPC run was stopped after {guard.limit_s:g} s") from None
             raise
         guard.end()  # a run terminated just as it finished still gave its result
-        probs = np.asarray(out, dtype=_F4)
+        probs = np.asarray(out, dtype="<f4")
         raw = probs.tobytes()
         if probs.shape != (x.shape[0], self.n_classes) or not all_finite(raw):
             raise ValueError(f"HPC returned probabilities of shape {probs.shape} (or non-finite "

@@ -43,7 +43,6 @@ Pending = tuple[float, str, str, InferenceRequest | ErrorReply | bytes, ContentK
 error | cached reply bytes, the request's content key (b"" when its reply must not touch
 the dedup cache), its age in seconds on arrival)."""
 
-_isfinite: Final = math.isfinite
 DRIFT: Final = 1e-3
 """How fast a device's delay baseline may rise (s per s): 1000 ppm, far above clock drift."""
 REBASE_AFTER_S: Final = 60.0
@@ -65,7 +64,7 @@ class RequestAges:
     def age_on_arrival(self, device: str, sent_at: float, received: float) -> float:
         """How long this request has been on its way when it reached the worker (>= 0)."""
         offset = received - sent_at
-        if not _isfinite(offset):
+        if not math.isfinite(offset):
             return 0.0
         bases = self._base
         base = bases.get(device)
