@@ -21,7 +21,8 @@ from paho.mqtt.enums import MQTTErrorCode
 
 from adaptedge.cloud.connection import BrokerAddress, TlsFiles, connect, make_client, reconnect
 from adaptedge.cloud.core import ServiceCore
-from adaptedge.cloud.sharing import probe_shared
+from adaptedge.cloud.errors import CloudError
+from adaptedge.cloud.sharing import probe_shared, pump
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.topics import shared
 
@@ -29,6 +30,7 @@ ShareMode = Literal["auto", "on", "off"]
 _SUCCESS = MQTTErrorCode.MQTT_ERR_SUCCESS
 _IDLE_TICK_S = 0.05
 _DRAIN_QUIET_S = 0.1
+_SUBACK_TIMEOUT_S = 10.0
 
 
 class MqttTransport:
@@ -71,7 +73,13 @@ class MqttTransport:
             request_filter = self.core.request_filter
             self._filter = (shared(self.group, request_filter)  # type: ignore[arg-type]
                             if self.shared_subscription else request_filter)
-            self._subscribe()
+            mid = self._subscribe()
+            # Ready means subscribed: a request sent after start() returns is not lost to a
+            # SUBSCRIBE the broker has not processed yet.
+            pump(self.client, _SUBACK_TIMEOUT_S, lambda: mid is None or mid in self._acks)
+            if mid is not None and mid not in self._acks:
+                raise CloudError(f"the broker did not acknowledge the subscription to "
+                                 f"{self._filter} within {_SUBACK_TIMEOUT_S:g} s")
         except BaseException:
             self.client.disconnect()
             raise
@@ -97,14 +105,17 @@ class MqttTransport:
                       "using them" if works else "falling back to a plain subscription")
         return works
 
-    def _subscribe(self) -> None:
+    def _subscribe(self) -> int | None:
+        """Subscribe to requests, probes and telemetry; the request subscription's message id."""
+        mid = None
         if self._filter is not None:
-            self.client.subscribe(self._filter, qos=1)
+            mid = self.client.subscribe(self._filter, qos=1)[1]
             self.client.subscribe(self.core.telemetry_topic, qos=1)  # backlog probes return
         telemetry = self.core.telemetry_filter
         if telemetry is not None:
             self.client.subscribe(shared(self.group, telemetry)  # type: ignore[arg-type]
                                   if self.shared_subscription else telemetry, qos=0)
+        return mid
 
     def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any,
                     props: Any) -> None:
