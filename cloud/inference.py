@@ -23,11 +23,12 @@ import onnxruntime as ort
 from adaptedge.cloud.errors import CloudError
 from adaptedge.cloud.guard import DEFAULT_RUN_LIMIT_S, RunGuard, RunTimeout, use_capped_arena
 from adaptedge.cloud.salvage import salvage_request_id
-from adaptedge.cloud.single_row import BoundRow, all_finite, first_argmax
+from adaptedge.cloud.single_row import BoundRow, first_argmax
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.errors import ProtocolError
+from adaptedge.protocol.features import all_finite
 from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT, Manifest
 from adaptedge.protocol.messages import MAX_TEXT_CHARS, ErrorReply, InferenceReply, InferenceRequest
 from adaptedge.protocol.topics import DEFAULT_PREFIX, parse, reply_topic

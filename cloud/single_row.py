@@ -10,7 +10,6 @@ past the guard's time limit also returns ``None`` with ``guard.expired`` set.
 
 from __future__ import annotations
 
-import math
 import sys
 import threading
 
@@ -18,6 +17,7 @@ import numpy as np
 import onnxruntime as ort
 
 from adaptedge.cloud.guard import RunGuard
+from adaptedge.protocol.features import all_finite
 from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT
 
 
@@ -79,15 +79,6 @@ class BoundRow:
             self._guard.end()
             self._lock.release()
         return raw if all_finite(raw) else None
-
-
-def all_finite(buf: bytes) -> bool:
-    """Every little-endian float32 finite (a float64 sum of float32 values cannot overflow:
-    finite iff every value is). NaN and infinity have top byte 0x7f or 0xff: a C-speed scan of
-    the top bytes first (int needles: memchr), the exact sum only when it finds one."""
-    top = buf[3::4]
-    return (0x7F not in top and 0xFF not in top) or math.isfinite(
-        np.frombuffer(buf, dtype="<f4").sum(dtype=np.float64))
 
 
 def first_argmax(probabilities: bytes) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
@@ -25,3 +27,13 @@ def pack_features(
 
 def mask_bytes_length(n_features: int) -> int:
     return (n_features + 7) // 8
+
+
+def all_finite(buf: bytes) -> bool:
+    """Every little-endian float32 in ``buf`` finite. NaN and infinity have all exponent bits
+    set, so their top byte is 0x7f or 0xff: a C-speed scan of the top bytes (int needles:
+    memchr) first, the exact check only when it finds one (a float64 sum of float32 values
+    cannot overflow: finite iff every value is)."""
+    top = buf[3::4]
+    return (0x7F not in top and 0xFF not in top) or math.isfinite(
+        np.frombuffer(buf, dtype="<f4").sum(dtype=np.float64))
