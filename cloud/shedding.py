@@ -160,11 +160,14 @@ class LoadShedder:
             per_row = seconds / rows
             self.row_s = per_row if self.row_s == 0.0 else 0.8 * self.row_s + 0.2 * per_row
 
+    def queue_bound_s(self, deadline_s: float) -> float:
+        """How long a request with this deadline may have waited and still be computed."""
+        return deadline_s / 2 if self.max_queue_s is None else self.max_queue_s
+
     def in_time(self, request: InferenceRequest, age_s: float) -> bool:
         """``verdict`` would compute it (nothing counted, no message built)."""
         deadline_s = request.deadline_ms / 1000.0
-        return age_s < deadline_s and age_s < (deadline_s / 2 if self.max_queue_s is None
-                                               else self.max_queue_s)
+        return age_s < deadline_s and age_s < self.queue_bound_s(deadline_s)
 
     def verdict(self, request: InferenceRequest, age_s: float) -> tuple[str, str] | None:
         """``None`` to compute it, else the ``(code, message)`` to shed it with."""
@@ -173,7 +176,7 @@ class LoadShedder:
             self.expired += 1
             return (E.EXPIRED, f"the request was {age_s * 1000:.0f} ms old on reaching the "
                     f"worker, past its {request.deadline_ms:g} ms deadline: not computed")
-        bound = deadline_s / 2 if self.max_queue_s is None else self.max_queue_s
+        bound = self.queue_bound_s(deadline_s)
         if age_s >= bound:
             self.overloaded += 1
             return (E.OVERLOADED, f"the worker is behind: the request waited {age_s * 1000:.0f} "
@@ -188,18 +191,12 @@ def shed_late(items: list[Pending], shedder: LoadShedder, backlog: BacklogProbe,
     errors (``error(device, request_id, code, message)``); return the requests to compute."""
     if now is None:
         now = time.monotonic()
-    verdict, requests, max_queue_s = shedder.verdict, [], shedder.max_queue_s
+    verdict, requests = shedder.verdict, []
     backlog_s = backlog.current(now)
     compute_s = shedder.row_s * len(items)  # the answer is ready only after the batch ran
     for k, (received, reply_to, device, entry, digest, age) in enumerate(items):
         if type(entry) is InferenceRequest:
-            age_s = max(age, backlog_s) + (now - received) + compute_s
-            deadline_s = entry.deadline_ms / 1000.0  # verdict's None, without the call:
-            if age_s < deadline_s and age_s < (deadline_s / 2 if max_queue_s is None
-                                               else max_queue_s):
-                requests.append(entry)
-                continue
-            shed = verdict(entry, age_s)
+            shed = verdict(entry, max(age, backlog_s) + (now - received) + compute_s)
             if shed is None:
                 requests.append(entry)
             else:
