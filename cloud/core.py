@@ -159,10 +159,8 @@ class ServiceCore:
         payload = encode(reply)
         wire.publish(reply_to, payload, qos=1)  # the bookkeeping after: the reply goes first
         self.published += 1
-        if type(reply) is InferenceReply:
-            self.recent.answered(device, request.request_id, digest, payload)
-        else:
-            self.recent.failed(device, request.request_id, digest)
+        self.recent.settle(device, request.request_id, digest, payload,
+                           answer=type(reply) is InferenceReply)
         shedder.record_compute(1, done_at - now)
         self.stats.record_flush([(done_at - received) * 1000.0])
         return True
@@ -191,10 +189,8 @@ class ServiceCore:
                 reply = next(answers) if isinstance(item, InferenceRequest) else item
                 payload = encode(reply)
                 if digest and reply.request_id is not None:  # only answers are cached
-                    if type(reply) is InferenceReply:
-                        recent.answered(device, reply.request_id, digest, payload)
-                    else:
-                        recent.failed(device, reply.request_id, digest)
+                    recent.settle(device, reply.request_id, digest, payload,
+                                  answer=type(reply) is InferenceReply)
             publish(reply_to, payload, qos=1)
         self.published += len(items)
         self.stats.record_flush([(done_at - item[0]) * 1000.0 for item in items])

@@ -90,6 +90,15 @@ class RecentRequests:
         if cached is not None and cached[0] == digest:
             self._entries[key] = (digest, reply)
 
+    def settle(self, device: str, request_id: int, digest: ContentKey, payload: bytes, *,
+               answer: bool) -> None:
+        """The reply to the request with this digest went out: an answer is cached, an error
+        forgets the request (unless an answer is cached)."""
+        if answer:
+            self.answered(device, request_id, digest, payload)
+        else:
+            self.failed(device, request_id, digest)
+
     def failed(self, device: str, request_id: int, digest: ContentKey) -> None:
         """The request with this digest got an error: forget it unless an answer is cached."""
         key = (device, request_id)
