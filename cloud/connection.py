@@ -9,6 +9,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +57,11 @@ def parse_broker_url(url: str) -> BrokerAddress:
         raise CloudError(str(exc)) from None
 
 
+Loop = Callable[[float], MQTTErrorCode]
+"""One pass of a client's network loop with a timeout in seconds (``client.loop`` or
+``mqtt_loop.LoopDriver.step``)."""
+
+
 def _nodelay(client: mqtt.Client, userdata: Any, sock: Any) -> None:
     # paho leaves Nagle on: 40-90 ms stalls per round trip without this (TOOLCHAIN.md).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -78,13 +84,15 @@ def make_client(client_id: str, *, username: str | None = None, password: str | 
 
 
 def connect(client: mqtt.Client, address: BrokerAddress, *, keepalive: int = 30,
-            timeout_s: float = 10.0) -> None:
-    """Connect and wait for the CONNACK, driving the client's loop in this thread.
+            timeout_s: float = 10.0, loop: Loop | None = None) -> None:
+    """Connect and wait for the CONNACK, driving the client's loop in this thread with
+    ``loop`` (default ``client.loop``; a worker passes its ``mqtt_loop.LoopDriver.step``).
 
     Raises ``CloudError`` when the broker is unreachable or refuses (e.g. bad credentials).
     """
     outcome: list[Any] = []
     previous = client.on_connect
+    loop = loop or client.loop
 
     def on_connect(c: mqtt.Client, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
         outcome.append(reason)
@@ -98,7 +106,7 @@ def connect(client: mqtt.Client, address: BrokerAddress, *, keepalive: int = 30,
                              f"({exc}): check --broker and that the broker is running") from exc
         deadline = time.monotonic() + timeout_s
         while not outcome and time.monotonic() < deadline:
-            rc = client.loop(0.05)
+            rc = loop(0.05)
             if rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS,) and not outcome:
                 raise CloudError(f"the broker at {address.host}:{address.port} closed the "
                                  f"connection during the handshake ({mqtt.error_string(rc)}): "
@@ -112,30 +120,31 @@ def connect(client: mqtt.Client, address: BrokerAddress, *, keepalive: int = 30,
                                 f"connection: {reason} (check --username/--password-file and "
                                 "the broker's password and ACL files)")
     except CloudError:
-        _close(client)  # no socket left open behind a failed attempt
+        _close(client, loop)  # no socket left open behind a failed attempt
         raise
     finally:
         client.on_connect = previous
 
 
-def _close(client: mqtt.Client) -> None:
+def _close(client: mqtt.Client, loop: Loop) -> None:
     """Disconnect and let paho write the DISCONNECT and close its socket (bounded)."""
     client.disconnect()
     for _ in range(5):
-        if client.loop(0.01) != MQTTErrorCode.MQTT_ERR_SUCCESS:
+        if loop(0.01) != MQTTErrorCode.MQTT_ERR_SUCCESS:
             return
 
 
 def reconnect(client: mqtt.Client, address: BrokerAddress, stopping: threading.Event,
               log: logging.Logger, *, max_refusals: int = MAX_REFUSALS, min_delay_s: float = 0.1,
-              max_delay_s: float = 5.0) -> bool:
+              max_delay_s: float = 5.0, loop: Loop | None = None) -> bool:
     """Reconnect with jittered exponential back-off (one log line per back-off) until
     connected (True) or ``stopping`` is set (False). An unreachable broker is retried for as
-    long as it takes; ``max_refusals`` refusals in a row raise ``BrokerRefused``."""
+    long as it takes; ``max_refusals`` refusals in a row raise ``BrokerRefused``. ``loop``
+    as for ``connect``."""
     delay, refusals = min_delay_s, 0
     while not stopping.is_set():
         try:
-            connect(client, address)
+            connect(client, address, loop=loop)
             return True
         except BrokerRefused as exc:
             refusals += 1

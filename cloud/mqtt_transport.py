@@ -1,17 +1,18 @@
 """The service core behind an MQTT broker (paho-mqtt 2, MQTT 3.1.1).
 
-One thread owns the paho client and drives its loop by hand, so there is no per-message thread
-handoff: ``on_message`` hands the message to the core, which flushes the pending batch when it
-is full or when no more input is waiting on the socket; the loop flushes a batch whose oldest
-request has waited ``max_wait_ms``. A flush is one onnxruntime call and one QoS 1 publish per
-reply, written ahead of the request's PUBACK. Workers share one group
+One thread owns the paho client and drives its loop by hand (``mqtt_loop.LoopDriver``), so
+there is no per-message thread handoff: ``on_message`` hands the message to the core, which
+flushes the pending batch when it is full or when no more input is waiting; the loop flushes a
+batch whose oldest request has waited ``max_wait_ms``. A flush is one onnxruntime call and one
+QoS 1 publish per reply, written ahead of the requests' PUBACKs; a burst of requests is one
+``recv`` and its replies and PUBACKs leave in one ``send`` (plain TCP; TLS sockets are left to
+``ssl``). Workers share one group
 (``$share/<group>/<prefix>/v1/+/req``) when the broker delivers shared subscriptions (probed).
 """
 
 from __future__ import annotations
 
 import logging
-import select
 import threading
 import time
 from typing import Any, Literal
@@ -22,6 +23,7 @@ from paho.mqtt.enums import MQTTErrorCode
 from adaptedge.cloud.connection import BrokerAddress, TlsFiles, connect, make_client, reconnect
 from adaptedge.cloud.core import ServiceCore
 from adaptedge.cloud.errors import CloudError
+from adaptedge.cloud.mqtt_loop import LoopDriver
 from adaptedge.cloud.sharing import probe_shared, pump
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.topics import shared
@@ -52,13 +54,12 @@ class MqttTransport:
         self.client.on_publish = self._on_publish
         self.client.on_subscribe = self._on_subscribe_ack
         self.client.on_unsubscribe = self._on_subscribe_ack
-        core.bind(self.client, self._readable)
+        self._loop = LoopDriver(self.client, buffered=not self._tls)
+        core.bind(self.client, self._loop.readable)
         self._filter: str | None = None
         self.shared_subscription = False
         self._acked = 0
         self._acks: set[int] = set()
-        self._poll = select.poll()
-        self._polled: object = None
 
     @property
     def description(self) -> str:
@@ -67,7 +68,7 @@ class MqttTransport:
 
     def open(self) -> None:
         """Connect, pick shared or plain subscription, subscribe (``CloudError`` if refused)."""
-        connect(self.client, self.address)
+        connect(self.client, self.address, loop=self._loop.step)
         try:
             self.shared_subscription = self._choose_sharing()
             request_filter = self.core.request_filter
@@ -76,7 +77,7 @@ class MqttTransport:
             mid = self._subscribe()
             # Ready means subscribed: a request sent after start() returns is not lost to a
             # SUBSCRIBE the broker has not processed yet.
-            pump(self.client, _SUBACK_TIMEOUT_S, lambda: mid is None or mid in self._acks)
+            pump(self._loop.step, _SUBACK_TIMEOUT_S, lambda: mid is None or mid in self._acks)
             if mid is not None and mid not in self._acks:
                 raise CloudError(f"the broker did not acknowledge the subscription to "
                                  f"{self._filter} within {_SUBACK_TIMEOUT_S:g} s")
@@ -98,7 +99,7 @@ class MqttTransport:
             return True
         works, published = probe_shared(self.client, self.group or "adaptedge",
                                         self.core.telemetry_topic, self.core.worker_id,
-                                        self._acks)
+                                        self._acks, loop=self._loop.step)
         self.core.published += published
         self.log.info("broker %s shared subscriptions ($share/%s/...): %s",
                       "delivers" if works else "does NOT deliver", self.group,
@@ -141,36 +142,21 @@ class MqttTransport:
             return
         self.core.on_message(topic, message.payload, message.timestamp, retained=message.retain)
 
-    def _readable(self) -> bool:
-        """More input already waiting on the socket (then keep batching)."""
-        sock = self.client.socket()
-        if sock is None:
-            return False
-        if self._tls and sock.pending() > 0:  # type: ignore[attr-defined,union-attr]
-            return True
-        if sock is not self._polled:  # a new connection: poll its socket from now on
-            self._poll, self._polled = select.poll(), sock
-            self._poll.register(sock, select.POLLIN)
-        try:
-            return bool(self._poll.poll(0))  # half a select's cost: no lists built per call
-        except (OSError, ValueError, TypeError):
-            return False
-
     # -- the loop ----------------------------------------------------------------------------
     def serve(self, stopping: threading.Event, stop_timeout_s: float) -> None:
         """Serve until ``stopping`` is set, then drain; ``CloudError`` if the broker keeps
         refusing us (the caller reports it)."""
-        client, batch, core = self.client, self.core.batch, self.core
+        batch, core = self.core.batch, self.core
         next_stats = time.monotonic() + self.stats_every_s
         while not stopping.is_set():
             now = time.monotonic()
             timeout = min(batch.time_left(now), _IDLE_TICK_S, max(0.0, next_stats - now))
-            rc = client.loop(timeout)
+            rc = self._loop.step(timeout)
             if rc != _SUCCESS:
                 core.flush()
                 self._reconnect(rc, stopping)
                 continue
-            if batch.items and (batch.due(time.monotonic()) or not self._readable()):
+            if batch.items and (batch.due(time.monotonic()) or not self._loop.readable()):
                 core.flush()
             if time.monotonic() >= next_stats:
                 core.report(self.extra_stats())
@@ -181,7 +167,7 @@ class MqttTransport:
         """Back off and reconnect; ``BrokerRefused`` after too many refusals in a row."""
         self.log.warning("lost the broker connection (%s); reconnecting", mqtt.error_string(rc))
         if reconnect(self.client, self.address, stopping, self.log,
-                     max_refusals=self._max_refusals):
+                     max_refusals=self._max_refusals, loop=self._loop.step):
             self._subscribe()  # clean session: subscriptions do not survive a reconnect
             self.log.info("reconnected to %s:%d", self.address.host, self.address.port)
 
@@ -198,7 +184,7 @@ class MqttTransport:
         quiet_since = time.monotonic()
         while time.monotonic() < deadline:
             received = core.stats.received
-            if client.loop(0.01) != _SUCCESS:
+            if self._loop.step(0.01) != _SUCCESS:
                 break
             core.flush()
             now = time.monotonic()
@@ -212,7 +198,7 @@ class MqttTransport:
         core.report(self.extra_stats())
         client.disconnect()
         for _ in range(10):  # send the DISCONNECT; loop() fails once the socket is closed
-            if client.loop(0.01) != _SUCCESS:
+            if self._loop.step(0.01) != _SUCCESS:
                 break
         self.log.info("worker %s stopped%s", core.worker_id,
                       f" ({unacked} replies not acknowledged by the broker)" if unacked else "")

@@ -14,6 +14,7 @@ from typing import Any, Final
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import MQTTErrorCode
 
+from adaptedge.cloud.connection import Loop
 from adaptedge.protocol.codec import encode
 from adaptedge.protocol.messages import Telemetry
 from adaptedge.protocol.topics import shared
@@ -22,20 +23,21 @@ PROBE_TIMEOUT_S: Final = 1.0
 _SUCCESS = MQTTErrorCode.MQTT_ERR_SUCCESS
 
 
-def pump(client: mqtt.Client, seconds: float, done: Callable[[], bool]) -> None:
-    """Drive the client's loop in this thread until ``done()`` or ``seconds`` pass."""
+def pump(loop: Loop, seconds: float, done: Callable[[], bool]) -> None:
+    """Drive a client's loop in this thread until ``done()`` or ``seconds`` pass."""
     deadline = time.monotonic() + seconds
     while not done() and (left := deadline - time.monotonic()) > 0:
-        if client.loop(min(left, 0.02)) != _SUCCESS:
+        if loop(min(left, 0.02)) != _SUCCESS:
             return
 
 
 def probe_shared(client: mqtt.Client, group: str, topic: str, source: str,
-                 acks: set[int]) -> tuple[bool, int]:
+                 acks: set[int], *, loop: Loop) -> tuple[bool, int]:
     """Send one message through a shared subscription on ``topic`` (the worker's own
     telemetry topic, which the service account may read and write). Returns whether it
     arrived in time and how many messages were published. ``acks`` collects SUBACK/UNSUBACK
-    message ids (the caller's ``on_subscribe``/``on_unsubscribe`` fill it)."""
+    message ids (the caller's ``on_subscribe``/``on_unsubscribe`` fill it); ``loop`` drives
+    the client."""
     got = threading.Event()
     probe_filter = shared(group, topic)
     payload = encode(Telemetry(source, time.time(), {"share_probe": 1}))
@@ -49,11 +51,11 @@ def probe_shared(client: mqtt.Client, group: str, topic: str, source: str,
         rc, mid = client.subscribe(probe_filter, qos=1)
         if rc != _SUCCESS:
             return False, 0
-        pump(client, PROBE_TIMEOUT_S, lambda: mid in acks)
+        pump(loop, PROBE_TIMEOUT_S, lambda: mid in acks)
         client.publish(topic, payload, qos=1)
-        pump(client, PROBE_TIMEOUT_S, got.is_set)
+        pump(loop, PROBE_TIMEOUT_S, got.is_set)
         rc, mid = client.unsubscribe(probe_filter)
-        pump(client, PROBE_TIMEOUT_S, lambda: mid in acks)
+        pump(loop, PROBE_TIMEOUT_S, lambda: mid in acks)
         return got.is_set(), 1
     finally:
         client.message_callback_remove(topic)
