@@ -39,8 +39,8 @@ class ServiceStats:
         self._window_batches: list[int] = []
 
     def record_flush(self, service_ms: list[float]) -> None:
-        """One published batch: its replies, its size and each one's service time (what
-        ``record_batch`` and ``record_service_ms`` record, in one call)."""
+        """One published batch: its replies, its size and each one's service time (one call
+        a flush: the lone-request path runs it for every request)."""
         size = len(service_ms)
         self.replies += size
         self.batches += 1
@@ -54,20 +54,6 @@ class ServiceStats:
             self._window_ms.extend(service_ms)
         elif room > 0:
             self._window_ms.extend(service_ms[:room])
-
-    def record_batch(self, size: int) -> None:
-        self.batches += 1
-        if self.observer is not None:
-            self.observer.batch_size(size)
-        if len(self._window_batches) < WINDOW_LIMIT:
-            self._window_batches.append(size)
-
-    def record_service_ms(self, values: list[float]) -> None:
-        if self.observer is not None:
-            self.observer.service_ms(values)
-        room = WINDOW_LIMIT - len(self._window_ms)
-        if room > 0:
-            self._window_ms.extend(values[:room])
 
     def snapshot(self, errors: Counter[str], queue_depth: int, *,
                  reset_window: bool) -> dict[str, float]:

@@ -19,9 +19,9 @@ def test_an_idle_window_logs_no_nan() -> None:
 
 def test_a_window_that_served_requests_logs_its_numbers() -> None:
     stats = ServiceStats()
-    stats.received = stats.replies = 3
-    stats.record_batch(3)
-    stats.record_service_ms([1.0, 2.0, 3.0])
+    stats.received = 3
+    stats.record_flush([1.0, 2.0, 3.0])  # one batch of 3 replies
+    assert stats.replies == 3 and stats.batches == 1
     line = log_line(stats.snapshot(Counter({"bad_topic": 1}), 2, reset_window=True))
     assert "batch_mean=3.00" in line and "service_p50=2.000ms" in line
     assert "errors=1 (bad_topic=1)" in line and "idle" not in line
