@@ -64,10 +64,7 @@ def _request_ok_py(features: bytes, mask: bytes) -> bool:
     feature finite: ``_speedups.request_ok`` in Python (the codec's fallback)."""
     if mask[-1] >= _PAD_LIMIT.get((len(mask) << 5) - len(features), 0):
         return False
-    # NaN and infinity have top byte 0x7f or 0xff: a C-speed scan of the top bytes first,
-    # the exact check only when it finds one.
-    top = features[3::4]
-    return (0x7F not in top and 0xFF not in top) or _measured_finite(features, mask)
+    return all_finite(features) or _measured_finite(features, mask)  # NaN of unmeasured is ok
 
 
 def _sizeless_py(encoded: bytes) -> bytes:
