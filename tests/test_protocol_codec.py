@@ -21,6 +21,7 @@ from adaptedge.protocol import (
 )
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.codec import MAX_MESSAGE_BYTES, _check_envelope
+from adaptedge.protocol.features import all_finite
 from adaptedge.protocol.messages import SCHEMA_VERSION, Message, kind
 
 
@@ -162,6 +163,19 @@ def test_nan_in_unmeasured_slot_is_accepted() -> None:
     msg = decode(msgpack.packb(_req_fields(features=features, mask=b"\x05")))
     assert isinstance(msg, InferenceRequest)
     assert msg.mask_array().tolist() == [True, False, True]
+
+
+def test_non_finite_values_are_an_answer_not_a_warning() -> None:
+    """NaN, and +inf beside -inf (whose sum is NaN), are found without numpy warning: the
+    suite turns warnings into errors, a worker would print one per hostile batch."""
+    for values in ([np.inf, -np.inf, 1.0], [1.0, np.nan], [3e38, -3e38]):
+        assert all_finite(np.array(values, "<f4").tobytes()) is all(map(math.isfinite, values))
+    probabilities = np.array([np.inf, -np.inf], "<f4").tobytes()
+    with pytest.raises(ProtocolError) as err:
+        decode(encode(InferenceReply(1, "dev", "b", 0, np.array([0.5, 0.5], "<f4").tobytes(),
+                                     "m", 0.0, 0.0)).replace(
+            np.array([0.5, 0.5], "<f4").tobytes(), probabilities))
+    assert err.value.code == E.NON_FINITE
 
 
 def test_trailing_defaults_may_be_omitted() -> None:
