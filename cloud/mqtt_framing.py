@@ -1,7 +1,8 @@
 """MQTT 3.1.1 framing read straight off the bytes: where packets end, and what a PUBLISH holds.
 
 ``BufferedSocket`` uses it to hand paho whole packets only, and the worker's fast path uses
-``read_publish`` to take a well-formed QoS 0/1 PUBLISH without paho's per-packet objects.
+``read_publish`` to take a well-formed QoS 0/1 PUBLISH without paho's per-packet objects,
+``publish_packet`` to write its QoS 1 replies and ``read_puback`` to take their PUBACKs.
 Anything else (other packet types, QoS 2, a malformed PUBLISH) is left for paho to handle,
 or to refuse, exactly as it would on its own.
 """
@@ -11,7 +12,9 @@ from __future__ import annotations
 from typing import Final, NamedTuple
 
 PUBLISH: Final = 0x30
+_DUP: Final = 0x08
 _MAX_LENGTH_BYTES: Final = 4
+_MAX_REMAINING: Final = 268_435_455
 PUBACK_HEAD: Final = b"\x40\x02"
 
 
@@ -84,3 +87,35 @@ def read_publish(data: bytes, at: int, end: int) -> Publish | None:
 def puback(mid: int) -> bytes:
     """The PUBACK packet for message id ``mid``."""
     return PUBACK_HEAD + mid.to_bytes(2, "big")
+
+
+def read_puback(data: bytes, at: int, end: int) -> int | None:
+    """The message id of the PUBACK in ``data[at:end]`` (a whole packet); ``None`` for any
+    other packet."""
+    if end - at != 4 or data[at] != 0x40 or data[at + 1] != 0x02:
+        return None
+    return (data[at + 2] << 8) | data[at + 3]
+
+
+def publish_packet(topic: bytes, payload: bytes, mid: int) -> bytes:
+    """A QoS 1 PUBLISH (not retained, not a duplicate); ``ValueError`` for a topic paho's
+    ``publish`` would refuse (empty, wildcards) or a packet past MQTT's size limit."""
+    if not topic or b"+" in topic or b"#" in topic or len(topic) > 0xFFFF:
+        raise ValueError(f"cannot publish on topic {topic!r}: it must be 1 to 65535 bytes "
+                         "without the wildcards + and #")
+    length = 2 + len(topic) + 2 + len(payload)
+    if length > _MAX_REMAINING:
+        raise ValueError(f"a {len(payload)}-byte payload is past MQTT's packet size limit")
+    header = bytearray(b"\x32")
+    while True:
+        length, digit = divmod(length, 128)
+        header.append(digit | (0x80 if length else 0))
+        if not length:
+            break
+    return b"".join((header, len(topic).to_bytes(2, "big"), topic, mid.to_bytes(2, "big"),
+                     payload))
+
+
+def as_duplicate(packet: bytes) -> bytes:
+    """The same PUBLISH with its DUP flag set (sent again after a reconnection)."""
+    return bytes([packet[0] | _DUP]) + packet[1:]

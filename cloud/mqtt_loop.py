@@ -2,20 +2,21 @@
 
 paho's ``loop()`` creates a socketpair that wakes its ``select`` when another thread
 publishes; from then on every publish (each reply, each PUBACK) writes a byte to it and every
-pass reads it back. It also reads each packet in ~3 ``recv`` calls (type byte, length, body)
-and writes each packet with its own ``send``. A worker that owns its client in one thread
-needs none of that: ``LoopDriver`` drives paho through its external-loop API (``loop_read``,
-``loop_write``, ``loop_misc``, ``want_write``), so no socketpair is made, waits with one
-registered ``poll`` object, and puts a ``BufferedSocket`` under paho, so a burst of requests
-is one ``recv`` and the batch's replies and PUBACKs leave in one ``send``.
+pass reads it back. A worker that owns its client in one thread needs none of that:
+``LoopDriver`` drives paho through its external-loop API (``loop_read``, ``loop_write``,
+``loop_misc``, ``want_write``), so no socketpair is made, waits with one registered ``poll``
+object, and puts a ``mqtt_socket.BufferedSocket`` under paho, so a burst of requests is one
+``recv`` and the batch's replies and PUBACKs leave in one ``send``.
 
-The fast path (``LoopDriver.deliver``): paho builds a message object, a properties object and
-a queued PUBACK packet per PUBLISH (about 13 us of a lone request's 60 us, hot). With a
-``deliver`` callback set, well-formed QoS 0/1 PUBLISH packets at the front of the buffer are
-parsed here (``mqtt_framing``) and handed to it; their PUBACKs are held until paho has
-written everything queued (the replies) and ``acks_due()`` says the worker has answered what
-it received, then written together. Everything else (acks of our own publishes, SUBACKs,
-PINGRESPs, QoS 2, malformed packets) goes to paho as whole packets.
+The fast path (``LoopDriver.deliver``): per message paho builds a message object and queues a
+PUBACK packet, per publish a message and a message-info object with its own condition
+variable, per acknowledgement a properties and a reason-code object: 30 of a lone request's
+~60 us, hot. With ``deliver`` set, well-formed QoS 0/1 PUBLISH packets at the front of the
+buffer are parsed here (``mqtt_framing``) and handed to it; their PUBACKs are held until
+what is queued before them is written (the replies) and ``acks_due()`` says the worker has
+answered what it received. ``publish`` writes QoS 1 packets through ``mqtt_outbox.Outbox``,
+whose PUBACKs are taken here too. Every other packet (SUBACKs, PINGRESPs, acks of paho's own
+publishes, QoS 2, malformed packets) goes to paho, whole and one at a time.
 
 Only for a client driven from one thread: a client published to from other threads must keep
 paho's ``loop_start``/``loop_forever``.
@@ -32,11 +33,11 @@ from typing import Any, Final
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import MQTTErrorCode
 
-from adaptedge.cloud.mqtt_framing import Publish, complete_end, packet_end, puback, read_publish
+from adaptedge.cloud.mqtt_framing import Publish, puback, read_puback, read_publish
+from adaptedge.cloud.mqtt_outbox import Outbox
+from adaptedge.cloud.mqtt_socket import BufferedSocket
 
 _SUCCESS: Final = MQTTErrorCode.MQTT_ERR_SUCCESS
-_READ_CHUNK: Final = 65_536
-_WRITE_LIMIT: Final = 1 << 20
 _MAX_HANDOVERS: Final = 10_000  # packets handed to paho one by one in one pass, at most
 _READ_EVENTS: Final = select.POLLIN | select.POLLERR | select.POLLHUP | select.POLLNVAL
 Deliver = Callable[[Publish, float], None]
@@ -47,144 +48,14 @@ def _always() -> bool:
     return True
 
 
-class BufferedSocket:
-    """A connected, non-blocking TCP socket with reads and writes gathered into bursts.
-
-    Reads: paho reads each packet in pieces (``recv(1)`` for the type, ``recv(1)`` per length
-    byte, ``recv(n)`` for the body); they are served from one ``recv`` of up to 64 KiB (more
-    while a large packet is arriving). paho is only ever given whole packets: a packet still
-    arriving stays here and ``recv`` says "try again", so between reads paho is always at a
-    packet boundary and ``take_publish`` may take the next packet itself. ``pending()`` reports
-    the whole packets held (the hook paho already honours for TLS sockets).
-    Writes: ``send`` appends to a buffer that ``flush`` writes with one ``send``. Past
-    ``_WRITE_LIMIT`` buffered bytes ``send`` raises ``BlockingIOError`` and paho keeps the
-    packet queued. A failed read or flush keeps its error for the next ``recv``, where paho
-    handles a lost connection as usual.
-    """
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.raw = sock
-        self.fileno = sock.fileno
-        self._data = b""
-        self._at = 0
-        self._whole = 0  # end of the last whole packet in _data
-        self._limit: int | None = None  # paho may read up to here (``hand_over_one``)
-        self._out = bytearray()
-        self._error: OSError | None = None
-        self.drained = False
-        """``take_publish`` found nothing more to read (no whole packet held or arrived)."""
-
-    def recv(self, size: int) -> bytes:
-        at, limit = self._at, self._limit
-        if limit is not None:
-            if at >= limit:
-                raise BlockingIOError("paho was handed one packet: it has had it")
-        elif at >= self._whole and not self._fill():
-            return b""  # end of stream, as from the socket itself
-        data, at = self._data, self._at
-        end = min(at + size, self._whole if limit is None else limit)
-        self._at = end
-        return data[at:end]
-
-    def hand_over_one(self) -> bool:
-        """Let paho's next read see only the whole packet at the front (until
-        ``hand_over_all``); False when no whole packet is held."""
-        if self._at >= self._whole:
-            return False
-        self._limit = packet_end(self._data, self._at)
-        return True
-
-    def hand_over_all(self) -> None:
-        self._limit = None
-
-    def take_publish(self, *, read: bool = True) -> Publish | None:
-        """The next packet, taken, if it is a well-formed QoS 0/1 PUBLISH; else ``None`` and
-        it stays for paho (so does end of stream, and a read error for the next ``recv``).
-        ``read=False``: only from what is held (no system call)."""
-        self.drained = False
-        if self._at >= self._whole:
-            if not read:
-                self.drained = True
-                return None
-            try:
-                if not self._fill():
-                    return None
-            except BlockingIOError:
-                self.drained = True
-                return None
-            except OSError as exc:
-                self._error = exc
-                return None
-        data, at = self._data, self._at
-        end = packet_end(data, at)
-        packet = read_publish(data, at, end)
-        if packet is not None:
-            self._at = end
-        return packet
-
-    def _fill(self) -> bool:
-        """Read until at least one whole packet is held; False at end of stream,
-        ``BlockingIOError`` when none is whole yet."""
-        if self._error is not None:
-            raise self._error
-        tail = self._data[self._at:]  # part of a packet still arriving
-        # Reading at least as much as is held keeps a large packet's copying linear.
-        chunk = self.raw.recv(max(_READ_CHUNK, len(tail)))
-        if not chunk:
-            return False
-        data = tail + chunk if tail else chunk
-        self._data, self._at = data, 0
-        self._whole = complete_end(data, 0)
-        if not self._whole:
-            raise BlockingIOError("no whole packet has arrived yet")
-        return True
-
-    def pending(self) -> int:
-        """Bytes of whole packets read but not handed out yet (1 after a failed read or flush:
-        paho must read it)."""
-        return self._whole - self._at or int(self._error is not None)
-
-    def send(self, data: bytes | bytearray) -> int:
-        if self._error is not None:
-            raise self._error
-        if len(self._out) >= _WRITE_LIMIT and self.flush() >= _WRITE_LIMIT:
-            raise BlockingIOError("the socket takes no more data now")
-        self._out += data
-        return len(data)
-
-    @property
-    def unsent(self) -> int:
-        return len(self._out)
-
-    def flush(self) -> int:
-        """Write what the socket takes now; returns the bytes still buffered."""
-        out = self._out
-        while out and self._error is None:
-            try:
-                del out[:self.raw.send(out)]
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                self._error = exc
-                out.clear()
-        return len(out)
-
-    def close(self) -> None:
-        self.flush()  # paho closes right after handing over its DISCONNECT
-        self._data, self._at, self._whole = b"", 0, 0
-        self.raw.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.raw, name)
-
-
 class LoopDriver:
     """``step(timeout_s)`` is one pass of ``client.loop(timeout_s)``, for one worker thread:
     hand queued packets to the socket, wait for input, read it, keep the connection alive.
 
     ``deliver`` (``None``: off) turns on the fast path for a buffered socket: QoS 0/1 PUBLISH
     packets go to it instead of paho's ``on_message``/``message_callback_add`` callbacks (set
-    it once those are no longer needed), and their PUBACKs leave once ``acks_due()``."""
+    it once those are no longer needed), and their PUBACKs leave once ``acks_due()``. With it
+    on, ``publish`` writes QoS 1 packets through ``outbox`` and takes their PUBACKs itself."""
 
     def __init__(self, client: mqtt.Client, *, buffered: bool = True,
                  acks_due: Callable[[], bool] = _always) -> None:
@@ -193,6 +64,9 @@ class LoopDriver:
         self.deliver: Deliver | None = None
         self.acks_due = acks_due
         self._acks: list[int] = []
+        # paho's own message-id counter (private; paho has no public one), so the outbox's
+        # ids never collide with paho's SUBSCRIBE and publish ids on the same connection.
+        self.outbox = Outbox(client._mid_generate)
         self._taking = False
         self._sock: Any = None
         self._wait = select.poll()
@@ -226,6 +100,15 @@ class LoopDriver:
         if (rc := self._write()) != _SUCCESS:
             return rc
         return client.loop_misc()
+
+    def publish(self, topic: str, payload: bytes) -> bool:
+        """A QoS 1 publish through the outbox; False when the fast path is off (no ``deliver``
+        or not a buffered socket): then publish with paho. ``ValueError`` as paho's."""
+        sock = self._current()
+        if self.deliver is None or type(sock) is not BufferedSocket:
+            return False
+        self.outbox.publish(sock.send, topic, payload)
+        return True
 
     def readable(self) -> bool:
         """More input already waiting (buffered, or on the socket; only buffered while the fast
@@ -265,26 +148,43 @@ class LoopDriver:
         """Deliver the PUBLISH packets at the front of the buffer, reading the socket first if
         ``read`` and nothing is held. While taking, ``readable()`` asks only the buffer: the
         socket was just read."""
-        acks = self._acks
+        acks, outbox = self._acks, self.outbox
         self._taking = True
         try:
-            while (packet := sock.take_publish(read=read)) is not None:
-                deliver(packet, time.monotonic())
-                if packet.qos:
-                    acks.append(packet.mid)
+            while True:
+                packet = sock.take(read_publish, read=read)
                 read = False
+                if packet is not None:
+                    deliver(packet, time.monotonic())
+                    if packet.qos:
+                        acks.append(packet.mid)
+                    continue
+                if sock.drained or not sock.holds_packet():
+                    return  # nothing more, or end of stream / a read error for paho to see
+                mid = sock.take(self._own_puback, read=False)
+                if mid is None:
+                    return  # a packet for paho
+                outbox.acknowledged(mid)
         finally:
             self._taking = False
 
+    def _own_puback(self, data: bytes, at: int, end: int) -> int | None:
+        mid = read_puback(data, at, end)
+        return mid if mid is not None and mid in self.outbox else None
+
     def _write(self) -> MQTTErrorCode:
-        """Hand paho's queued packets to the socket, then the PUBACKs that are due; flush a
-        ``BufferedSocket``."""
+        """Hand paho's queued packets to the socket, then the outbox's waiting ones, then the
+        PUBACKs that are due; flush a ``BufferedSocket``."""
         client = self.client
         if client.want_write() and (rc := client.loop_write()) != _SUCCESS:
             return rc
         sock = client.socket()
         if type(sock) is BufferedSocket:
-            if self._acks and not client.want_write() and self.acks_due():
+            outbox = self.outbox
+            if outbox.unsent:
+                outbox.send_unsent(sock.send)
+            if self._acks and not outbox.unsent and not client.want_write() \
+                    and self.acks_due():
                 self._send_acks(sock)
             sock.flush()
         return _SUCCESS
@@ -311,6 +211,7 @@ class LoopDriver:
             self.client._sock = sock  # paho has no public hook to wrap its socket
         self._sock = sock
         self._acks.clear()  # they were for the lost connection's messages
+        self.outbox.reconnected()
         self._wait, self._peek = select.poll(), select.poll()
         self._wait.register(sock, select.POLLIN)
         self._peek.register(sock, select.POLLIN)

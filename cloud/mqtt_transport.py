@@ -60,7 +60,7 @@ class MqttTransport:
         # A request's PUBACK leaves once it is answered (the batch is empty).
         self._loop = LoopDriver(self.client, buffered=not self._tls,
                                 acks_due=lambda: not core.batch.items)
-        core.bind(self.client, self._loop.readable)
+        core.bind(self, self._loop.readable)
         self._filter: str | None = None
         self.shared_subscription = False
         self._acked = 0
@@ -93,6 +93,16 @@ class MqttTransport:
 
     def close(self) -> None:
         self.client.disconnect()
+
+    def publish(self, topic: str, payload: bytes, qos: int = 0) -> None:
+        """The core's wire: QoS 1 through the loop's outbox on the fast path, else paho."""
+        if qos != 1 or not self._loop.publish(topic, payload):
+            self.client.publish(topic, payload, qos=qos)
+
+    @property
+    def acked(self) -> int:
+        """Publishes the broker has acknowledged (paho's and the outbox's)."""
+        return self._acked + self._loop.outbox.acked
 
     def extra_stats(self) -> dict[str, float]:
         return {"shared_subscription": int(self.shared_subscription)}
@@ -209,10 +219,10 @@ class MqttTransport:
             if core.stats.received != received:
                 quiet_since = now
             if ((unsubscribe_mid is None or unsubscribe_mid in self._acks)
-                    and self._acked >= core.published
+                    and self.acked >= core.published
                     and now - quiet_since >= _DRAIN_QUIET_S):
                 break
-        unacked = core.published - self._acked
+        unacked = core.published - self.acked
         core.report(self.extra_stats())
         client.disconnect()
         for _ in range(10):  # send the DISCONNECT; loop() fails once the socket is closed

@@ -98,3 +98,28 @@ def test_read_publish_leaves_everything_else_to_paho() -> None:
 def test_puback_bytes() -> None:
     assert puback(1) == b"\x40\x02\x00\x01"
     assert puback(0x1234) == b"\x40\x02\x12\x34"
+
+
+def test_publish_packet_is_what_paho_decodes() -> None:
+    from adaptedge.cloud.mqtt_framing import as_duplicate, publish_packet, read_puback
+
+    for size in (0, 1, 127, 128, 16_383, 16_384, 70_000):  # one to three length bytes
+        payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
+        packet = publish_packet(b"adaptedge/v1/dev1/resp", payload, 0xBEEF)
+        assert packet_end(packet, 0) == len(packet)
+        theirs = paho_packet.decode_publish(packet[0], _body(packet), MQTTv311)
+        assert (theirs.topic, theirs.payload, theirs.qos, theirs.mid, theirs.retain,
+                theirs.dup) == (b"adaptedge/v1/dev1/resp", payload, 1, 0xBEEF, False, False)
+        again = as_duplicate(packet)
+        assert paho_packet.decode_publish(again[0], _body(again), MQTTv311).dup
+        assert again[1:] == packet[1:]
+    assert read_puback(puback(0xBEEF), 0, 4) == 0xBEEF
+    assert read_puback(b"\x50\x02\x00\x01", 0, 4) is None  # a PUBREC
+
+
+@pytest.mark.parametrize("topic", [b"", b"a/+/b", b"a/#", b"x" * 65_536])
+def test_publish_packet_refuses_what_paho_refuses(topic: bytes) -> None:
+    from adaptedge.cloud.mqtt_framing import publish_packet
+
+    with pytest.raises(ValueError, match="cannot publish on topic"):
+        publish_packet(topic, b"p", 1)

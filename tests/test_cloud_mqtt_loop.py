@@ -14,7 +14,9 @@ import paho.mqtt.client as mqtt
 import pytest
 
 from adaptedge.cloud.connection import connect, make_client, parse_broker_url
-from adaptedge.cloud.mqtt_loop import BufferedSocket, LoopDriver
+from adaptedge.cloud.mqtt_framing import packet_end, puback, read_publish
+from adaptedge.cloud.mqtt_loop import LoopDriver
+from adaptedge.cloud.mqtt_socket import BufferedSocket
 from adaptedge.simulator.brokers import MosquittoBroker
 
 
@@ -331,3 +333,79 @@ def test_the_fast_path_acknowledges_what_it_took() -> None:
         session(True, 1.0, 40)
         assert len(taken) == 40  # acknowledged last time: nothing again
         publisher.disconnect()
+
+
+def test_the_outbox_replies_and_takes_its_own_acks() -> None:
+    """``publish`` on the fast path: ids from paho's counter, PUBACKs taken off the buffer
+    (paho never sees them), the unacknowledged sent again as DUP on a new connection, and the
+    end of the stream still reaches paho."""
+    ours, broker = socket.socketpair()
+    ours.setblocking(False)
+    broker.settimeout(5.0)
+    client = make_client("outbox")
+    client._sock = ours
+    driver = LoopDriver(client)
+    driver.deliver = lambda packet, at: driver.publish("reply", packet.payload)
+    paho_acks: list[int] = []
+    client.on_publish = lambda c, u, mid, reason, props: paho_acks.append(mid)
+    new_ours, new_broker = socket.socketpair()
+    try:
+        broker.sendall(PUBLISH_Q1)
+        driver.step(1.0)
+        out = broker.recv(1000)
+        reply = read_publish(out, 0, packet_end(out, 0))
+        assert reply is not None and (reply.topic, reply.payload, reply.qos) == \
+            (b"reply", b"pay", 1)
+        assert out[packet_end(out, 0):] == b"\x40\x02\x00\x05"  # then the request's PUBACK
+        assert client.subscribe("other", qos=1)[1] == reply.mid + 1  # one id counter
+        broker.sendall(puback(reply.mid))
+        time.sleep(0.05)
+        driver.step(1.0)
+        assert len(driver.outbox) == 0 and driver.outbox.acked == 1 and paho_acks == []
+        # Unacknowledged when the connection goes: sent again, as a duplicate, on the next.
+        broker.sendall(PUBLISH_Q1)
+        driver.step(1.0)
+        broker.recv(1000)
+        new_ours.setblocking(False)
+        new_broker.settimeout(5.0)
+        client._sock = new_ours  # what paho's reconnect does
+        driver.step(0.0)
+        again = new_broker.recv(1000)
+        assert again[0] == 0x3A and read_publish(again, 0, len(again)) is not None  # DUP
+        new_broker.close()
+        deadline = time.monotonic() + 5
+        while driver.step(0.05) == mqtt.MQTT_ERR_SUCCESS and time.monotonic() < deadline:
+            pass
+        assert client.socket() is None  # the end of the stream reached paho
+    finally:
+        for s in (ours, broker, new_ours, new_broker):
+            s.close()
+
+
+@pytest.mark.broker
+def test_a_burst_on_the_fast_path_is_answered_and_acknowledged() -> None:
+    echoed: list[bytes] = []
+    with MosquittoBroker() as broker:
+        client = make_client("fast")
+        driver = LoopDriver(client)
+        connect(client, parse_broker_url(broker.url), loop=driver.step)
+        client.subscribe("loop/in", qos=1)
+        _run(driver, lambda: False, 0.2)  # the SUBACK
+        driver.deliver = lambda packet, at: driver.publish("loop/echo", packet.payload)
+        peer = make_client("peer")
+        peer.on_message = lambda c, u, m: echoed.append(m.payload)
+        connect(peer, parse_broker_url(broker.url))
+        peer.subscribe("loop/echo", qos=1)
+        peer.loop(0.2)
+        sent = [f"m{i}".encode() for i in range(300)]
+        for payload in sent:
+            peer.publish("loop/in", payload, qos=1)
+        deadline = time.monotonic() + 15
+        while (len(echoed) < len(sent) or len(driver.outbox)) and time.monotonic() < deadline:
+            peer.loop(0.01)
+            driver.step(0.01)
+        assert sorted(echoed) == sorted(sent)
+        assert len(driver.outbox) == 0 and driver.outbox.acked == len(sent)
+        client.disconnect()
+        _run(driver, lambda: client.socket() is None, 2.0)
+        peer.disconnect()
