@@ -409,3 +409,33 @@ def test_a_burst_on_the_fast_path_is_answered_and_acknowledged() -> None:
         client.disconnect()
         _run(driver, lambda: client.socket() is None, 2.0)
         peer.disconnect()
+
+
+@pytest.mark.broker
+def test_the_fast_path_keeps_the_connection_alive_past_its_keepalive() -> None:
+    """paho sees none of the traffic the fast path takes; its PINGREQs and the PINGRESPs it is
+    handed keep a busy connection alive past several keepalive periods."""
+    taken: list[bytes] = []
+    with MosquittoBroker() as broker:
+        address = parse_broker_url(broker.url)
+        client = make_client("keepalive")
+        driver = LoopDriver(client)
+        connect(client, address, keepalive=1, loop=driver.step)
+        client.subscribe("loop/in", qos=1)
+        _run(driver, lambda: False, 0.2)
+        driver.deliver = lambda packet, at: (taken.append(packet.payload),
+                                             driver.publish("loop/echo", packet.payload))
+        peer = make_client("peer")
+        connect(peer, address)
+        started, sent = time.monotonic(), 0
+        while time.monotonic() - started < 3.5:
+            peer.publish("loop/in", b"%d" % sent, qos=1)
+            sent += 1
+            peer.loop(0.005)
+            assert driver.step(0.02) == mqtt.MQTT_ERR_SUCCESS
+        assert _run(driver, lambda: len(taken) == sent and not len(driver.outbox), 5.0)
+        assert client.is_connected()
+        assert "exceeded timeout" not in broker.log()
+        client.disconnect()
+        _run(driver, lambda: client.socket() is None, 2.0)
+        peer.disconnect()
