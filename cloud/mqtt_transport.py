@@ -1,13 +1,15 @@
 """The service core behind an MQTT broker (paho-mqtt 2, MQTT 3.1.1).
 
 One thread owns the paho client and drives its loop by hand (``mqtt_loop.LoopDriver``), so
-there is no per-message thread handoff: ``on_message`` hands the message to the core, which
-flushes the pending batch when it is full or when no more input is waiting; the loop flushes a
-batch whose oldest request has waited ``max_wait_ms``. A flush is one onnxruntime call and one
-QoS 1 publish per reply, written ahead of the requests' PUBACKs; a burst of requests is one
-``recv`` and its replies and PUBACKs leave in one ``send`` (plain TCP; TLS sockets are left to
-``ssl``). Workers share one group
-(``$share/<group>/<prefix>/v1/+/req``) when the broker delivers shared subscriptions (probed).
+there is no per-message thread handoff. Once subscribed, request PUBLISH packets take the
+driver's fast path (parsed off the buffer, ``_deliver``) instead of paho's per-message
+objects; the core flushes the pending batch when it is full or when no more input is waiting,
+and the loop flushes a batch whose oldest request has waited ``max_wait_ms``. A flush is one
+onnxruntime call and one QoS 1 publish per reply; a request's PUBACK is held until the batch
+holding it is answered, so it always follows the reply. A burst of requests is one ``recv``
+and its replies and PUBACKs leave in one ``send`` (plain TCP; TLS sockets are left to ``ssl``
+and take paho's own path). Workers share one group (``$share/<group>/<prefix>/v1/+/req``)
+when the broker delivers shared subscriptions (probed).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from paho.mqtt.enums import MQTTErrorCode
 from adaptedge.cloud.connection import BrokerAddress, TlsFiles, connect, make_client, reconnect
 from adaptedge.cloud.core import ServiceCore
 from adaptedge.cloud.errors import CloudError
+from adaptedge.cloud.mqtt_framing import Publish
 from adaptedge.cloud.mqtt_loop import LoopDriver
 from adaptedge.cloud.sharing import probe_shared, pump
 from adaptedge.protocol import errors as E
@@ -54,8 +57,10 @@ class MqttTransport:
         self.client.on_publish = self._on_publish
         self.client.on_subscribe = self._on_subscribe_ack
         self.client.on_unsubscribe = self._on_subscribe_ack
-        self._loop = LoopDriver(self.client, buffered=not self._tls)
-        core.bind(self.client, self._loop.readable)
+        # A request's PUBACK leaves once it is answered (the batch is empty).
+        self._loop = LoopDriver(self.client, buffered=not self._tls,
+                                acks_due=lambda: not core.batch.items)
+        core.bind(self, self._loop.readable)
         self._filter: str | None = None
         self.shared_subscription = False
         self._acked = 0
@@ -81,12 +86,23 @@ class MqttTransport:
             if mid is not None and mid not in self._acks:
                 raise CloudError(f"the broker did not acknowledge the subscription to "
                                  f"{self._filter} within {_SUBACK_TIMEOUT_S:g} s")
+            self._loop.deliver = self._deliver  # the probe's callback is done with
         except BaseException:
             self.client.disconnect()
             raise
 
     def close(self) -> None:
         self.client.disconnect()
+
+    def publish(self, topic: str, payload: bytes, qos: int = 0) -> None:
+        """The core's wire: QoS 1 through the loop's outbox on the fast path, else paho."""
+        if qos != 1 or not self._loop.publish(topic, payload):
+            self.client.publish(topic, payload, qos=qos)
+
+    @property
+    def acked(self) -> int:
+        """Publishes the broker has acknowledged (paho's and the outbox's)."""
+        return self._acked + self._loop.outbox.acked
 
     def extra_stats(self) -> dict[str, float]:
         return {"shared_subscription": int(self.shared_subscription)}
@@ -137,10 +153,22 @@ class MqttTransport:
         try:
             topic = message.topic
         except UnicodeDecodeError:  # paho raises on a topic that is not UTF-8
-            self.core.stats.received += 1
-            self.core.inference.error_counts[E.BAD_TOPIC] += 1
+            self._bad_topic()
             return
         self.core.on_message(topic, message.payload, message.timestamp, retained=message.retain)
+
+    def _deliver(self, packet: Publish, received: float) -> None:
+        """The fast path's PUBLISH (``mqtt_loop.LoopDriver.deliver``): as ``_on_message``."""
+        try:
+            topic = packet.topic.decode()
+        except UnicodeDecodeError:
+            self._bad_topic()
+            return
+        self.core.on_message(topic, packet.payload, received, retained=packet.retain)
+
+    def _bad_topic(self) -> None:
+        self.core.stats.received += 1
+        self.core.inference.error_counts[E.BAD_TOPIC] += 1
 
     # -- the loop ----------------------------------------------------------------------------
     def serve(self, stopping: threading.Event, stop_timeout_s: float) -> None:
@@ -191,10 +219,10 @@ class MqttTransport:
             if core.stats.received != received:
                 quiet_since = now
             if ((unsubscribe_mid is None or unsubscribe_mid in self._acks)
-                    and self._acked >= core.published
+                    and self.acked >= core.published
                     and now - quiet_since >= _DRAIN_QUIET_S):
                 break
-        unacked = core.published - self._acked
+        unacked = core.published - self.acked
         core.report(self.extra_stats())
         client.disconnect()
         for _ in range(10):  # send the DISCONNECT; loop() fails once the socket is closed
