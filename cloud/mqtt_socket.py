@@ -67,7 +67,8 @@ class BufferedSocket:
         ``hand_over_all``); False when no whole packet is held."""
         if self._at >= self._whole:
             return False
-        self._limit = packet_end(self._data, self._at)
+        end = packet_end(self._data, self._at)
+        self._limit = end if end > 0 else None  # malformed: all of it, for paho to refuse
         return True
 
     def hand_over_all(self) -> None:
@@ -99,6 +100,8 @@ class BufferedSocket:
                 return None
         data, at = self._data, self._at
         end = packet_end(data, at)
+        if end < 0:
+            return None  # a malformed length: paho reads it and refuses it
         packet = reader(data, at, end)
         if packet is not None:
             self._at = end

@@ -439,3 +439,23 @@ def test_the_fast_path_keeps_the_connection_alive_past_its_keepalive() -> None:
         client.disconnect()
         _run(driver, lambda: client.socket() is None, 2.0)
         peer.disconnect()
+
+
+def test_a_malformed_packet_on_the_fast_path_ends_the_connection() -> None:
+    """A remaining length of more than four bytes: paho is handed it and refuses it, as it
+    would alone (the fast path must not hold it back and spin)."""
+    ours, broker = socket.socketpair()
+    ours.setblocking(False)
+    client = make_client("malformed")
+    client._sock = ours
+    driver = LoopDriver(client)
+    taken: list[bytes] = []
+    driver.deliver = lambda packet, at: taken.append(packet.payload)
+    try:
+        broker.sendall(PUBLISH_Q1 + b"\x30\xff\xff\xff\xff\x01")
+        rcs = [driver.step(1.0) for _ in range(3)]
+        assert taken == [b"pay"]  # the well-formed one before it was served
+        assert rcs[0] != mqtt.MQTT_ERR_SUCCESS and client.socket() is None
+    finally:
+        ours.close()
+        broker.close()
