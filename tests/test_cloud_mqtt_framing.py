@@ -8,17 +8,9 @@ import numpy as np
 import pytest
 from paho.mqtt import _packet as paho_packet
 from paho.mqtt.client import MQTTv311
+from support.mqtt_bytes import remaining_length
 
 from adaptedge.cloud.mqtt_framing import complete_end, packet_end, puback, read_publish
-
-
-def remaining_length(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        n, digit = divmod(n, 128)
-        out.append(digit | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 def publish_packet(topic: bytes, payload: bytes, qos: int, *, mid: int = 7, retain: bool = False,

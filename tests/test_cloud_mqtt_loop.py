@@ -12,6 +12,7 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 import pytest
+from support.mqtt_bytes import remaining_length
 
 from adaptedge.cloud.connection import connect, make_client, parse_broker_url
 from adaptedge.cloud.mqtt_framing import packet_end, puback, read_publish
@@ -201,7 +202,7 @@ def test_a_large_packet_arriving_in_pieces_is_whole_once(
         pair: tuple[BufferedSocket, socket.socket]) -> None:
     sock, peer = pair
     payload = bytes(range(256)) * 4096  # 1 MiB: a four-byte remaining length, many reads
-    packet = bytes([0x30]) + _remaining(3 + len(payload)) + b"\x00\x01t" + payload
+    packet = bytes([0x30]) + remaining_length(3 + len(payload)) + b"\x00\x01t" + payload
     sender = threading.Thread(target=peer.sendall, args=(packet,), daemon=True)
     sender.start()
     waiting = select.poll()
@@ -216,15 +217,6 @@ def test_a_large_packet_arriving_in_pieces_is_whole_once(
             continue  # read, but not whole yet
     sender.join(5)
     assert handed == [packet]  # handed over once, whole
-
-
-def _remaining(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        n, digit = divmod(n, 128)
-        out.append(digit | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 def test_take_publish_takes_publishes_and_leaves_the_rest_to_paho(
