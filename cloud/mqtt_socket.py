@@ -11,7 +11,7 @@ import socket
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
-from adaptedge.cloud.mqtt_framing import Publish, complete_end, packet_end, read_publish
+from adaptedge.cloud.mqtt_framing import complete_end, packet_end
 
 _READ_CHUNK: Final = 65_536
 _WRITE_LIMIT: Final = 1 << 20
@@ -25,7 +25,7 @@ class BufferedSocket:
     byte, ``recv(n)`` for the body); they are served from one ``recv`` of up to 64 KiB (more
     while a large packet is arriving). paho is only ever given whole packets: a packet still
     arriving stays here and ``recv`` says "try again", so between reads paho is always at a
-    packet boundary and ``take``/``take_publish`` may take the next packet instead, or
+    packet boundary and ``take`` may take the next packet instead, or
     ``hand_over_one`` let paho read just that one. ``pending()`` reports the whole packets
     held (the hook paho already honours for TLS sockets).
     Writes: ``send`` appends to a buffer that ``flush`` writes with one ``send``. Past
@@ -74,16 +74,12 @@ class BufferedSocket:
     def hand_over_all(self) -> None:
         self._limit = None
 
-    def take_publish(self, *, read: bool = True) -> Publish | None:
-        """The next packet, taken, if it is a well-formed QoS 0/1 PUBLISH; else ``None`` and
-        it stays for paho (so does end of stream, and a read error for the next ``recv``).
-        ``read=False``: only from what is held (no system call)."""
-        return self.take(read_publish, read=read)
-
     def take(self, reader: Callable[[bytes, int, int], T | None], *, read: bool = True
              ) -> T | None:
-        """The next whole packet as ``reader(data, start, end)`` sees it, taken unless that is
-        ``None``; as ``take_publish`` otherwise."""
+        """The next whole packet as ``reader(data, start, end)`` sees it (e.g.
+        ``mqtt_framing.read_publish``), taken unless that is ``None``; then it stays for paho
+        (so does end of stream, and a read error for the next ``recv``). ``read=False``: only
+        from what is held (no system call)."""
         self.drained = False
         if self._at >= self._whole:
             if not read:

@@ -219,20 +219,20 @@ def test_a_large_packet_arriving_in_pieces_is_whole_once(
     assert handed == [packet]  # handed over once, whole
 
 
-def test_take_publish_takes_publishes_and_leaves_the_rest_to_paho(
+def test_take_takes_publishes_and_leaves_the_rest_to_paho(
         pair: tuple[BufferedSocket, socket.socket]) -> None:
     sock, peer = pair
-    assert sock.take_publish() is None and sock.drained  # nothing there
+    assert sock.take(read_publish) is None and sock.drained  # nothing there
     peer.sendall(PUBLISH_Q1 + b"\x40\x02\x00\x09" + PUBLISH_Q0)
     time.sleep(0.05)
-    first = sock.take_publish()
+    first = sock.take(read_publish)
     assert first is not None and (first.topic, first.payload, first.qos, first.mid) == \
         (b"a/b", b"pay", 1, 5)
-    assert sock.take_publish() is None and not sock.drained  # a PUBACK: paho's
+    assert sock.take(read_publish) is None and not sock.drained  # a PUBACK: paho's
     assert sock.recv(1) + sock.recv(1) + sock.recv(2) == b"\x40\x02\x00\x09"
-    second = sock.take_publish(read=False)
+    second = sock.take(read_publish, read=False)
     assert second is not None and (second.topic, second.qos, second.retain) == (b"t", 0, False)
-    assert sock.take_publish(read=False) is None and sock.drained
+    assert sock.take(read_publish, read=False) is None and sock.drained
 
 
 def test_end_of_stream_inside_a_packet_reaches_paho(
@@ -241,8 +241,8 @@ def test_end_of_stream_inside_a_packet_reaches_paho(
     peer.sendall(PUBLISH_Q1[:4])
     peer.close()
     time.sleep(0.05)
-    assert sock.take_publish() is None and sock.drained  # read, not whole
-    assert sock.take_publish() is None and not sock.drained  # the end: for paho to see
+    assert sock.take(read_publish) is None and sock.drained  # read, not whole
+    assert sock.take(read_publish) is None and not sock.drained  # the end: for paho to see
     assert sock.recv(1) == b""  # paho sees the connection end
 
 
