@@ -18,10 +18,12 @@ test: $(STAMP)
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml protocol/_speedups.c
+PACKAGES := protocol edge cloud trainer simulator
+
+$(STAMP): pyproject.toml $(PACKAGES:%=%/pyproject.toml) protocol/src/adaptedge/protocol/_speedups.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[all,dev]'
+	$(BIN)/pip install --quiet $(PACKAGES:%=-e ./%) -e '.[all,dev]'
 	touch $(STAMP)
 
 check: $(STAMP)

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 import itertools
 

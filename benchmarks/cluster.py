@@ -50,7 +50,6 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from adaptedge.cloud.client import RequestClient
 from adaptedge.protocol import InferenceRequest, Manifest, encode, pack_features

@@ -28,20 +28,17 @@ and ``protocol.bundle.write_bundle``
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 # This file is named like the package it measures: keep its folder off the import path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
 import argparse
 import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from adaptedge.cloud.client import RequestClient
 from adaptedge.protocol import ErrorReply, InferenceRequest, encode, pack_features

@@ -10,12 +10,7 @@ processes on a shared machine disturb far less than wall time. Run: ``python -m 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 # This file is named like the package it measures: keep its folder off the import path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
 import json
 import os
 import statistics

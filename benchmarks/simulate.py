@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -122,8 +121,7 @@ def main() -> None:
         point = args.operating_point or verify(bundle).default_operating_point
         kind = f"{args.data} bundle"
     else:
-        sys.path.insert(0, str(ROOT / "tests"))
-        from support.toy_bundle import build_toy_bundle
+        from tests.support.toy_bundle import build_toy_bundle
 
         bundle = Path(tmp.name) / "toy"
         build_toy_bundle(bundle)

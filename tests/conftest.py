@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from support.toy_bundle import build_toy_bundle
-from support.wheel import BuiltWheel, build_wheel
-
 from adaptedge.protocol import Manifest
+from tests.support.toy_bundle import build_toy_bundle
+from tests.support.wheel import BuiltWheel, build_wheel
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cli.main import main as cli
 from adaptedge.cloud import CloudError, CloudService
@@ -22,6 +21,7 @@ from adaptedge.cloud.client import RequestClient
 from adaptedge.protocol import InferenceReply, InferenceRequest, Manifest, encode, pack_features
 from adaptedge.protocol.topics import reply_topic, request_topic, wildcard
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.support.toy_bundle import build_toy_bundle
 
 pytestmark = pytest.mark.broker
 SERVICE = "adaptedge-cloud"

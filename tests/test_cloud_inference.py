@@ -9,7 +9,6 @@ import msgpack
 import numpy as np
 import onnxruntime as ort
 import pytest
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud import CloudError, HpcInference
 from adaptedge.cloud.batcher import MicroBatch
@@ -27,6 +26,7 @@ from adaptedge.protocol import (
 )
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.messages import TYPE_REQUEST, kind
+from tests.support.toy_bundle import build_toy_bundle
 
 TOPIC = "adaptedge/v1/dev1/req"
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from paho.mqtt import _packet as paho_packet
 from paho.mqtt.client import MQTTv311
-from support.mqtt_bytes import remaining_length
 
 from adaptedge.cloud.mqtt_framing import complete_end, packet_end, puback, read_publish
+from tests.support.mqtt_bytes import remaining_length
 
 
 def publish_packet(topic: bytes, payload: bytes, qos: int, *, mid: int = 7, retain: bool = False,

@@ -12,13 +12,13 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 import pytest
-from support.mqtt_bytes import remaining_length
 
 from adaptedge.cloud.connection import connect, make_client, parse_broker_url
 from adaptedge.cloud.mqtt_framing import packet_end, puback, read_publish
 from adaptedge.cloud.mqtt_loop import LoopDriver
 from adaptedge.cloud.mqtt_socket import BufferedSocket
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.support.mqtt_bytes import remaining_length
 
 
 @pytest.fixture()

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cli.main import main as cli
 from adaptedge.cloud import CloudService
 from adaptedge.cloud.client import RequestClient
 from adaptedge.protocol import InferenceReply, InferenceRequest, Manifest, decode, encode
 from adaptedge.protocol.features import pack_features
+from tests.support.toy_bundle import build_toy_bundle
 
 pytest.importorskip("nats")
 pytestmark = [pytest.mark.broker, pytest.mark.skipif(

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud.client import RequestClient
 from adaptedge.protocol import (
@@ -26,6 +25,7 @@ from adaptedge.protocol import (
 )
 from adaptedge.protocol.topics import wildcard
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.support.toy_bundle import build_toy_bundle
 
 pytestmark = pytest.mark.broker
 REPO = Path(__file__).resolve().parents[1]

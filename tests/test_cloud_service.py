@@ -12,7 +12,6 @@ from pathlib import Path
 import msgpack
 import numpy as np
 import pytest
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud import CloudService, HpcInference
 from adaptedge.cloud.client import RequestClient
@@ -30,6 +29,7 @@ from adaptedge.protocol import errors as E
 from adaptedge.protocol.messages import TYPE_REQUEST, kind
 from adaptedge.protocol.topics import telemetry_topic
 from adaptedge.simulator.brokers import AmqttBroker, MosquittoBroker
+from tests.support.toy_bundle import build_toy_bundle
 
 pytestmark = pytest.mark.broker
 

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud import CloudError, CloudService, TlsFiles
 from adaptedge.cloud.client import RequestClient
 from adaptedge.protocol import InferenceReply, InferenceRequest, encode, pack_features
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.support.toy_bundle import build_toy_bundle
 
 pytestmark = [pytest.mark.broker,
               pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")]

@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-import support.estimator_checks as checks
-from support.estimator_checks import Data
 
+import tests.support.estimator_checks as checks
 from adaptedge.trainer.data.synthetic import synthetic_2
 from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier
 from adaptedge.trainer.methods.adapt_lin import AdaptLinClassifier
 from adaptedge.trainer.methods.baselines import ConfidenceCascade, GreedyMiser, L1Baseline
+from tests.support.estimator_checks import Data
 
 
 def _soft_oracle(y: np.ndarray, n_classes: int, seed: int) -> np.ndarray:

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cli.main import main
 from adaptedge.protocol.errors import BundleError
@@ -18,6 +17,7 @@ from adaptedge.protocol.operating_points import (
     confidently_near,
     wilson_interval,
 )
+from tests.support.toy_bundle import build_toy_bundle
 
 
 def test_wilson_interval_matches_the_textbook_values() -> None:

@@ -10,12 +10,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-import support.estimator_checks as checks
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from support.dag_parity import assert_same_walk
 
+import tests.support.estimator_checks as checks
 from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.data.synthetic_quadrants import synthetic_quadrants
 from adaptedge.trainer.export.bundle import evaluate_exports
@@ -27,6 +26,7 @@ from adaptedge.trainer.methods.cstc.structure import cascade, full_tree
 from adaptedge.trainer.methods.dag.problem import problem_from
 from adaptedge.trainer.methods.registry import MethodOptions, get_method
 from adaptedge.trainer.policy.walk import walk
+from tests.support.dag_parity import assert_same_walk
 
 
 @cache

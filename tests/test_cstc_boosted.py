@@ -12,10 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-import support.estimator_checks as checks
 from sklearn.naive_bayes import GaussianNB
-from support.dag_parity import assert_same_walk
 
+import tests.support.estimator_checks as checks
 from adaptedge.protocol.bundle import read_manifest, verify
 from adaptedge.protocol.costs import compute_cost, decision_cost
 from adaptedge.protocol.errors import BundleError
@@ -30,6 +29,7 @@ from adaptedge.trainer.methods.dag.problem import problem_from
 from adaptedge.trainer.methods.registry import MethodOptions, get_method
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.walk import walk
+from tests.support.dag_parity import assert_same_walk
 
 QUICK = {"features": "boosted", "lambdas": "0.01", "sweeps": "1", "trees": "5",
          "tree_depth": "3", "tree_gammas": "0.001,0", "depth": "2"}

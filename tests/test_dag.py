@@ -16,7 +16,6 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from support.dag_parity import FLOAT32_NOISE, assert_same_walk
 
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
@@ -53,6 +52,7 @@ from adaptedge.trainer.methods.dag.subsets import ProxyScorer, greedy_order, gre
 from adaptedge.trainer.methods.dag.sweep import DagSettings, DagSweep, fit_tracks, sweep_dag
 from adaptedge.trainer.methods.registry import MethodOptions, get_method
 from adaptedge.trainer.policy.frontier import pareto_frontier as frontier
+from tests.support.dag_parity import FLOAT32_NOISE, assert_same_walk
 
 
 def synthetic(seed: int, n: int = 600) -> DagProblem:

@@ -14,8 +14,6 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from support.dag_parity import assert_same_walk
-from test_dag import synthetic
 
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
 from adaptedge.trainer.data.datasets import Dataset
@@ -36,6 +34,8 @@ from adaptedge.trainer.methods.dag.nodes import dag_walk as walk
 from adaptedge.trainer.methods.dag.problem import DagProblem, make_problem, problem_from
 from adaptedge.trainer.methods.dag.sweep import DagSettings, choose_bank, sweep_dag
 from adaptedge.trainer.methods.registry import MethodOptions
+from tests.support.dag_parity import assert_same_walk
+from tests.test_dag import synthetic
 
 SETS = [(0,), (3,), (0, 3), (1, 2), (0, 1, 2, 3)]
 

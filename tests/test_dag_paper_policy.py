@@ -8,7 +8,6 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from support.dag_parity import assert_same_walk
 
 from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.export.bundle import evaluate_exports
@@ -20,6 +19,7 @@ from adaptedge.trainer.methods.dag.problem import problem_from
 from adaptedge.trainer.methods.dag.sweep import DagSettings, sweep_dag
 from adaptedge.trainer.methods.params import ParamError
 from adaptedge.trainer.methods.registry import MethodOptions
+from tests.support.dag_parity import assert_same_walk
 
 
 def _ring(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

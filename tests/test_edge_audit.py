@@ -7,14 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.edge_doubles import HpcUplink
-from support.reference_walk import ReferenceWalk
 
 from adaptedge.edge import EdgeRuntime, Outbox
 from adaptedge.edge.outbox import read_record
 from adaptedge.protocol import Manifest
 from adaptedge.protocol.audit import AuditPolicy
 from adaptedge.protocol.costs import decision_cost
+from tests.support.edge_doubles import HpcUplink
+from tests.support.reference_walk import ReferenceWalk
 
 Bundle = tuple[Path, Manifest]
 

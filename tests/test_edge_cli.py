@@ -11,14 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.dataset_bundle import build_dataset_bundle
-from support.edge_doubles import MqttResponder
-from support.reference_walk import ReferenceWalk
 
 from adaptedge.edge import EdgeRuntime
 from adaptedge.edge.journal import read_journal, summarize
 from adaptedge.simulator.brokers import MosquittoBroker
 from adaptedge.trainer.data.datasets import load_dataset
+from tests.support.dataset_bundle import build_dataset_bundle
+from tests.support.edge_doubles import MqttResponder
+from tests.support.reference_walk import ReferenceWalk
 
 pytestmark = pytest.mark.broker
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud import CloudService
 from adaptedge.edge.errors import UplinkConfigError
@@ -16,6 +15,7 @@ from adaptedge.edge.mqtt_uplink import MqttUplink, parse_broker_urls
 from adaptedge.protocol import InferenceReply, InferenceRequest, Manifest
 from adaptedge.protocol.features import pack_features
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.support.toy_bundle import build_toy_bundle
 
 
 def request(manifest: Manifest, rid: int, deadline_s: float) -> InferenceRequest:

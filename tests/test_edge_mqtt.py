@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.edge_doubles import MqttResponder
-from support.reference_walk import ReferenceWalk
 
 from adaptedge.edge import EdgeRuntime, MqttUplink
 from adaptedge.edge.errors import UplinkConfigError
 from adaptedge.protocol import Manifest
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.support.edge_doubles import MqttResponder
+from tests.support.reference_walk import ReferenceWalk
 
 pytestmark = pytest.mark.broker
 Bundle = tuple[Path, Manifest]

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.dataset_bundle import build_dataset_bundle
-from support.edge_doubles import HpcUplink
-from support.reference_walk import ReferenceWalk
 
 from adaptedge.edge import EdgeRuntime
 from adaptedge.protocol import Manifest
+from tests.support.dataset_bundle import build_dataset_bundle
+from tests.support.edge_doubles import HpcUplink
+from tests.support.reference_walk import ReferenceWalk
 
 policy_eval = pytest.importorskip("adaptedge.trainer.policy.oracle")
 

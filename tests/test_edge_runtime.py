@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.edge_doubles import HpcUplink
-from support.reference_walk import ReferenceWalk
 
 from adaptedge.edge import Decision, EdgeError, EdgeRuntime, Outbox
 from adaptedge.edge.errors import OperatingPointError
 from adaptedge.protocol import Manifest
 from adaptedge.protocol.messages import ErrorReply, InferenceRequest
+from tests.support.edge_doubles import HpcUplink
+from tests.support.reference_walk import ReferenceWalk
 
 Bundle = tuple[Path, Manifest]
 
@@ -140,7 +140,7 @@ def test_uplink_outcomes(toy_bundle: Bundle) -> None:
 
 
 def _with_id(ref: ReferenceWalk, req: InferenceRequest, rid: int):  # type: ignore[no-untyped-def]
-    from support.edge_doubles import hpc_reply
+    from tests.support.edge_doubles import hpc_reply
 
     reply = hpc_reply(ref, req)
     reply.request_id = rid
@@ -223,8 +223,6 @@ def test_outbox_records_escalations_within_limits(toy_bundle: Bundle, tmp_path: 
 
 
 def test_ties_take_the_first_highest_action(tmp_path: Path) -> None:
-    from support.toy_bundle import linear_model_bytes
-
     from adaptedge.protocol import (
         Action,
         CostWeights,
@@ -237,6 +235,7 @@ def test_ties_take_the_first_highest_action(tmp_path: Path) -> None:
         SensorSpec,
         write_bundle,
     )
+    from tests.support.toy_bundle import linear_model_bytes
 
     w = np.ones((1, 2), np.float32)
     tie = linear_model_bytes(w, np.zeros(2, np.float32), np.zeros((1, 3), np.float32),

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.edge_doubles import HpcUplink
-from support.reference_walk import ReferenceWalk
 
 from adaptedge.edge import EdgeRuntime
 from adaptedge.edge.sensors import ReaderPool
 from adaptedge.protocol import Manifest
+from tests.support.edge_doubles import HpcUplink
+from tests.support.reference_walk import ReferenceWalk
 
 Bundle = tuple[Path, Manifest]
 
@@ -201,8 +201,6 @@ def test_unknown_sensor_timeout_is_refused(toy_bundle: Bundle) -> None:
 
 
 def test_a_failed_sensor_is_not_retried_later_in_the_walk(tmp_path: Path) -> None:
-    from support.toy_bundle import linear_model_bytes
-
     from adaptedge.protocol import (
         Action,
         CostWeights,
@@ -215,6 +213,7 @@ def test_a_failed_sensor_is_not_retried_later_in_the_walk(tmp_path: Path) -> Non
         SensorSpec,
         write_bundle,
     )
+    from tests.support.toy_bundle import linear_model_bytes
 
     def model(n_in: int, scores: list[float] | None) -> bytes:
         w = np.ones((n_in, 2), np.float32)

@@ -8,12 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.dataset_bundle import build_dataset_bundle
 
 from adaptedge.cli.broker import resolve_broker
 from adaptedge.cli.errors import CommandError
 from adaptedge.cli.main import main as cli
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.support.dataset_bundle import build_dataset_bundle
 
 
 def test_credentials_in_the_url_are_taken_out_with_a_warning(

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.wheel import BuiltWheel
+
+from tests.support.wheel import BuiltWheel
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -20,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 ])
 def test_a_missing_extra_is_named(blocked: str, argv: list[str], extra: str,
                                   tmp_path: Path) -> None:
-    from support.dataset_bundle import build_dataset_bundle
+    from tests.support.dataset_bundle import build_dataset_bundle
 
     if "B" in argv:
         build_dataset_bundle(tmp_path / "b", "heart")
@@ -42,12 +43,13 @@ def test_a_missing_extra_is_named(blocked: str, argv: list[str], extra: str,
 @pytest.mark.slow
 def test_the_wheel_ships_the_datasets(built_wheel: BuiltWheel, tmp_path: Path) -> None:
     names = built_wheel.names
-    shipped = {n.removeprefix("adaptedge/data/") for n in names if n.startswith("adaptedge/data/")}
-    vendored = {str(p.relative_to(REPO / "data")) for p in (REPO / "data").rglob("*")
-                if p.is_file()}
+    prefix = "adaptedge/trainer/data/vendored/"
+    vendored_dir = REPO / "trainer" / "src" / prefix
+    shipped = {n.removeprefix(prefix) for n in names if n.startswith(prefix)}
+    vendored = {str(p.relative_to(vendored_dir)) for p in vendored_dir.rglob("*") if p.is_file()}
     assert shipped == vendored
-    code = ("import adaptedge; from adaptedge.trainer.data.datasets import load_dataset; "
-            "d = load_dataset('letter-binary'); print(adaptedge.__file__, d.X_train.shape)")
+    code = ("import adaptedge.trainer; from adaptedge.trainer.data.datasets import load_dataset; "
+            "d = load_dataset('letter-binary'); print(adaptedge.trainer.__file__, d.X_train.shape)")
     env = {"PYTHONPATH": str(built_wheel.site), "PATH": "/usr/bin:/bin"}
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=120)
@@ -58,7 +60,8 @@ def test_the_wheel_ships_the_datasets(built_wheel: BuiltWheel, tmp_path: Path) -
 def test_license_is_mit_as_pyproject_says() -> None:
     text = (REPO / "LICENSE").read_text()
     assert text.startswith("MIT License") and "WITHOUT WARRANTY OF ANY KIND" in text
-    assert 'license = { text = "MIT" }' in (REPO / "pyproject.toml").read_text()
+    for folder in (".", "protocol", "edge", "cloud", "trainer", "simulator"):
+        assert 'license = "MIT"' in (REPO / folder / "pyproject.toml").read_text(), folder
 
 
 def test_readme_links_only_to_files_in_the_repository() -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from support.fleet import offline_outbox, wait_until
 
 from adaptedge.cli.main import main as cli
 from adaptedge.cloud.acl import acl_text, read_password_file
@@ -23,6 +22,7 @@ from adaptedge.protocol.codec import encode
 from adaptedge.protocol.store_wire import StoreRecord, encode_record
 from adaptedge.protocol.topics import topic
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.support.fleet import offline_outbox, wait_until
 
 pytestmark = pytest.mark.broker
 Bundle = tuple[Path, Manifest]

@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.dataset_bundle import build_dataset_bundle
-from support.fleet import REPO, start_cloud, wait_ready
 
 from adaptedge.cloud.fleet_view import device_status
 from adaptedge.cloud.store import FleetStore
 from adaptedge.edge.journal import read_journal
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.support.dataset_bundle import build_dataset_bundle
+from tests.support.fleet import REPO, start_cloud, wait_ready
 
 pytestmark = pytest.mark.broker
 

@@ -12,15 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.fleet import (
-    REPO,
-    offline_outbox,
-    postgres_database,
-    postgres_unreachable,
-    start_cloud,
-    wait_ready,
-    wait_until,
-)
 
 from adaptedge.cloud.inference import HpcInference
 from adaptedge.cloud.ingest import StoreIngest
@@ -30,6 +21,15 @@ from adaptedge.edge.drain import OutboxDrainer
 from adaptedge.protocol import Manifest
 from adaptedge.protocol.audit import AuditPolicy
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.support.fleet import (
+    REPO,
+    offline_outbox,
+    postgres_database,
+    postgres_unreachable,
+    start_cloud,
+    wait_ready,
+    wait_until,
+)
 
 pytestmark = pytest.mark.broker
 Bundle = tuple[Path, Manifest]

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_recalibrate import _field
 
 from adaptedge.cli.main import main
 from adaptedge.cloud.store import FleetStore, NewRecord
@@ -18,6 +17,7 @@ from adaptedge.protocol import Manifest
 from adaptedge.protocol.features import pack_features
 from adaptedge.protocol.fleet_rows import LabelledRow
 from adaptedge.trainer.fleet_rows_io import write_rows
+from tests.test_recalibrate import _field
 
 
 def _record(row: LabelledRow) -> NewRecord:

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sqlalchemy import create_engine, text
-from support.fleet import PG_ADMIN, postgres_unreachable
 
 from adaptedge.cloud.store import SCHEMA_VERSION, FleetStore, NewRecord, StoreError, database_url
 from adaptedge.cloud.store.fleet_store import to_signed, to_unsigned
 from adaptedge.cloud.store.schema import MIGRATIONS, migrate, tables
 from adaptedge.protocol.features import pack_features
+from tests.support.fleet import PG_ADMIN, postgres_unreachable
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

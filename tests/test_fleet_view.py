@@ -14,8 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from support.dataset_bundle import build_dataset_bundle
-from support.fleet import metrics_port, start_cloud, wait_ready, wait_until
 
 from adaptedge.cli.main import main as cli
 from adaptedge.cloud.fleet_view import expectations
@@ -28,6 +26,8 @@ from adaptedge.simulator.brokers import MosquittoBroker, free_port
 from adaptedge.simulator.hil import HilOptions, run_hil
 from adaptedge.simulator.scenario import DevicesConfig, Scenario
 from adaptedge.trainer.data.datasets import load_dataset
+from tests.support.dataset_bundle import build_dataset_bundle
+from tests.support.fleet import metrics_port, start_cloud, wait_ready, wait_until
 
 pytestmark = pytest.mark.broker
 Bundle = tuple[Path, Manifest]

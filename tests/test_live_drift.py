@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.fleet import wait_until
 
 from adaptedge.cloud.inference import HpcInference
 from adaptedge.cloud.ingest import StoreIngest
@@ -19,6 +18,7 @@ from adaptedge.edge.drain import OutboxDrainer
 from adaptedge.protocol import Manifest
 from adaptedge.protocol.audit import AuditPolicy
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.support.fleet import wait_until
 
 Bundle = tuple[Path, Manifest]
 

@@ -27,7 +27,7 @@ from adaptedge.trainer.methods.cart import Tree
 
 REPO = Path(__file__).resolve().parents[1]
 PRODUCT = ("protocol", "trainer", "edge", "cloud", "simulator", "adaptedge/cli", "benchmarks")
-TOOLKIT = REPO / "trainer" / "export"
+TOOLKIT = REPO / "trainer" / "src" / "adaptedge" / "trainer" / "export"
 BUILDERS = {"make_graph", "make_model"}
 
 

@@ -11,13 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from support.dataset_bundle import build_dataset_bundle
-from support.ota_fleet import new_keys
 
 from adaptedge.edge.journal import read_journal
 from adaptedge.protocol.bundle_version import stamp_version
 from adaptedge.protocol.signing import sign_bundle
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.support.dataset_bundle import build_dataset_bundle
+from tests.support.ota_fleet import new_keys
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]  # four processes, ~15 s on 2 busy cores
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.ota_fleet import Keys, new_keys, rewrite_file, start_device, versioned_bundle
 
 from adaptedge.cloud.connection import make_client, parse_broker_url
 from adaptedge.cloud.rollout import (
@@ -22,6 +21,7 @@ from adaptedge.protocol.bundle import read_manifest_body
 from adaptedge.protocol.ota import ChunkReply
 from adaptedge.simulator.brokers import MosquittoBroker
 from adaptedge.simulator.proxy import ImpairedProxy
+from tests.support.ota_fleet import Keys, new_keys, rewrite_file, start_device, versioned_bundle
 
 
 def _padded_bundle(out: Path, keys: Keys, megabytes: float, seed: int) -> str:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.ota_fleet import new_keys, versioned_bundle
 
 from adaptedge.cloud.acl import acl_text
 from adaptedge.cloud.bundle_pool import BundlePool, bundle_paths
@@ -32,6 +31,7 @@ from adaptedge.protocol.ota import (
     encode_ota,
 )
 from adaptedge.simulator.mqtt_loss import PublishDropper
+from tests.support.ota_fleet import new_keys, versioned_bundle
 
 
 def _announcement(**kw: object) -> UpdateAnnouncement:

@@ -9,14 +9,6 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from support.ota_fleet import (
-    Keys,
-    LoadedDevice,
-    new_keys,
-    rewrite_file,
-    start_device,
-    versioned_bundle,
-)
 
 from adaptedge.cloud.bundle_pool import BundlePool
 from adaptedge.cloud.connection import make_client, parse_broker_url
@@ -32,6 +24,14 @@ from adaptedge.cloud.service import CloudService
 from adaptedge.protocol.bundle import MANIFEST_NAME, read_manifest_body
 from adaptedge.protocol.signing import sign_bundle
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.support.ota_fleet import (
+    Keys,
+    LoadedDevice,
+    new_keys,
+    rewrite_file,
+    start_device,
+    versioned_bundle,
+)
 
 pytestmark = pytest.mark.broker
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.reference_walk import ReferenceWalk
 
 from adaptedge.protocol.costs import decision_cost, hpc_cost
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.trainer.policy.oracle import BundleRunner, evaluate_policy
+from tests.support.reference_walk import ReferenceWalk
 
 
 def _row_walk(root: Path, m: Manifest, policy: str, x: np.ndarray

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.sized_data import write_data
 
 from adaptedge.trainer.data.datasets import load_dataset
+from tests.support.sized_data import write_data
 
 
 @pytest.fixture(scope="module", params=["polydom", "greedy"])
@@ -80,10 +80,9 @@ def test_evaluate_cli_budget_json(indexed: tuple[Path, Path, Path, str]) -> None
 
 
 def test_budget_needs_an_index(tmp_path: Path) -> None:
-    from support.toy_bundle import build_toy_bundle
-
     from adaptedge.edge import EdgeRuntime
     from adaptedge.edge.errors import EdgeError
+    from tests.support.toy_bundle import build_toy_bundle
 
     build_toy_bundle(tmp_path / "toy")
     with EdgeRuntime.load(tmp_path / "toy") as rt, pytest.raises(EdgeError, match="no budget"):

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.message_examples import EXAMPLES
 
 from adaptedge.protocol import (
     InferenceReply,
@@ -23,6 +22,7 @@ from adaptedge.protocol import errors as E
 from adaptedge.protocol.codec import MAX_MESSAGE_BYTES, _check_envelope
 from adaptedge.protocol.features import all_finite
 from adaptedge.protocol.messages import SCHEMA_VERSION, Message, kind
+from tests.support.message_examples import EXAMPLES
 
 
 def _same(a: Message, b: Message) -> bool:

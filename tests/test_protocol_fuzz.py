@@ -7,9 +7,9 @@ import time
 
 import msgpack
 import pytest
-from support.message_examples import EXAMPLES
 
 from adaptedge.protocol import ProtocolError, decode, encode
+from tests.support.message_examples import EXAMPLES
 
 N_INPUTS = 12_000
 PER_DECODE_BUDGET_S = 0.05

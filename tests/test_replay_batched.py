@@ -11,14 +11,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-import test_route
-from support.dataset_bundle import build_dataset_bundle
 
 from adaptedge.protocol import Manifest
 from adaptedge.protocol.bundle import verify
 from adaptedge.simulator.network import NetworkConfig, NetworkModel, Outage
 from adaptedge.simulator.replay import replay
 from adaptedge.simulator.scenario import DevicesConfig, Scenario
+from tests import test_route
+from tests.support.dataset_bundle import build_dataset_bundle
 
 F32 = npt.NDArray[np.float32]
 SCENARIOS = {
@@ -120,10 +120,9 @@ def test_dag_bundle(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("method", ["polydom", "adapt-gbrt"])
 def test_size_dependent_bundle_with_item_sizes(tmp_path: Path, method: str) -> None:
-    from support.sized_data import write_data
-
     from adaptedge.trainer.api import train_bundle
     from adaptedge.trainer.data.datasets import load_dataset
+    from tests.support.sized_data import write_data
 
     data, costs = write_data(tmp_path)
     train_bundle(str(data), method, tmp_path / "b", target="label", costs=costs, quick=True,

@@ -13,8 +13,6 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
-from support.edge_doubles import HpcUplink
-from support.reference_walk import ReferenceWalk
 
 from adaptedge.edge import EdgeRuntime
 from adaptedge.edge.policy import MOVE, STOP, CompiledAction, CompiledNode
@@ -35,6 +33,8 @@ from adaptedge.protocol import (
 )
 from adaptedge.protocol.costs import decision_cost
 from adaptedge.protocol.policy_graph import check_graph, find_cycle, topological_order
+from tests.support.edge_doubles import HpcUplink
+from tests.support.reference_walk import ReferenceWalk
 
 F32 = npt.NDArray[np.float32]
 POLICY = "routes"
@@ -63,7 +63,7 @@ NODES: dict[str, tuple[tuple[str, ...], tuple[int, ...], tuple[Action, ...]]] = 
 
 def linear_model(W: F32, b: F32, A: F32 | None, c: F32 | None) -> bytes:
     """The one use of an ONNX builder here: softmax(x W + b) [, action_scores = x A + c]."""
-    from support.toy_bundle import linear_model_bytes
+    from tests.support.toy_bundle import linear_model_bytes
 
     return linear_model_bytes(W, b, A, c)
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.dataset_bundle import build_dataset_bundle
 
 from adaptedge.simulator.drift_hil import (
     HilDriftConfig,
@@ -21,6 +20,7 @@ from adaptedge.simulator.drift_hil import (
     write_rows_csv,
 )
 from adaptedge.trainer.data.datasets import load_dataset
+from tests.support.dataset_bundle import build_dataset_bundle
 
 
 def test_phases_keep_time_order_and_split_batch_3() -> None:

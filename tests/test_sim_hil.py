@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.dataset_bundle import build_dataset_bundle
 
 from adaptedge.simulator.hil import HilOptions, run_hil
 from adaptedge.simulator.network import NetworkConfig, Outage
@@ -16,6 +15,7 @@ from adaptedge.simulator.replay import replay
 from adaptedge.simulator.report import evaluate, write_report
 from adaptedge.simulator.scenario import DevicesConfig, Scenario
 from adaptedge.trainer.data.datasets import load_dataset
+from tests.support.dataset_bundle import build_dataset_bundle
 
 DATA = "wall-robot"
 pytestmark = pytest.mark.broker

@@ -103,7 +103,7 @@ def test_replay_agrees_with_an_independent_reference_walk(
         toy_bundle: tuple[Path, Manifest], point: str) -> None:
     """Labels, sources and sensors of every replayed decision against the plain onnxruntime
     walk of tests/support/reference_walk.py: no edge or cloud code."""
-    from support.reference_walk import ReferenceWalk
+    from tests.support.reference_walk import ReferenceWalk
 
     bundle, manifest = toy_bundle
     X, y = _data(250, seed=11)

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.sized_data import COSTS, write_data
 
 from adaptedge.protocol.costs import cost_columns, decision_cost, decision_costs, sensor_cost
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, Manifest, SensorSpec
 from adaptedge.trainer.data.costs import CostsError, load_costs
 from adaptedge.trainer.data.datasets import load_dataset
+from tests.support.sized_data import COSTS, write_data
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_polynomial_needs_a_size_column(tmp_path: Path) -> None:
 
 
 def test_constant_manifest_unchanged(tmp_path: Path) -> None:
-    from support.toy_bundle import build_toy_bundle
+    from tests.support.toy_bundle import build_toy_bundle
 
     build_toy_bundle(tmp_path / "toy")
     raw = json.loads((tmp_path / "toy" / "manifest.json").read_text())

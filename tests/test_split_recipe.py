@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.toy_bundle import build_toy_bundle
-from test_bundle_export import heart_policies
 
 from adaptedge.cli.main import main
 from adaptedge.protocol.bundle import verify
@@ -21,6 +19,8 @@ from adaptedge.trainer.data.splits import split_recipe
 from adaptedge.trainer.methods import registry as methods
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.oracle import BundleRunner
+from tests.support.toy_bundle import build_toy_bundle
+from tests.test_bundle_export import heart_policies
 
 TINY = "test-tiny-split"
 

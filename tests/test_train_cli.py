@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_bundle_export import heart_policies
 
 from adaptedge.cli.main import main
 from adaptedge.cloud.drift import FleetDriftMonitor
@@ -20,6 +19,7 @@ from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.methods import registry as methods
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.oracle import BundleRunner, evaluate_policy
+from tests.test_bundle_export import heart_policies
 
 TINY = "test-tiny"
 

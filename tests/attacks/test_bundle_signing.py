@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud.inference import HpcInference
 from adaptedge.edge import EdgeRuntime
 from adaptedge.protocol import BundleError, Manifest, verify
 from adaptedge.protocol.bundle import MANIFEST_NAME, SIGNATURE_NAME, manifest_digest, sha256_file
 from adaptedge.protocol.signing import sign_bundle, write_keypair
+from tests.support.toy_bundle import build_toy_bundle
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.protocol import BundleError, Manifest, verify
 from adaptedge.protocol.bundle import write_bundle
+from tests.support.toy_bundle import build_toy_bundle
 
 
 def _working_folder(path: Path) -> None:

@@ -10,8 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cloud_helpers import request
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cli.main import main as cli
 from adaptedge.cloud import CloudError, CloudService
@@ -20,6 +18,8 @@ from adaptedge.cloud.client import RequestClient
 from adaptedge.protocol import InferenceReply, Manifest, encode
 from adaptedge.protocol.topics import wildcard
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.attacks.cloud_helpers import request
+from tests.support.toy_bundle import build_toy_bundle
 
 SERVICE = "adaptedge-cloud"
 

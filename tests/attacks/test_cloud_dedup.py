@@ -9,14 +9,14 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pytest
-from cloud_helpers import device, request, send
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud import CloudService, HpcInference
 from adaptedge.cloud.dedup import PENDING, REUSED, RecentRequests, content_digest, content_key
 from adaptedge.protocol import ErrorReply, InferenceReply, Manifest, encode
 from adaptedge.protocol import errors as E
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.attacks.cloud_helpers import device, request, send
+from tests.support.toy_bundle import build_toy_bundle
 
 pytestmark = pytest.mark.broker
 

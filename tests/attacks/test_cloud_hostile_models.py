@@ -9,12 +9,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cloud_helpers import balloon_model, bundle_with_hpc, device, loop_model, request, send
 
 from adaptedge.cloud import CloudError, CloudService, HpcInference
 from adaptedge.protocol import ErrorReply, InferenceReply
 from adaptedge.protocol import errors as E
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.attacks.cloud_helpers import (
+    balloon_model,
+    bundle_with_hpc,
+    device,
+    loop_model,
+    request,
+    send,
+)
 
 LIMIT_S = 0.5
 

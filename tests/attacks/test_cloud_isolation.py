@@ -6,13 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cloud_helpers import device, request, send
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud import CloudService, HpcInference
 from adaptedge.protocol import ErrorReply, InferenceReply
 from adaptedge.protocol import errors as E
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.attacks.cloud_helpers import device, request, send
+from tests.support.toy_bundle import build_toy_bundle
 
 
 def test_finite_huge_features_fail_only_their_own_row(tmp_path: Path) -> None:

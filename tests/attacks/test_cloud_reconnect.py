@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cli.main import main as cli
 from adaptedge.cloud.connection import MAX_REFUSALS
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.support.toy_bundle import build_toy_bundle
 
 pytestmark = pytest.mark.broker
 REPO = Path(__file__).resolve().parents[2]

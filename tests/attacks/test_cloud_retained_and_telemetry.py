@@ -8,13 +8,13 @@ import time
 from pathlib import Path
 
 import pytest
-from cloud_helpers import device, request
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud import CloudService
 from adaptedge.protocol import InferenceReply, Telemetry, encode
 from adaptedge.protocol.topics import telemetry_topic
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.attacks.cloud_helpers import device, request
+from tests.support.toy_bundle import build_toy_bundle
 
 pytestmark = pytest.mark.broker
 

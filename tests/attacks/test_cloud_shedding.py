@@ -9,14 +9,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from cloud_helpers import device, request, send
-from support.toy_bundle import build_toy_bundle
 
 from adaptedge.cloud import CloudService
 from adaptedge.cloud.shedding import REBASE_AFTER_S, LoadShedder, RequestAges
 from adaptedge.protocol import ErrorReply, InferenceReply
 from adaptedge.protocol import errors as E
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.attacks.cloud_helpers import device, request, send
+from tests.support.toy_bundle import build_toy_bundle
 
 FLOOD = 3000
 

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from support.dataset_bundle import build_dataset_bundle
 
 from adaptedge.edge.journal import DecisionJournal, read_journal, summarize
+from tests.support.dataset_bundle import build_dataset_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = "import sys; from adaptedge.cli.main import main; sys.exit(main(sys.argv[1:]))"

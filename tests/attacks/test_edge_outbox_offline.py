@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.dataset_bundle import build_dataset_bundle
 
 from adaptedge.cloud import CloudService
 from adaptedge.edge import EdgeRuntime, MqttUplink, Outbox
 from adaptedge.edge.outbox import read_record
 from adaptedge.protocol import Manifest
 from adaptedge.simulator.brokers import MosquittoBroker, free_port
+from tests.support.dataset_bundle import build_dataset_bundle
 
 pytestmark = pytest.mark.broker
 Bundle = tuple[Path, Manifest]

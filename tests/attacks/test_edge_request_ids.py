@@ -17,7 +17,6 @@ import numpy as np
 import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
-from support.reference_walk import ReferenceWalk
 
 from adaptedge.cloud import CloudService
 from adaptedge.edge import EdgeError, EdgeRuntime, MqttUplink, Outbox
@@ -27,6 +26,7 @@ from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.messages import ErrorReply, InferenceRequest
 from adaptedge.protocol.topics import reply_topic, wildcard
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.support.reference_walk import ReferenceWalk
 
 pytestmark = pytest.mark.broker
 Bundle = tuple[Path, Manifest]

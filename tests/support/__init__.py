@@ -1,4 +1,4 @@
-"""Shared test support, imported as ``support.<module>`` (conftest puts ``tests/`` on sys.path).
+"""Shared test support, imported as ``tests.support.<module>`` (``tests`` is a package).
 
 - ``toy_bundle``: the hand-made two-policy toy bundle and its linear ONNX builder.
 - ``dataset_bundle``: the one small bundle for a built-in dataset (no trainer needed).

@@ -27,7 +27,7 @@ from adaptedge.protocol import (
     write_bundle,
 )
 from adaptedge.protocol.costs import decision_cost
-from support.toy_bundle import linear_model_bytes
+from tests.support.toy_bundle import linear_model_bytes
 
 F32 = npt.NDArray[np.float32]
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
-from support.reference_walk import ReferenceWalk
+from tests.support.reference_walk import ReferenceWalk
 
 
 class HpcUplink:

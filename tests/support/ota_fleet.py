@@ -24,7 +24,7 @@ from adaptedge.protocol.bundle import MANIFEST_NAME, manifest_digest, read_manif
 from adaptedge.protocol.bundle_version import stamp_version
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.signing import sign_bundle, write_keypair
-from support.toy_bundle import build_toy_bundle
+from tests.support.toy_bundle import build_toy_bundle
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The wheel as users get it: the repository copied (links kept) and built with pip, unpacked."""
+"""The wheels as users get them: every distribution of the repository built with pip from a copy
+of it, and all of them unpacked into one folder."""
 
 from __future__ import annotations
 
@@ -11,14 +12,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 TOP_LEVEL_SKIP = {".venv", ".git", "build", "dist", "benchmarks", "tests"}
+DISTRIBUTIONS = (".", "protocol", "edge", "cloud", "trainer", "simulator")
+"""Each folder with its own ``pyproject.toml`` ("." is the root: the ``adaptedge`` command)."""
 
 
 @dataclass(frozen=True)
 class BuiltWheel:
     names: list[str]
-    """Every path in the wheel."""
+    """Every path in the wheels."""
     site: Path
-    """Where it is unpacked (put it on ``PYTHONPATH``)."""
+    """Where they are unpacked (put it on ``PYTHONPATH``)."""
 
 
 def _ignore(folder: str, names: list[str]) -> set[str]:
@@ -27,15 +30,19 @@ def _ignore(folder: str, names: list[str]) -> set[str]:
 
 
 def build_wheel(workdir: Path) -> BuiltWheel:
-    """Build the wheel from a copy of the repository under ``workdir`` and unpack it there."""
+    """Build every distribution's wheel from a copy of the repository under ``workdir`` and
+    unpack them all into one site folder there."""
     source = workdir / "src"
-    shutil.copytree(REPO, source, symlinks=True, ignore=_ignore)
+    shutil.copytree(REPO, source, ignore=_ignore)
     out = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "--no-cache-dir", "--quiet", "-w", str(workdir / "dist"), str(source)],
+         "--no-cache-dir", "--quiet", "-w", str(workdir / "dist"),
+         *(str(source / folder) for folder in DISTRIBUTIONS)],
         capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
-    (wheel,) = (workdir / "dist").glob("adaptedge-*.whl")
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(workdir / "site")
-        return BuiltWheel(archive.namelist(), workdir / "site")
+    names: list[str] = []
+    for wheel in sorted((workdir / "dist").glob("adaptedge*.whl")):
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(workdir / "site")
+            names += archive.namelist()
+    return BuiltWheel(names, workdir / "site")

@@ -73,9 +73,9 @@ class Dataset:
 
 
 def data_dir() -> Path:
-    """Where the vendored data lives: ``$ADAPTEDGE_DATA_DIR`` or the repository's ``data/``."""
+    """Where the vendored data lives: ``$ADAPTEDGE_DATA_DIR`` or the package's ``data/vendored/``."""
     env = os.environ.get("ADAPTEDGE_DATA_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "data"
+    return Path(env) if env else Path(__file__).resolve().parent / "vendored"
 
 
 
