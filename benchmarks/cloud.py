@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 import itertools
 
-from adaptedge.cloud.client import RequestClient
+from adaptedge.cloud.transport.client import RequestClient
 from adaptedge.protocol import InferenceRequest, Manifest, encode, pack_features
 
 ECHO_PREFIX = "echo"
@@ -84,7 +84,7 @@ def build_bundle(out: Path, n_features: int, n_classes: int = 4, hidden: int = 6
 # -- servers -------------------------------------------------------------------------------
 def echo_server(url: str) -> None:
     """Raw paho echo: every request's bytes back on the device's reply topic, QoS 1."""
-    from adaptedge.cloud.connection import connect, make_client, parse_broker_url
+    from adaptedge.cloud.transport.connection import connect, make_client, parse_broker_url
 
     client = make_client(f"echo-{os.getpid()}")
     connect(client, parse_broker_url(url))

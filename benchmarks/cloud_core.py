@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptedge.cloud.core import ServiceCore
-from adaptedge.cloud.inference import HpcInference
+from adaptedge.cloud.service.core import ServiceCore
+from adaptedge.cloud.service.inference import HpcInference
 from adaptedge.protocol import InferenceRequest, encode, pack_features
 from benchmarks.cloud import SERVICE_PREFIX, build_bundle
 

@@ -51,7 +51,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 
-from adaptedge.cloud.client import RequestClient
+from adaptedge.cloud.transport.client import RequestClient
 from adaptedge.protocol import InferenceRequest, Manifest, encode, pack_features
 from benchmarks.cloud import build_bundle, cpu_seconds, percentile_us, stop
 

@@ -31,9 +31,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/drift"))
     args = parser.parse_args(argv)
 
-    from adaptedge.simulator.drift import DriftConfig
-    from adaptedge.simulator.drift_report import write_report
-    from adaptedge.simulator.drift_run import run_scenario
+    from benchmarks.gas_drift.report import write_report
+    from benchmarks.gas_drift.run import run_scenario
+    from benchmarks.gas_drift.stream import DriftConfig
 
     started = time.perf_counter()
     config = DriftConfig(seed=args.seed, audit_fraction=args.audit_fraction,

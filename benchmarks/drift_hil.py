@@ -29,9 +29,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/drift"))
     args = parser.parse_args(argv)
 
-    from adaptedge.simulator.drift import DriftConfig
-    from adaptedge.simulator.drift_hil import HilDriftConfig
-    from adaptedge.simulator.drift_hil_run import run_hil_scenario
+    from benchmarks.gas_drift.hil import HilDriftConfig
+    from benchmarks.gas_drift.hil_run import run_hil_scenario
+    from benchmarks.gas_drift.stream import DriftConfig
 
     drift = DriftConfig(seed=args.seed, audit_fraction=args.audit_fraction,
                         audit_seed=args.audit_seed)

@@ -16,7 +16,7 @@ import json
 
 import numpy as np
 
-from adaptedge.cloud.drift import DriftDesign, DriftMonitor
+from adaptedge.cloud.fleet.drift import DriftDesign, DriftMonitor
 from adaptedge.protocol.drift_reference import Reference
 
 
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     args = parser.parse_args(argv)
     import logging
 
-    logging.getLogger("adaptedge.cloud.drift").setLevel(logging.ERROR)  # alarms are counted
+    logging.getLogger("adaptedge.cloud.fleet.drift").setLevel(logging.ERROR)  # alarms are counted
     rows = []
     for alpha in (0.01, 0.05, 0.2):
         design = DriftDesign(false_alarm=alpha, horizon=args.length)

@@ -23,7 +23,7 @@ import numpy as np
 
 
 def _run(megabytes: float, loss: float, seed: int, work: Path) -> dict[str, Any]:
-    from adaptedge.cloud.rollout import BundleImage, ChunkServer, announcement
+    from adaptedge.cloud.rollout.announce import BundleImage, ChunkServer, announcement
     from adaptedge.edge import MqttUplink
     from adaptedge.edge.ota_download import ChunkDownload
     from adaptedge.protocol.ota import ChunkRequest, decode_ota, encode_ota

@@ -26,7 +26,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 
-from adaptedge.cloud.client import RequestClient
+from adaptedge.cloud.transport.client import RequestClient
 from adaptedge.protocol import ErrorReply, InferenceRequest, encode, pack_features
 from benchmarks.cloud import Load, build_bundle, service, stop
 

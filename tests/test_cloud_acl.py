@@ -16,8 +16,8 @@ import pytest
 
 from adaptedge.cli.main import main as cli
 from adaptedge.cloud import CloudError, CloudService
-from adaptedge.cloud.acl import mosquitto_hash, read_password_file
-from adaptedge.cloud.client import RequestClient
+from adaptedge.cloud.access.acl import mosquitto_hash, read_password_file
+from adaptedge.cloud.transport.client import RequestClient
 from adaptedge.protocol import InferenceReply, InferenceRequest, Manifest, encode, pack_features
 from adaptedge.protocol.topics import reply_topic, request_topic, wildcard
 from adaptedge.simulator.brokers import MosquittoBroker

@@ -11,9 +11,9 @@ import onnxruntime as ort
 import pytest
 
 from adaptedge.cloud import CloudError, HpcInference
-from adaptedge.cloud.batcher import MicroBatch
-from adaptedge.cloud.dedup import PENDING, RecentRequests
-from adaptedge.cloud.single_row import first_argmax
+from adaptedge.cloud.service.batcher import MicroBatch
+from adaptedge.cloud.service.dedup import PENDING, RecentRequests
+from adaptedge.cloud.service.single_row import first_argmax
 from adaptedge.protocol import (
     ErrorReply,
     InferenceReply,

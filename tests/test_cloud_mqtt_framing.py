@@ -9,7 +9,7 @@ import pytest
 from paho.mqtt import _packet as paho_packet
 from paho.mqtt.client import MQTTv311
 
-from adaptedge.cloud.mqtt_framing import complete_end, packet_end, puback, read_publish
+from adaptedge.cloud.transport.mqtt_framing import complete_end, packet_end, puback, read_publish
 from tests.support.mqtt_bytes import remaining_length
 
 
@@ -93,7 +93,7 @@ def test_puback_bytes() -> None:
 
 
 def test_publish_packet_is_what_paho_decodes() -> None:
-    from adaptedge.cloud.mqtt_framing import as_duplicate, publish_packet, read_puback
+    from adaptedge.cloud.transport.mqtt_framing import as_duplicate, publish_packet, read_puback
 
     for size in (0, 1, 127, 128, 16_383, 16_384, 70_000):  # one to three length bytes
         payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
@@ -111,7 +111,7 @@ def test_publish_packet_is_what_paho_decodes() -> None:
 
 @pytest.mark.parametrize("topic", [b"", b"a/+/b", b"a/#", b"x" * 65_536])
 def test_publish_packet_refuses_what_paho_refuses(topic: bytes) -> None:
-    from adaptedge.cloud.mqtt_framing import publish_packet
+    from adaptedge.cloud.transport.mqtt_framing import publish_packet
 
     with pytest.raises(ValueError, match="cannot publish on topic"):
         publish_packet(topic, b"p", 1)

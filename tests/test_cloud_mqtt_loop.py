@@ -13,10 +13,10 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 
-from adaptedge.cloud.connection import connect, make_client, parse_broker_url
-from adaptedge.cloud.mqtt_framing import packet_end, puback, read_publish
-from adaptedge.cloud.mqtt_loop import LoopDriver
-from adaptedge.cloud.mqtt_socket import BufferedSocket
+from adaptedge.cloud.transport.connection import connect, make_client, parse_broker_url
+from adaptedge.cloud.transport.mqtt_framing import packet_end, puback, read_publish
+from adaptedge.cloud.transport.mqtt_loop import LoopDriver
+from adaptedge.cloud.transport.mqtt_socket import BufferedSocket
 from adaptedge.simulator.brokers import MosquittoBroker
 from tests.support.mqtt_bytes import remaining_length
 

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from adaptedge.cloud.mqtt_framing import read_publish
-from adaptedge.cloud.mqtt_outbox import Outbox
+from adaptedge.cloud.transport.mqtt_framing import read_publish
+from adaptedge.cloud.transport.mqtt_outbox import Outbox
 
 
 class Wire:

@@ -16,7 +16,7 @@ import pytest
 
 from adaptedge.cli.main import main as cli
 from adaptedge.cloud import CloudService
-from adaptedge.cloud.client import RequestClient
+from adaptedge.cloud.transport.client import RequestClient
 from adaptedge.protocol import InferenceReply, InferenceRequest, Manifest, decode, encode
 from adaptedge.protocol.features import pack_features
 from tests.support.toy_bundle import build_toy_bundle

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptedge.cloud.client import RequestClient
+from adaptedge.cloud.transport.client import RequestClient
 from adaptedge.protocol import (
     InferenceReply,
     InferenceRequest,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from adaptedge.cloud import CloudService, HpcInference
-from adaptedge.cloud.client import RequestClient
+from adaptedge.cloud.transport.client import RequestClient
 from adaptedge.protocol import (
     ErrorReply,
     InferenceReply,

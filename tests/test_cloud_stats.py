@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from adaptedge.cloud.stats import ServiceStats, log_line
+from adaptedge.cloud.service.stats import ServiceStats, log_line
 
 
 def test_an_idle_window_logs_no_nan() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from adaptedge.cloud import CloudError, CloudService, TlsFiles
-from adaptedge.cloud.client import RequestClient
+from adaptedge.cloud.transport.client import RequestClient
 from adaptedge.protocol import InferenceReply, InferenceRequest, encode, pack_features
 from adaptedge.simulator.brokers import MosquittoBroker
 from tests.support.toy_bundle import build_toy_bundle

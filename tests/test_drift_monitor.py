@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaptedge.cloud.drift import (
+from adaptedge.cloud.fleet.drift import (
     BernoulliCusum,
     DriftDesign,
     DriftMonitor,

@@ -241,7 +241,7 @@ def test_username_and_password(tmp_path: Path, toy_bundle: Bundle) -> None:
 
 def test_with_the_real_cloud_service(toy_bundle: Bundle, mosquitto: MosquittoBroker,
                                      uplink: MqttUplink) -> None:
-    from adaptedge.cloud.service import CloudService
+    from adaptedge.cloud.service.worker import CloudService
 
     path, manifest = toy_bundle
     ref = ReferenceWalk(path, manifest)

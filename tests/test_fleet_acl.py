@@ -10,10 +10,10 @@ import msgspec
 import pytest
 
 from adaptedge.cli.main import main as cli
-from adaptedge.cloud.acl import acl_text, read_password_file
-from adaptedge.cloud.inference import HpcInference
-from adaptedge.cloud.ingest import StoreIngest
-from adaptedge.cloud.store import FleetStore
+from adaptedge.cloud.access.acl import acl_text, read_password_file
+from adaptedge.cloud.fleet.ingest import StoreIngest
+from adaptedge.cloud.fleet.store import FleetStore
+from adaptedge.cloud.service.inference import HpcInference
 from adaptedge.edge import MqttUplink, Outbox
 from adaptedge.edge.drain import OutboxDrainer
 from adaptedge.edge.outbox import read_record

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from adaptedge.cloud.fleet_view import device_status
-from adaptedge.cloud.store import FleetStore
+from adaptedge.cloud.fleet.store import FleetStore
+from adaptedge.cloud.fleet.view import device_status
 from adaptedge.edge.journal import read_journal
 from adaptedge.simulator.brokers import MosquittoBroker
 from tests.support.dataset_bundle import build_dataset_bundle

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaptedge.cloud.inference import HpcInference
-from adaptedge.cloud.ingest import StoreIngest
-from adaptedge.cloud.store import FleetStore
+from adaptedge.cloud.fleet.ingest import StoreIngest
+from adaptedge.cloud.fleet.store import FleetStore
+from adaptedge.cloud.service.inference import HpcInference
 from adaptedge.edge import EdgeRuntime, MqttUplink, Outbox
 from adaptedge.edge.drain import OutboxDrainer
 from adaptedge.protocol import Manifest

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from adaptedge.cli.main import main
-from adaptedge.cloud.store import FleetStore, NewRecord
+from adaptedge.cloud.fleet.store import FleetStore, NewRecord
 from adaptedge.protocol import Manifest
 from adaptedge.protocol.features import pack_features
 from adaptedge.protocol.fleet_rows import LabelledRow

@@ -12,9 +12,15 @@ import numpy as np
 import pytest
 from sqlalchemy import create_engine, text
 
-from adaptedge.cloud.store import SCHEMA_VERSION, FleetStore, NewRecord, StoreError, database_url
-from adaptedge.cloud.store.fleet_store import to_signed, to_unsigned
-from adaptedge.cloud.store.schema import MIGRATIONS, migrate, tables
+from adaptedge.cloud.fleet.store import (
+    SCHEMA_VERSION,
+    FleetStore,
+    NewRecord,
+    StoreError,
+    database_url,
+)
+from adaptedge.cloud.fleet.store.fleet_store import to_signed, to_unsigned
+from adaptedge.cloud.fleet.store.schema import MIGRATIONS, migrate, tables
 from adaptedge.protocol.features import pack_features
 from tests.support.fleet import PG_ADMIN, postgres_unreachable
 

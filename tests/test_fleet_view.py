@@ -16,8 +16,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from adaptedge.cli.main import main as cli
-from adaptedge.cloud.fleet_view import expectations
-from adaptedge.cloud.store import FleetStore
+from adaptedge.cloud.fleet.store import FleetStore
+from adaptedge.cloud.fleet.view import expectations
 from adaptedge.edge import EdgeRuntime, MqttUplink, Outbox
 from adaptedge.edge.drain import OutboxDrainer
 from adaptedge.protocol import Manifest

@@ -25,8 +25,8 @@ PATHS = {
         "rt.predict_row([0.1, 0.2, 0.3])\n"
         "rt.predict({'a': lambda: [0.1, 0.2], 'b': lambda: [0.3]})\n"),
     "cloud": (
-        "import adaptedge.cloud as c, adaptedge.cloud.acl, adaptedge.cloud.client\n"
-        "import adaptedge.cloud.service, adaptedge.cli.cloud_cmd\n"
+        "import adaptedge.cloud as c, adaptedge.cloud.access.acl, adaptedge.cloud.transport.client\n"
+        "import adaptedge.cloud.service.worker, adaptedge.cli.cloud_cmd\n"
         "c.HpcInference.load(BUNDLE)\n"),
     "cli": (
         "from adaptedge.cli.main import build_parser, main\n"

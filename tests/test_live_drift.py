@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaptedge.cloud.inference import HpcInference
-from adaptedge.cloud.ingest import StoreIngest
-from adaptedge.cloud.live_drift import LiveDrift
-from adaptedge.cloud.store import FleetStore
+from adaptedge.cloud.fleet.ingest import StoreIngest
+from adaptedge.cloud.fleet.live_drift import LiveDrift
+from adaptedge.cloud.fleet.store import FleetStore
+from adaptedge.cloud.service.inference import HpcInference
 from adaptedge.edge import EdgeRuntime, MqttUplink, Outbox
 from adaptedge.edge.drain import OutboxDrainer
 from adaptedge.protocol import Manifest

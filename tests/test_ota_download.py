@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaptedge.cloud.connection import make_client, parse_broker_url
-from adaptedge.cloud.rollout import (
+from adaptedge.cloud.rollout.announce import (
     ChunkServer,
     announce,
     announcement,
     build_image,
     start_threaded,
 )
+from adaptedge.cloud.transport.connection import make_client, parse_broker_url
 from adaptedge.edge.ota_download import ChunkDownload, DownloadError, fetch_url
 from adaptedge.protocol.bundle import read_manifest_body
 from adaptedge.protocol.ota import ChunkReply

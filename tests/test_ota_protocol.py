@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaptedge.cloud.acl import acl_text
-from adaptedge.cloud.bundle_pool import BundlePool, bundle_paths
+from adaptedge.cloud.access.acl import acl_text
 from adaptedge.cloud.errors import CloudError
-from adaptedge.cloud.rollout import build_image
-from adaptedge.cloud.rollout_status import RolloutWatch, render
+from adaptedge.cloud.rollout.announce import build_image
+from adaptedge.cloud.rollout.status import RolloutWatch, render
+from adaptedge.cloud.service.bundle_pool import BundlePool, bundle_paths
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.bundle import SIGNATURE_NAME, read_manifest, verify
 from adaptedge.protocol.bundle_version import bundle_version, stamp_version

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from adaptedge.cloud.bundle_pool import BundlePool
-from adaptedge.cloud.connection import make_client, parse_broker_url
-from adaptedge.cloud.rollout import (
+from adaptedge.cloud.rollout.announce import (
     ChunkServer,
     announce,
     announcement,
     build_image,
     start_threaded,
 )
-from adaptedge.cloud.rollout_status import RolloutWatch
-from adaptedge.cloud.service import CloudService
+from adaptedge.cloud.rollout.status import RolloutWatch
+from adaptedge.cloud.service.bundle_pool import BundlePool
+from adaptedge.cloud.service.worker import CloudService
+from adaptedge.cloud.transport.connection import make_client, parse_broker_url
 from adaptedge.protocol.bundle import MANIFEST_NAME, read_manifest_body
 from adaptedge.protocol.signing import sign_bundle
 from adaptedge.simulator.brokers import MosquittoBroker
@@ -202,7 +202,7 @@ def test_a_bundle_that_fails_to_load_is_rolled_back(fleet: Fleet) -> None:
 
 def test_a_rollout_works_through_the_acl_and_stays_private(tmp_path: Path) -> None:
     from adaptedge.cli.main import main as cli
-    from adaptedge.cloud.acl import read_password_file
+    from adaptedge.cloud.access.acl import read_password_file
     from adaptedge.edge import EdgeRuntime, MqttUplink
     from adaptedge.edge.bundle_slots import BundleSlots
     from adaptedge.edge.switchable import SwitchableRuntime

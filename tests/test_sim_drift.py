@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaptedge.cloud.drift import DriftDesign
+from adaptedge.cloud.fleet.drift import DriftDesign
 from adaptedge.protocol import Manifest
 from adaptedge.protocol.costs import decision_cost
 from adaptedge.protocol.drift_reference import REFERENCE_KEY
-from adaptedge.simulator.drift import (
+from benchmarks.gas_drift.stream import (
     DriftConfig,
     labelled_rows,
     monitor_stream,
@@ -67,7 +67,7 @@ def test_monitor_sees_the_stream_in_order(toy_bundle: tuple[Path, Manifest]) -> 
 def test_gas_drift_scenario_acceptance(tmp_path: Path) -> None:
     """Seed 0: the alarm fires within 500 decisions of batch 3's start, never before it, and
     recalibration raises accuracy on the rest of the stream."""
-    from adaptedge.simulator.drift_run import run_scenario
+    from benchmarks.gas_drift.run import run_scenario
 
     s = run_scenario(tmp_path, DriftConfig(), null_streams=20, null_length=2000)
     assert s["alarms_before_batch3"] == []
@@ -76,12 +76,3 @@ def test_gas_drift_scenario_acceptance(tmp_path: Path) -> None:
     rec = s["recalibration"]
     assert rec["after"]["accuracy"] > rec["before"]["accuracy"]
     assert rec["audit_cost_until_cut"]["audits"] == rec["rows"]["audit"]
-
-
-def test_cli_registers_the_scenario(capsys: pytest.CaptureFixture[str]) -> None:
-    from adaptedge.cli.main import main
-
-    with pytest.raises(SystemExit) as exit_info:
-        main(["drift-scenario", "--help"])
-    assert exit_info.value.code == 0
-    assert "--audit-fraction" in capsys.readouterr().out

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaptedge.simulator.drift_hil import (
+from adaptedge.trainer.data.datasets import load_dataset
+from benchmarks.gas_drift.hil import (
     HilDriftConfig,
     decisions_by,
     device_counters,
@@ -19,7 +20,6 @@ from adaptedge.simulator.drift_hil import (
     run_phase,
     write_rows_csv,
 )
-from adaptedge.trainer.data.datasets import load_dataset
 from tests.support.dataset_bundle import build_dataset_bundle
 
 
@@ -69,8 +69,8 @@ def test_one_phase_through_the_fleet_loop(tmp_path: Path) -> None:
 def test_gas_drift_in_the_loop_acceptance(tmp_path: Path) -> None:
     """Seed 0 in the loop: no live alarm on the batches 1-2 test rows, the first within 500
     decisions of batch 3, the rows stored are what recalibration used."""
-    from adaptedge.simulator.drift import DriftConfig
-    from adaptedge.simulator.drift_hil_run import run_hil_scenario
+    from benchmarks.gas_drift.hil_run import run_hil_scenario
+    from benchmarks.gas_drift.stream import DriftConfig
 
     config = HilDriftConfig(batch3_rows=600, phase1_batch3=500, per_batch=40)
     s = run_hil_scenario(tmp_path, DriftConfig(), config)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from adaptedge.cli.main import main
-from adaptedge.cloud.drift import FleetDriftMonitor
+from adaptedge.cloud.fleet.drift import FleetDriftMonitor
 from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.costs import hpc_cost
 from adaptedge.protocol.operating_points import wilson_interval

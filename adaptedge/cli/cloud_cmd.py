@@ -82,7 +82,7 @@ def register(sub: Any) -> None:
 def serve(args: argparse.Namespace) -> int:
     from adaptedge.cli.main import CommandError
     from adaptedge.cloud import CloudError, CloudService, TlsFiles
-    from adaptedge.cloud.acl import read_password_file
+    from adaptedge.cloud.access.acl import read_password_file
 
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -134,7 +134,7 @@ def serve(args: argparse.Namespace) -> int:
 def acl(args: argparse.Namespace) -> int:
     from adaptedge.cli.main import CommandError
     from adaptedge.cloud import CloudError
-    from adaptedge.cloud.acl import give_to, store_user_of, system_account, write_credentials
+    from adaptedge.cloud.access.acl import give_to, store_user_of, system_account, write_credentials
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     try:

@@ -18,7 +18,7 @@ def serve_pool(args: argparse.Namespace, stack: ExitStack, password: str | None,
     before) or a ``BundlePool``; starts a ``ChunkServer`` for ``--serve-updates``. Everything
     opened here closes with ``stack``."""
     from adaptedge.cli.main import CommandError
-    from adaptedge.cloud.bundle_pool import BundlePool, bundle_paths
+    from adaptedge.cloud.service.bundle_pool import BundlePool, bundle_paths
     from adaptedge.protocol.bundle import open_bundle, verify
 
     if args.max_loaded < 1:
@@ -40,7 +40,7 @@ def serve_pool(args: argparse.Namespace, stack: ExitStack, password: str | None,
 
 def _serve_updates(args: argparse.Namespace, stack: ExitStack, pool: Any,
                    password: str | None, tls: Any) -> None:
-    from adaptedge.cloud.rollout import ChunkServer, build_image
+    from adaptedge.cloud.rollout.announce import ChunkServer, build_image
 
     work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="adaptedge-images-")))
     server = ChunkServer(args.broker, prefix=args.prefix, username=args.username,

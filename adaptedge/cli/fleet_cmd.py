@@ -44,7 +44,7 @@ def _open(url: str) -> Any:
     from sqlalchemy import make_url
 
     from adaptedge.cli.main import CommandError
-    from adaptedge.cloud.store import FleetStore, StoreError, database_url
+    from adaptedge.cloud.fleet.store import FleetStore, StoreError, database_url
 
     parsed = make_url(database_url(url))
     if parsed.get_backend_name() == "sqlite" and parsed.database and \
@@ -64,7 +64,7 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
 
 
 def status(args: argparse.Namespace) -> int:
-    from adaptedge.cloud.fleet_view import device_status
+    from adaptedge.cloud.fleet.view import device_status
 
     with _open(args.db) as store:
         rows = device_status(store)

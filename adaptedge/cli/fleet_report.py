@@ -6,7 +6,8 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from adaptedge.cloud.fleet_view import (
+from adaptedge.cloud.fleet.store import FleetStore
+from adaptedge.cloud.fleet.view import (
     Expectation,
     Series,
     agreement_series,
@@ -15,7 +16,6 @@ from adaptedge.cloud.fleet_view import (
     expectations,
     main_point,
 )
-from adaptedge.cloud.store import FleetStore
 from adaptedge.protocol.manifest import Manifest
 
 

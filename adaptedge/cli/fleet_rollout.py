@@ -71,9 +71,9 @@ def _client(args: argparse.Namespace, role: str, watch: Any) -> Any:
     """A connected client running in its own thread, ``watch`` attached (on every connect)."""
     from adaptedge.cli.broker import resolve_broker
     from adaptedge.cli.main import CommandError
-    from adaptedge.cloud.connection import make_client, parse_broker_url
     from adaptedge.cloud.errors import CloudError
-    from adaptedge.cloud.rollout import start_threaded
+    from adaptedge.cloud.rollout.announce import start_threaded
+    from adaptedge.cloud.transport.connection import make_client, parse_broker_url
 
     login = resolve_broker(args.broker, username=args.username, password_file=args.password_file)
     address = parse_broker_url(login.url)
@@ -119,8 +119,8 @@ def _targets(args: argparse.Namespace, watch: Any, rollout: str) -> list[str]:
 def deploy(args: argparse.Namespace) -> int:
     from adaptedge.cli.main import CommandError
     from adaptedge.cloud.errors import CloudError
-    from adaptedge.cloud.rollout import ChunkServer, announce, announcement, build_image
-    from adaptedge.cloud.rollout_status import RolloutWatch, render
+    from adaptedge.cloud.rollout.announce import ChunkServer, announce, announcement, build_image
+    from adaptedge.cloud.rollout.status import RolloutWatch, render
 
     if not 0 <= args.max_degraded_rate <= 1 or args.probation_decisions < 0 \
             or args.min_decisions < 0:
@@ -171,7 +171,7 @@ def deploy(args: argparse.Namespace) -> int:
 
 
 def rollout_status(args: argparse.Namespace) -> int:
-    from adaptedge.cloud.rollout_status import RolloutWatch, render
+    from adaptedge.cloud.rollout.status import RolloutWatch, render
 
     watch = RolloutWatch(args.prefix)
     client, _ = _client(args, "status", watch)

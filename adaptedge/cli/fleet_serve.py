@@ -27,7 +27,7 @@ def add_options(s: Any) -> None:
 
 
 def _store_login(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    from adaptedge.cloud.acl import read_password_file, store_user_of
+    from adaptedge.cloud.access.acl import read_password_file, store_user_of
 
     if args.username is None:
         return args.store_username, None
@@ -44,12 +44,12 @@ def start(args: argparse.Namespace, svc: Any, root: Any, tls: Any) -> list[Calla
     ingest, store = None, None
     if args.db is not None:
         from adaptedge.cli.main import CommandError
-        from adaptedge.cloud.ingest import StoreIngest
+        from adaptedge.cloud.fleet.ingest import StoreIngest
 
         if str(args.broker).startswith("nats://"):
             raise CommandError("--db reads the devices' records over MQTT: give cloud serve an "
                                "mqtt:// --broker (the store ingest has no NATS transport yet)")
-        from adaptedge.cloud.store import FleetStore
+        from adaptedge.cloud.fleet.store import FleetStore
 
         store = FleetStore(args.db)
         stops.append(store.close)
@@ -72,7 +72,7 @@ def start(args: argparse.Namespace, svc: Any, root: Any, tls: Any) -> list[Calla
 
 def _live_drift(store: Any, labeller: Any) -> Any:
     """Drift alarms on the stored rows and telemetry, against the served bundles' figures."""
-    from adaptedge.cloud.live_drift import LiveDrift
+    from adaptedge.cloud.fleet.live_drift import LiveDrift
 
     entries = getattr(labeller, "entries", None)  # a BundlePool
     if entries is not None:
@@ -82,8 +82,8 @@ def _live_drift(store: Any, labeller: Any) -> Any:
 
 def _labeller(args: argparse.Namespace, root: Any) -> Any:
     """The ingest's own HPC(s): the worker's bundle, or every bundle of its pool."""
-    from adaptedge.cloud.bundle_pool import BundlePool
-    from adaptedge.cloud.inference import HpcInference
+    from adaptedge.cloud.service.bundle_pool import BundlePool
+    from adaptedge.cloud.service.inference import HpcInference
 
     if isinstance(root, BundlePool):
         return BundlePool([e.root for e in root.entries.values()], prefix=args.prefix,
@@ -95,8 +95,8 @@ def _start_metrics(args: argparse.Namespace, svc: Any, ingest: Any, store: Any
                    ) -> Callable[[], None]:
     from prometheus_client import CollectorRegistry
 
-    from adaptedge.cloud.metrics import FleetCollector, ServiceObserver, serve_metrics
-    from adaptedge.cloud.stats import ServiceStats
+    from adaptedge.cloud.fleet.metrics import FleetCollector, ServiceObserver, serve_metrics
+    from adaptedge.cloud.service.stats import ServiceStats
 
     registry = CollectorRegistry()
     bundle = svc.inference.bundle_id

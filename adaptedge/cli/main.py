@@ -30,7 +30,6 @@ COMMAND_MODULES = (
     "simulate",
     "cache_cmd",
     "recalibrate_cmd",
-    "drift_cmd",
 )
 
 

@@ -30,8 +30,8 @@ def register_nats_config(cmds: Any) -> None:
 
 def nats_config(args: argparse.Namespace) -> int:
     from adaptedge.cli.main import CommandError
+    from adaptedge.cloud.access.nats_config import NodeSpec, write_cluster
     from adaptedge.cloud.errors import CloudError
-    from adaptedge.cloud.nats_config import NodeSpec, write_cluster
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     try:

@@ -46,7 +46,7 @@ def _rows(args: argparse.Namespace, bundle_id: str) -> list[Any]:
             return read_rows(args.rows)
         except RowsFileError as exc:
             raise CommandError(str(exc)) from None
-    from adaptedge.cloud.store import FleetStore  # needs the fleet extra (sqlalchemy)
+    from adaptedge.cloud.fleet.store import FleetStore  # needs the fleet extra (sqlalchemy)
 
     return list(FleetStore(args.db).labelled_rows(bundle_id=bundle_id))
 

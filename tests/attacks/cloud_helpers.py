@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from onnx import TensorProto, helper
 
-from adaptedge.cloud.client import RequestClient
+from adaptedge.cloud.transport.client import RequestClient
 from adaptedge.protocol import InferenceRequest, Manifest, encode, pack_features, write_bundle
 from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT
 from tests.support.toy_bundle import build_toy_bundle

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from adaptedge.cloud.inference import HpcInference
+from adaptedge.cloud.service.inference import HpcInference
 from adaptedge.edge import EdgeRuntime
 from adaptedge.protocol import BundleError, Manifest, verify
 from adaptedge.protocol.bundle import MANIFEST_NAME, SIGNATURE_NAME, manifest_digest, sha256_file

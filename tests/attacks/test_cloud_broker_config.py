@@ -13,8 +13,8 @@ import pytest
 
 from adaptedge.cli.main import main as cli
 from adaptedge.cloud import CloudError, CloudService
-from adaptedge.cloud.acl import MESSAGE_SIZE_LIMIT, largest_request_bytes, read_password_file
-from adaptedge.cloud.client import RequestClient
+from adaptedge.cloud.access.acl import MESSAGE_SIZE_LIMIT, largest_request_bytes, read_password_file
+from adaptedge.cloud.transport.client import RequestClient
 from adaptedge.protocol import InferenceReply, Manifest, encode
 from adaptedge.protocol.topics import wildcard
 from adaptedge.simulator.brokers import MosquittoBroker
@@ -134,7 +134,7 @@ def test_cloud_acl_replaces_planted_symlinks_instead_of_writing_through_them(
 
 
 def test_the_readme_shows_exactly_the_settings_cloud_acl_writes() -> None:
-    from adaptedge.cloud.acl import mosquitto_conf_text
+    from adaptedge.cloud.access.acl import mosquitto_conf_text
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme[readme.index("### Securing the broker"):]

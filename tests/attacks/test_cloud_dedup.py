@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from adaptedge.cloud import CloudService, HpcInference
-from adaptedge.cloud.dedup import PENDING, REUSED, RecentRequests, content_digest, content_key
+from adaptedge.cloud.service.dedup import (
+    PENDING,
+    REUSED,
+    RecentRequests,
+    content_digest,
+    content_key,
+)
 from adaptedge.protocol import ErrorReply, InferenceReply, Manifest, encode
 from adaptedge.protocol import errors as E
 from adaptedge.simulator.brokers import MosquittoBroker

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from adaptedge.cli.main import main as cli
-from adaptedge.cloud.connection import MAX_REFUSALS
+from adaptedge.cloud.transport.connection import MAX_REFUSALS
 from adaptedge.simulator.brokers import MosquittoBroker
 from tests.support.toy_bundle import build_toy_bundle
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from adaptedge.cloud import CloudService
-from adaptedge.cloud.shedding import REBASE_AFTER_S, LoadShedder, RequestAges
+from adaptedge.cloud.service.shedding import REBASE_AFTER_S, LoadShedder, RequestAges
 from adaptedge.protocol import ErrorReply, InferenceReply
 from adaptedge.protocol import errors as E
 from adaptedge.simulator.brokers import MosquittoBroker
@@ -108,8 +108,8 @@ def request_like(deadline_ms: float) -> object:
 def test_the_backlog_probe_measures_the_wait_behind_the_brokers_queue() -> None:
     import paho.mqtt.client as mqtt
 
-    from adaptedge.cloud.connection import make_client
-    from adaptedge.cloud.shedding import PROBE_EVERY_S, BacklogProbe
+    from adaptedge.cloud.service.shedding import PROBE_EVERY_S, BacklogProbe
+    from adaptedge.cloud.transport.connection import make_client
     from adaptedge.protocol import Telemetry, encode
 
     probe = BacklogProbe(make_client("w"), "adaptedge/v1/w/telemetry", "w")

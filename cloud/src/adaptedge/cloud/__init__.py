@@ -2,9 +2,9 @@
 cluster (queue groups), micro-batched. Depends on numpy, onnxruntime, paho-mqtt and msgpack;
 nats-py (extra ``nats``) only for ``nats://`` brokers."""
 
-from adaptedge.cloud.connection import TlsFiles
 from adaptedge.cloud.errors import CloudError
-from adaptedge.cloud.inference import HpcInference
-from adaptedge.cloud.service import CloudService
+from adaptedge.cloud.service.inference import HpcInference
+from adaptedge.cloud.service.worker import CloudService
+from adaptedge.cloud.transport.connection import TlsFiles
 
 __all__ = ["CloudError", "CloudService", "HpcInference", "TlsFiles"]

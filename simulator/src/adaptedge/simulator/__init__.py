@@ -11,9 +11,6 @@
   breakdown in real units, latency CDF, escalation/degraded rates over time with outages).
 - ``simulator.remote_sensors`` — sensor reads served over MQTT from recorded rows, for a
   device under test that is not ours to start.
-- ``simulator.drift`` / ``drift_run`` / ``drift_report`` — the gas sensor drift scenario:
-  train on batches 1-2, stream the later batches with audit sampling, drift alarms,
-  recalibration (``adaptedge drift-scenario``, docs/fleet-drift.md).
 - Models: ``clock`` (simulated time), ``network`` (round trip, loss, bandwidth, outages),
   ``energy`` (on ``protocol.costs``), ``scenario`` (TOML), ``proxy`` (loopback impairment).
 """

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from adaptedge.cloud.nats_config import NatsCluster, NodeSpec, write_cluster
+from adaptedge.cloud.access.nats_config import NatsCluster, NodeSpec, write_cluster
 from adaptedge.simulator.brokers import HOST, BrokerError, free_port, wait_for_port
 from adaptedge.simulator.processes import terminate
 
@@ -79,8 +79,8 @@ class LocalNatsCluster:
 
     def wait_mqtt_ready(self, i: int, deadline: float) -> None:
         """Until an MQTT CONNECT on node ``i`` is accepted (JetStream ready for MQTT)."""
-        from adaptedge.cloud.connection import connect, make_client, parse_broker_url
         from adaptedge.cloud.errors import CloudError
+        from adaptedge.cloud.transport.connection import connect, make_client, parse_broker_url
 
         user = self.workers[0]
         while time.monotonic() < deadline:

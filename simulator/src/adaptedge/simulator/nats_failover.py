@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from adaptedge.cloud.service import CloudService
+from adaptedge.cloud.service.worker import CloudService
 from adaptedge.edge.mqtt_uplink import MqttUplink
 from adaptedge.protocol.features import pack_features
 from adaptedge.protocol.manifest import Manifest

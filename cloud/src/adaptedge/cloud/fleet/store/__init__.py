@@ -1,0 +1,16 @@
+"""The fleet store: labelled records, device telemetry and alarms in SQLite or PostgreSQL
+(needs the ``fleet`` extra: ``pip install 'adaptedge[fleet]'``)."""
+
+from __future__ import annotations
+
+from adaptedge.cloud.fleet.store.fleet_store import (
+    DEFAULT_DB,
+    Alarm,
+    FleetStore,
+    NewRecord,
+    database_url,
+)
+from adaptedge.cloud.fleet.store.schema import SCHEMA_VERSION, StoreError
+
+__all__ = ["DEFAULT_DB", "SCHEMA_VERSION", "Alarm", "FleetStore", "NewRecord", "StoreError",
+           "database_url"]
