@@ -28,7 +28,7 @@ from adaptedge.simulator.brokers import MosquittoBroker
 from tests.support.toy_bundle import build_toy_bundle
 
 pytestmark = pytest.mark.broker
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 N_REQUESTS = 600
 RATE_PER_S = 300.0
 DEADLINE_MS = 250.0

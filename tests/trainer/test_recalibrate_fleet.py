@@ -17,7 +17,7 @@ from adaptedge.protocol import Manifest
 from adaptedge.protocol.features import pack_features
 from adaptedge.protocol.fleet_rows import LabelledRow
 from adaptedge.trainer.fleet_rows_io import write_rows
-from tests.test_recalibrate import _field
+from tests.trainer.test_recalibrate import _field
 
 
 def _record(row: LabelledRow) -> NewRecord:

@@ -20,7 +20,7 @@ from adaptedge.trainer.methods import registry as methods
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.oracle import BundleRunner
 from tests.support.toy_bundle import build_toy_bundle
-from tests.test_bundle_export import heart_policies
+from tests.trainer.export.test_bundle import heart_policies
 
 TINY = "test-tiny-split"
 

@@ -118,7 +118,7 @@ def test_energy_overrides_change_the_link(toy_bundle: tuple[Path, Manifest]) -> 
 
 
 def test_shipped_scenarios_load() -> None:
-    folder = Path(__file__).resolve().parent.parent / "simulator" / "src" / "adaptedge" / "simulator" / "scenarios"
+    folder = Path(__file__).resolve().parents[2] / "simulator" / "src" / "adaptedge" / "simulator" / "scenarios"
     files = sorted(folder.glob("*.toml"))
     assert files
     for path in files:

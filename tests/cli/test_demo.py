@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.simulator.test_report import assert_pngs_open
 from tests.support.dataset_bundle import build_dataset_bundle
-from tests.test_sim_report import assert_pngs_open
 
 DEMO = [sys.executable, "-c", "import sys; from adaptedge.cli.main import main; "
         "sys.exit(main(sys.argv[1:]))", "demo", "--no-progress"]

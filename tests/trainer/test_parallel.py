@@ -28,7 +28,7 @@ from adaptedge.trainer.parallel import ClusterError, cluster_address, use_cluste
 
 pytest.importorskip("distributed")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ["train", "--data", "heart", "--method", "adapt-gbrt", "--quick", "--hpc", "hgb",
          "--no-progress"]
 SWEEP = "adapt-gbrt"

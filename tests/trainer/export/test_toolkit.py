@@ -25,7 +25,7 @@ from adaptedge.trainer.export.run import run_node, run_onnx
 from adaptedge.trainer.export.trees import TreeArrays, tree_core
 from adaptedge.trainer.methods.cart import Tree
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 PRODUCT = ("protocol", "trainer", "edge", "cloud", "simulator", "adaptedge/cli", "benchmarks")
 TOOLKIT = REPO / "trainer" / "src" / "adaptedge" / "trainer" / "export"
 BUILDERS = {"make_graph", "make_model"}

@@ -20,7 +20,7 @@ from tests.support.dataset_bundle import build_dataset_bundle
 from tests.support.ota_fleet import new_keys
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]  # four processes, ~15 s on 2 busy cores
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = "import sys; from adaptedge.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
 

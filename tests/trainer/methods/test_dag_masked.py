@@ -35,7 +35,7 @@ from adaptedge.trainer.methods.dag.problem import DagProblem, make_problem, prob
 from adaptedge.trainer.methods.dag.sweep import DagSettings, choose_bank, sweep_dag
 from adaptedge.trainer.methods.registry import MethodOptions
 from tests.support.dag_parity import assert_same_walk
-from tests.test_dag import synthetic
+from tests.trainer.methods.test_dag import synthetic
 
 SETS = [(0,), (3,), (0, 3), (1, 2), (0, 1, 2, 3)]
 

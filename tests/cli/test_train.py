@@ -19,7 +19,7 @@ from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.methods import registry as methods
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.oracle import BundleRunner, evaluate_policy
-from tests.test_bundle_export import heart_policies
+from tests.trainer.export.test_bundle import heart_policies
 
 TINY = "test-tiny"
 

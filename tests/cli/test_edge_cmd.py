@@ -21,7 +21,7 @@ from tests.support.edge_doubles import MqttResponder
 from tests.support.reference_walk import ReferenceWalk
 
 pytestmark = pytest.mark.broker
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def edge_run(*args: str) -> list[str]:

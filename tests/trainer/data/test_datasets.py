@@ -23,7 +23,7 @@ from adaptedge.trainer.data.datasets import (
     stratified_split,
 )
 
-DATA = Path(__file__).resolve().parent.parent / "trainer" / "src" / "adaptedge" / "trainer" / "data" / "vendored"
+DATA = Path(__file__).resolve().parents[3] / "trainer" / "src" / "adaptedge" / "trainer" / "data" / "vendored"
 
 # name -> (n_features, n_sensors, class counts over all splits, (n_train, n_val, n_test) or None)
 EXPECTED = {

@@ -109,7 +109,7 @@ def test_shipped_scenarios_by_name() -> None:
 
     assert {"ideal", "flaky-link"} <= set(shipped_scenarios())
     by_name = load_scenario("flaky-link")
-    assert by_name == load_scenario(Path(__file__).parents[1] / "simulator/scenarios/flaky-link.toml")
+    assert by_name == load_scenario(Path(__file__).resolve().parents[2] / "simulator/src/adaptedge/simulator/scenarios/flaky-link.toml")
     assert load_scenario("flaky-link.toml") == by_name
     with pytest.raises(ScenarioError, match=r"shipped: .*flaky-link"):
         load_scenario("flakey-link")

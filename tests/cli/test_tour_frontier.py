@@ -12,7 +12,7 @@ import pytest
 from adaptedge.cli.main import main as cli
 from adaptedge.trainer.policy.frontier import Front, kept_summary, pareto_frontier
 from adaptedge.trainer.policy.graph import Metrics
-from tests.test_first_day import write_csv
+from tests.cli.test_tour import write_csv
 
 
 class _Point:
