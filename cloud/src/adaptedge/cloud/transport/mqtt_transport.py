@@ -1,20 +1,23 @@
 """The service core behind an MQTT broker (paho-mqtt 2, MQTT 3.1.1).
 
-One thread owns the paho client and drives its loop by hand (``mqtt_loop.LoopDriver``), so
-there is no per-message thread handoff. Once subscribed, request PUBLISH packets take the
-driver's fast path (parsed off the buffer, ``_deliver``) instead of paho's per-message
-objects; the core flushes the pending batch when it is full or when no more input is waiting,
-and the loop flushes a batch whose oldest request has waited ``max_wait_ms``. A flush is one
-onnxruntime call and one QoS 1 publish per reply; a request's PUBACK is held until the batch
-holding it is answered, so it always follows the reply. A burst of requests is one ``recv``
-and its replies and PUBACKs leave in one ``send`` (plain TCP; TLS sockets are left to ``ssl``
-and take paho's own path). Workers share one group (``$share/<group>/<prefix>/v1/+/req``)
-when the broker delivers shared subscriptions (probed).
+One thread owns the paho client and drives it through its public API only (``client.loop``,
+``publish``, ``ack``), so there is no per-message thread handoff and paho keeps its own
+keep-alive clock: ``on_message`` hands each message to the core, which flushes the pending
+batch when it is full or when no more input is waiting on the socket; the loop flushes a batch
+whose oldest request has waited ``max_wait_ms``. A flush is one onnxruntime call and one QoS 1
+publish per reply. Acknowledgements are manual (``manual_ack_set``): a request's PUBACK is sent
+once the batch holding it is answered, so it always follows its reply. Workers share one group
+(``$share/<group>/<prefix>/v1/+/req``) when the broker delivers shared subscriptions (probed).
+
+(A hand-written MQTT fast path under paho, which parsed and wrote PUBLISH/PUBACK packets
+itself, was removed: it bypassed paho's activity clock, so under a deep backlog paho's
+keep-alive closed the worker's own connection and the broker discarded its queue; issue 31.)
 """
 
 from __future__ import annotations
 
 import logging
+import select
 import threading
 import time
 from typing import Any, Literal
@@ -31,8 +34,6 @@ from adaptedge.cloud.transport.connection import (
     make_client,
     reconnect,
 )
-from adaptedge.cloud.transport.mqtt_framing import Publish
-from adaptedge.cloud.transport.mqtt_loop import LoopDriver
 from adaptedge.cloud.transport.sharing import probe_shared, pump
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.topics import shared
@@ -63,14 +64,15 @@ class MqttTransport:
         self.client.on_publish = self._on_publish
         self.client.on_subscribe = self._on_subscribe_ack
         self.client.on_unsubscribe = self._on_subscribe_ack
-        # A request's PUBACK leaves once it is answered (the batch is empty).
-        self._loop = LoopDriver(self.client, buffered=not self._tls,
-                                acks_due=lambda: not core.batch.items)
-        core.bind(self, self._loop.readable)
+        core.bind(self, self.readable)
         self._filter: str | None = None
         self.shared_subscription = False
-        self._acked = 0
+        self.acked = 0
+        """Publishes the broker has acknowledged."""
         self._acks: set[int] = set()
+        self._unacked: list[int] = []  # QoS 1 messages received whose PUBACK is not sent yet
+        self._poll = select.poll()
+        self._polled: object = None
 
     @property
     def description(self) -> str:
@@ -79,7 +81,7 @@ class MqttTransport:
 
     def open(self) -> None:
         """Connect, pick shared or plain subscription, subscribe (``CloudError`` if refused)."""
-        connect(self.client, self.address, loop=self._loop.step)
+        connect(self.client, self.address)
         try:
             self.shared_subscription = self._choose_sharing()
             request_filter = self.core.request_filter
@@ -88,11 +90,12 @@ class MqttTransport:
             mid = self._subscribe()
             # Ready means subscribed: a request sent after start() returns is not lost to a
             # SUBSCRIBE the broker has not processed yet.
-            pump(self._loop.step, _SUBACK_TIMEOUT_S, lambda: mid is None or mid in self._acks)
+            pump(self.client.loop, _SUBACK_TIMEOUT_S, lambda: mid is None or mid in self._acks)
             if mid is not None and mid not in self._acks:
                 raise CloudError(f"the broker did not acknowledge the subscription to "
                                  f"{self._filter} within {_SUBACK_TIMEOUT_S:g} s")
-            self._loop.deliver = self._deliver  # the probe's callback is done with
+            # From now on a PUBACK follows its request's reply (the probe's callback is done).
+            self.client.manual_ack_set(True)
         except BaseException:
             self.client.disconnect()
             raise
@@ -101,14 +104,31 @@ class MqttTransport:
         self.client.disconnect()
 
     def publish(self, topic: str, payload: bytes, qos: int = 0) -> None:
-        """The core's wire: QoS 1 through the loop's outbox on the fast path, else paho."""
-        if qos != 1 or not self._loop.publish(topic, payload):
-            self.client.publish(topic, payload, qos=qos)
+        """The core's wire."""
+        self.client.publish(topic, payload, qos=qos)
 
-    @property
-    def acked(self) -> int:
-        """Publishes the broker has acknowledged (paho's and the outbox's)."""
-        return self._acked + self._loop.outbox.acked
+    def readable(self) -> bool:
+        """More input already waiting on the socket (then keep batching)."""
+        sock = self.client.socket()
+        if sock is None:
+            return False
+        if self._tls and sock.pending() > 0:  # type: ignore[attr-defined,union-attr]
+            return True
+        if sock is not self._polled:  # a new connection: poll its socket from now on
+            self._poll, self._polled = select.poll(), sock
+            self._poll.register(sock, select.POLLIN)
+        try:
+            return bool(self._poll.poll(0))  # half a select's cost: no lists built per call
+        except (OSError, ValueError, TypeError):
+            return False
+
+    def _ack_answered(self) -> None:
+        """Send the PUBACKs of the messages received so far once their replies are out."""
+        if self._unacked and not self.core.batch.items:
+            ack = self.client.ack
+            for mid in self._unacked:
+                ack(mid, 1)
+            self._unacked.clear()
 
     def extra_stats(self) -> dict[str, float]:
         return {"shared_subscription": int(self.shared_subscription)}
@@ -121,7 +141,7 @@ class MqttTransport:
             return True
         works, published = probe_shared(self.client, self.group or "adaptedge",
                                         self.core.telemetry_topic, self.core.worker_id,
-                                        self._acks, loop=self._loop.step)
+                                        self._acks, loop=self.client.loop)
         self.core.published += published
         self.log.info("broker %s shared subscriptions ($share/%s/...): %s",
                       "delivers" if works else "does NOT deliver", self.group,
@@ -153,24 +173,19 @@ class MqttTransport:
 
     def _on_publish(self, client: mqtt.Client, userdata: Any, mid: int, reason: Any,
                     props: Any) -> None:
-        self._acked += 1
+        self.acked += 1
 
     def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
         try:
             topic = message.topic
         except UnicodeDecodeError:  # paho raises on a topic that is not UTF-8
             self._bad_topic()
-            return
-        self.core.on_message(topic, message.payload, message.timestamp, retained=message.retain)
-
-    def _deliver(self, packet: Publish, received: float) -> None:
-        """The fast path's PUBLISH (``mqtt_loop.LoopDriver.deliver``): as ``_on_message``."""
-        try:
-            topic = packet.topic.decode()
-        except UnicodeDecodeError:
-            self._bad_topic()
-            return
-        self.core.on_message(topic, packet.payload, received, retained=packet.retain)
+        else:
+            self.core.on_message(topic, message.payload, message.timestamp,
+                                 retained=message.retain)
+        if message.qos == 1:
+            self._unacked.append(message.mid)
+            self._ack_answered()
 
     def _bad_topic(self) -> None:
         self.core.stats.received += 1
@@ -185,13 +200,14 @@ class MqttTransport:
         while not stopping.is_set():
             now = time.monotonic()
             timeout = min(batch.time_left(now), _IDLE_TICK_S, max(0.0, next_stats - now))
-            rc = self._loop.step(timeout)
+            rc = self.client.loop(timeout)
             if rc != _SUCCESS:
                 core.flush()
                 self._reconnect(rc, stopping)
                 continue
-            if batch.items and (batch.due(time.monotonic()) or not self._loop.readable()):
+            if batch.items and (batch.due(time.monotonic()) or not self.readable()):
                 core.flush()
+                self._ack_answered()
             if time.monotonic() >= next_stats:
                 core.report(self.extra_stats())
                 next_stats = time.monotonic() + self.stats_every_s
@@ -200,8 +216,9 @@ class MqttTransport:
     def _reconnect(self, rc: MQTTErrorCode, stopping: threading.Event) -> None:
         """Back off and reconnect; ``BrokerRefused`` after too many refusals in a row."""
         self.log.warning("lost the broker connection (%s); reconnecting", mqtt.error_string(rc))
+        self._unacked.clear()  # their PUBACKs were for the lost connection
         if reconnect(self.client, self.address, stopping, self.log,
-                     max_refusals=self._max_refusals, loop=self._loop.step):
+                     max_refusals=self._max_refusals):
             self._subscribe()  # clean session: subscriptions do not survive a reconnect
             self.log.info("reconnected to %s:%d", self.address.host, self.address.port)
 
@@ -218,9 +235,10 @@ class MqttTransport:
         quiet_since = time.monotonic()
         while time.monotonic() < deadline:
             received = core.stats.received
-            if self._loop.step(0.01) != _SUCCESS:
+            if client.loop(0.01) != _SUCCESS:
                 break
             core.flush()
+            self._ack_answered()
             now = time.monotonic()
             if core.stats.received != received:
                 quiet_since = now
@@ -232,7 +250,7 @@ class MqttTransport:
         core.report(self.extra_stats())
         client.disconnect()
         for _ in range(10):  # send the DISCONNECT; loop() fails once the socket is closed
-            if self._loop.step(0.01) != _SUCCESS:
+            if client.loop(0.01) != _SUCCESS:
                 break
         self.log.info("worker %s stopped%s", core.worker_id,
                       f" ({unacked} replies not acknowledged by the broker)" if unacked else "")
