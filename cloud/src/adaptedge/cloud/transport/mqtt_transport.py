@@ -2,11 +2,14 @@
 
 One thread owns the paho client and drives it through its public API only (``client.loop``,
 ``publish``, ``ack``), so there is no per-message thread handoff and paho keeps its own
-keep-alive clock: ``on_message`` hands each message to the core, which flushes the pending
-batch when it is full or when no more input is waiting on the socket; the loop flushes a batch
-whose oldest request has waited ``max_wait_ms``. A flush is one onnxruntime call and one QoS 1
-publish per reply. Acknowledgements are manual (``manual_ack_set``): a request's PUBACK is sent
-once the batch holding it is answered, so it always follows its reply. Workers share one group
+keep-alive clock. Each pass reads everything waiting on the socket into the ``Inbox``
+(``mqtt_inbox``), then hands the core up to one batch of it; the core flushes the pending batch
+when it is full or when no more input is waiting; the loop flushes a batch whose oldest request
+has waited ``max_wait_ms``. A flush is one onnxruntime call and one QoS 1 publish per reply.
+Acknowledgements are manual (``manual_ack_set``): a request's PUBACK is sent once the batch
+holding it is answered, so it always follows its reply. At most ``MAX_UNACKED_REPLIES``
+replies wait for the broker's acknowledgement (paho's message ids are 16-bit); past that the
+worker reads but computes nothing more until acknowledgements come. Workers share one group
 (``$share/<group>/<prefix>/v1/+/req``) when the broker delivers shared subscriptions (probed).
 
 (A hand-written MQTT fast path under paho, which parsed and wrote PUBLISH/PUBACK packets
@@ -34,6 +37,7 @@ from adaptedge.cloud.transport.connection import (
     make_client,
     reconnect,
 )
+from adaptedge.cloud.transport.mqtt_inbox import Inbox
 from adaptedge.cloud.transport.sharing import probe_shared, pump
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.topics import shared
@@ -43,6 +47,10 @@ _SUCCESS = MQTTErrorCode.MQTT_ERR_SUCCESS
 _IDLE_TICK_S = 0.05
 _DRAIN_QUIET_S = 0.1
 _SUBACK_TIMEOUT_S = 10.0
+_MAX_READS = 10_000
+"""``client.loop`` passes in a row while the socket stays readable (bounded)."""
+MAX_UNACKED_REPLIES = 16_384
+"""Replies handed to paho and not yet acknowledged by the broker, at most (ids are 16-bit)."""
 
 
 class MqttTransport:
@@ -59,7 +67,8 @@ class MqttTransport:
         self._tls = tls is not None or address.tls
         self.client = make_client(core.worker_id, username=username, password=password,
                                   tls=tls, use_tls=self._tls)
-        self.client.on_message = self._on_message
+        self._inbox = Inbox()
+        self.client.on_message = self._inbox.put
         self.client.on_connect = self._on_connect
         self.client.on_publish = self._on_publish
         self.client.on_subscribe = self._on_subscribe_ack
@@ -70,7 +79,7 @@ class MqttTransport:
         self.acked = 0
         """Publishes the broker has acknowledged."""
         self._acks: set[int] = set()
-        self._unacked: list[int] = []  # QoS 1 messages received whose PUBACK is not sent yet
+        self.disconnects = 0
         self._poll = select.poll()
         self._polled: object = None
 
@@ -108,7 +117,10 @@ class MqttTransport:
         self.client.publish(topic, payload, qos=qos)
 
     def readable(self) -> bool:
-        """More input already waiting on the socket (then keep batching)."""
+        """More input already waiting, read or on the socket (then keep batching)."""
+        return bool(self._inbox) or self._socket_readable()
+
+    def _socket_readable(self) -> bool:
         sock = self.client.socket()
         if sock is None:
             return False
@@ -123,15 +135,41 @@ class MqttTransport:
             return False
 
     def _ack_answered(self) -> None:
-        """Send the PUBACKs of the messages received so far once their replies are out."""
-        if self._unacked and not self.core.batch.items:
-            ack = self.client.ack
-            for mid in self._unacked:
-                ack(mid, 1)
-            self._unacked.clear()
+        """Send the PUBACKs of the messages taken so far once their replies are out."""
+        if self._inbox.owes and not self.core.batch.items:
+            self._inbox.settle(self.client.ack)
+
+    def _read_waiting(self) -> MQTTErrorCode:
+        """Read what the socket holds into the inbox (bounded), so the stream holds no backlog
+        and the broker's acknowledgements of our replies are not queued behind one."""
+        for _ in range(_MAX_READS):
+            if not self._socket_readable():
+                break
+            rc = self.client.loop(0.0)
+            if rc != _SUCCESS:
+                return rc
+        return _SUCCESS
+
+    def _feed(self, limit: int) -> None:
+        """Hand the core up to ``limit`` messages from the inbox, oldest first, while fewer
+        than ``MAX_UNACKED_REPLIES`` replies wait for the broker. The core receives a message
+        now: its time in the inbox counts as queueing, like its time in the broker (the
+        per-device delay and the backlog probe, which queues here too, both see it)."""
+        inbox, core = self._inbox, self.core
+        for _ in range(min(limit, len(inbox))):
+            if core.published - self.acked >= MAX_UNACKED_REPLIES:
+                return
+            item = inbox.take()
+            if item.topic is None:
+                self._bad_topic()
+            else:
+                core.on_message(item.topic, item.payload, time.monotonic(),
+                                retained=item.retained)
+            self._ack_answered()
 
     def extra_stats(self) -> dict[str, float]:
-        return {"shared_subscription": int(self.shared_subscription)}
+        return {"shared_subscription": int(self.shared_subscription), "inbox": len(self._inbox),
+                "disconnects": self.disconnects}
 
     # -- subscription ------------------------------------------------------------------------
     def _choose_sharing(self) -> bool:
@@ -175,18 +213,6 @@ class MqttTransport:
                     props: Any) -> None:
         self.acked += 1
 
-    def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
-        try:
-            topic = message.topic
-        except UnicodeDecodeError:  # paho raises on a topic that is not UTF-8
-            self._bad_topic()
-        else:
-            self.core.on_message(topic, message.payload, message.timestamp,
-                                 retained=message.retain)
-        if message.qos == 1:
-            self._unacked.append(message.mid)
-            self._ack_answered()
-
     def _bad_topic(self) -> None:
         self.core.stats.received += 1
         self.core.inference.error_counts[E.BAD_TOPIC] += 1
@@ -199,12 +225,16 @@ class MqttTransport:
         next_stats = time.monotonic() + self.stats_every_s
         while not stopping.is_set():
             now = time.monotonic()
-            timeout = min(batch.time_left(now), _IDLE_TICK_S, max(0.0, next_stats - now))
+            timeout = 0.0 if self._inbox else \
+                min(batch.time_left(now), _IDLE_TICK_S, max(0.0, next_stats - now))
             rc = self.client.loop(timeout)
+            if rc == _SUCCESS:
+                rc = self._read_waiting()
             if rc != _SUCCESS:
                 core.flush()
                 self._reconnect(rc, stopping)
                 continue
+            self._feed(batch.max_batch)
             if batch.items and (batch.due(time.monotonic()) or not self.readable()):
                 core.flush()
                 self._ack_answered()
@@ -216,7 +246,8 @@ class MqttTransport:
     def _reconnect(self, rc: MQTTErrorCode, stopping: threading.Event) -> None:
         """Back off and reconnect; ``BrokerRefused`` after too many refusals in a row."""
         self.log.warning("lost the broker connection (%s); reconnecting", mqtt.error_string(rc))
-        self._unacked.clear()  # their PUBACKs were for the lost connection
+        self.disconnects += 1
+        self._inbox.reconnected()  # their PUBACKs were for the lost connection
         if reconnect(self.client, self.address, stopping, self.log,
                      max_refusals=self._max_refusals):
             self._subscribe()  # clean session: subscriptions do not survive a reconnect
@@ -235,14 +266,16 @@ class MqttTransport:
         quiet_since = time.monotonic()
         while time.monotonic() < deadline:
             received = core.stats.received
-            if client.loop(0.01) != _SUCCESS:
+            if client.loop(0.0 if self._inbox else 0.01) != _SUCCESS \
+                    or self._read_waiting() != _SUCCESS:
                 break
+            self._feed(len(self._inbox))
             core.flush()
             self._ack_answered()
             now = time.monotonic()
             if core.stats.received != received:
                 quiet_since = now
-            if ((unsubscribe_mid is None or unsubscribe_mid in self._acks)
+            if (not self._inbox and (unsubscribe_mid is None or unsubscribe_mid in self._acks)
                     and self.acked >= core.published
                     and now - quiet_since >= _DRAIN_QUIET_S):
                 break
