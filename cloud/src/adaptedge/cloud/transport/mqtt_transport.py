@@ -1,8 +1,8 @@
 """The service core behind an MQTT broker (paho-mqtt 2, MQTT 3.1.1).
 
-One thread owns the paho client and drives it through its public API only (``client.loop``,
-``publish``, ``ack``), so there is no per-message thread handoff and paho keeps its own
-keep-alive clock. Each pass reads everything waiting on the socket into the ``Inbox``
+One thread owns the paho client and drives it through its public API only (its external-loop
+calls, ``mqtt_step.NetworkLoop``; ``publish``; ``ack``), so there is no per-message thread
+handoff and paho keeps its own keep-alive clock. Each pass reads everything waiting on the socket into the ``Inbox``
 (``mqtt_inbox``), then hands the core up to one batch of it; the core flushes the pending batch
 when it is full or when no more input is waiting; the loop flushes a batch whose oldest request
 has waited ``max_wait_ms``. A flush is one onnxruntime call and one QoS 1 publish per reply.
@@ -20,7 +20,6 @@ keep-alive closed the worker's own connection and the broker discarded its queue
 from __future__ import annotations
 
 import logging
-import select
 import threading
 import time
 from typing import Any, Literal
@@ -38,6 +37,7 @@ from adaptedge.cloud.transport.connection import (
     reconnect,
 )
 from adaptedge.cloud.transport.mqtt_inbox import Inbox
+from adaptedge.cloud.transport.mqtt_step import NetworkLoop
 from adaptedge.cloud.transport.sharing import probe_shared, pump
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.topics import shared
@@ -48,7 +48,7 @@ _IDLE_TICK_S = 0.05
 _DRAIN_QUIET_S = 0.1
 _SUBACK_TIMEOUT_S = 10.0
 _MAX_READS = 10_000
-"""``client.loop`` passes in a row while the socket stays readable (bounded)."""
+"""Loop passes in a row while the socket stays readable (bounded)."""
 MAX_UNACKED_REPLIES = 16_384
 """Replies handed to paho and not yet acknowledged by the broker, at most (ids are 16-bit)."""
 
@@ -80,8 +80,8 @@ class MqttTransport:
         """Publishes the broker has acknowledged."""
         self._acks: set[int] = set()
         self.disconnects = 0
-        self._poll = select.poll()
-        self._polled: object = None
+        self._net = NetworkLoop(self.client)
+        self._step, self._socket_readable = self._net.step, self._net.readable
 
     @property
     def description(self) -> str:
@@ -90,7 +90,7 @@ class MqttTransport:
 
     def open(self) -> None:
         """Connect, pick shared or plain subscription, subscribe (``CloudError`` if refused)."""
-        connect(self.client, self.address)
+        connect(self.client, self.address, loop=self._step)
         try:
             self.shared_subscription = self._choose_sharing()
             request_filter = self.core.request_filter
@@ -99,7 +99,7 @@ class MqttTransport:
             mid = self._subscribe()
             # Ready means subscribed: a request sent after start() returns is not lost to a
             # SUBSCRIBE the broker has not processed yet.
-            pump(self.client.loop, _SUBACK_TIMEOUT_S, lambda: mid is None or mid in self._acks)
+            pump(self._step, _SUBACK_TIMEOUT_S, lambda: mid is None or mid in self._acks)
             if mid is not None and mid not in self._acks:
                 raise CloudError(f"the broker did not acknowledge the subscription to "
                                  f"{self._filter} within {_SUBACK_TIMEOUT_S:g} s")
@@ -120,20 +120,6 @@ class MqttTransport:
         """More input already waiting, read or on the socket (then keep batching)."""
         return bool(self._inbox) or self._socket_readable()
 
-    def _socket_readable(self) -> bool:
-        sock = self.client.socket()
-        if sock is None:
-            return False
-        if self._tls and sock.pending() > 0:  # type: ignore[attr-defined,union-attr]
-            return True
-        if sock is not self._polled:  # a new connection: poll its socket from now on
-            self._poll, self._polled = select.poll(), sock
-            self._poll.register(sock, select.POLLIN)
-        try:
-            return bool(self._poll.poll(0))  # half a select's cost: no lists built per call
-        except (OSError, ValueError, TypeError):
-            return False
-
     def _ack_answered(self) -> None:
         """Send the PUBACKs of the messages taken so far once their replies are out."""
         if self._inbox.owes and not self.core.batch.items:
@@ -145,7 +131,7 @@ class MqttTransport:
         for _ in range(_MAX_READS):
             if not self._socket_readable():
                 break
-            rc = self.client.loop(0.0)
+            rc = self._step(0.0)
             if rc != _SUCCESS:
                 return rc
         return _SUCCESS
@@ -179,7 +165,7 @@ class MqttTransport:
             return True
         works, published = probe_shared(self.client, self.group or "adaptedge",
                                         self.core.telemetry_topic, self.core.worker_id,
-                                        self._acks, loop=self.client.loop)
+                                        self._acks, loop=self._step)
         self.core.published += published
         self.log.info("broker %s shared subscriptions ($share/%s/...): %s",
                       "delivers" if works else "does NOT deliver", self.group,
@@ -227,7 +213,7 @@ class MqttTransport:
             now = time.monotonic()
             timeout = 0.0 if self._inbox else \
                 min(batch.time_left(now), _IDLE_TICK_S, max(0.0, next_stats - now))
-            rc = self.client.loop(timeout)
+            rc = self._step(timeout)
             if rc == _SUCCESS:
                 rc = self._read_waiting()
             if rc != _SUCCESS:
@@ -249,7 +235,7 @@ class MqttTransport:
         self.disconnects += 1
         self._inbox.reconnected()  # their PUBACKs were for the lost connection
         if reconnect(self.client, self.address, stopping, self.log,
-                     max_refusals=self._max_refusals):
+                     max_refusals=self._max_refusals, loop=self._step):
             self._subscribe()  # clean session: subscriptions do not survive a reconnect
             self.log.info("reconnected to %s:%d", self.address.host, self.address.port)
 
@@ -266,7 +252,7 @@ class MqttTransport:
         quiet_since = time.monotonic()
         while time.monotonic() < deadline:
             received = core.stats.received
-            if client.loop(0.0 if self._inbox else 0.01) != _SUCCESS \
+            if self._step(0.0 if self._inbox else 0.01) != _SUCCESS \
                     or self._read_waiting() != _SUCCESS:
                 break
             self._feed(len(self._inbox))
@@ -283,7 +269,7 @@ class MqttTransport:
         core.report(self.extra_stats())
         client.disconnect()
         for _ in range(10):  # send the DISCONNECT; loop() fails once the socket is closed
-            if client.loop(0.01) != _SUCCESS:
+            if self._step(0.01) != _SUCCESS:
                 break
         self.log.info("worker %s stopped%s", core.worker_id,
                       f" ({unacked} replies not acknowledged by the broker)" if unacked else "")
