@@ -136,6 +136,10 @@ class MqttTransport:
                 return rc
         return _SUCCESS
 
+    def _may_feed(self) -> bool:
+        """Fewer than ``MAX_UNACKED_REPLIES`` replies wait for the broker's acknowledgement."""
+        return self.core.published - self.acked < MAX_UNACKED_REPLIES
+
     def _feed(self, limit: int) -> None:
         """Hand the core up to ``limit`` messages from the inbox, oldest first, while fewer
         than ``MAX_UNACKED_REPLIES`` replies wait for the broker. The core receives a message
@@ -143,7 +147,7 @@ class MqttTransport:
         per-device delay and the backlog probe, which queues here too, both see it)."""
         inbox, core = self._inbox, self.core
         for _ in range(min(limit, len(inbox))):
-            if core.published - self.acked >= MAX_UNACKED_REPLIES:
+            if not self._may_feed():
                 return
             item = inbox.take()
             if item.topic is None:
@@ -211,7 +215,7 @@ class MqttTransport:
         next_stats = time.monotonic() + self.stats_every_s
         while not stopping.is_set():
             now = time.monotonic()
-            timeout = 0.0 if self._inbox else \
+            timeout = 0.0 if self._inbox and self._may_feed() else \
                 min(batch.time_left(now), _IDLE_TICK_S, max(0.0, next_stats - now))
             rc = self._step(timeout)
             if rc == _SUCCESS:
