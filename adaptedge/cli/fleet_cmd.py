@@ -44,17 +44,14 @@ def _open(url: str) -> Any:
     from sqlalchemy import make_url
 
     from adaptedge.cli.main import CommandError
-    from adaptedge.cloud.fleet.store import FleetStore, StoreError, database_url
+    from adaptedge.cloud.fleet.store import FleetStore, database_url
 
     parsed = make_url(database_url(url))
     if parsed.get_backend_name() == "sqlite" and parsed.database and \
             not Path(parsed.database).is_file():
         raise CommandError(f"there is no fleet store at {parsed.database} (cloud serve --db "
                            "creates it): check --db")
-    try:
-        return FleetStore(url)
-    except StoreError as exc:
-        raise CommandError(str(exc)) from exc
+    return FleetStore(url)
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from adaptedge.protocol.errors import BundleError
+from adaptedge.protocol.errors import AdaptedgeError, BundleError
 
 
-class EdgeError(Exception):
+class EdgeError(AdaptedgeError):
     """Base of every error the edge runtime raises on purpose."""
 
 
