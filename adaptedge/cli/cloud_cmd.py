@@ -80,7 +80,7 @@ def register(sub: Any) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from adaptedge.cli.main import CommandError
+    from adaptedge.cli.errors import CommandError
     from adaptedge.cloud import CloudService, TlsFiles
     from adaptedge.cloud.access.acl import read_password_file
 

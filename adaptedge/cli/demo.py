@@ -79,7 +79,7 @@ def obtain_bundle(workdir: Path, data: str, method: str, *, seed: int, retrain: 
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from adaptedge.cli.main import CommandError
+    from adaptedge.cli.errors import CommandError
     from adaptedge.simulator.hil import HilOptions, run_hil
     from adaptedge.simulator.report import evaluate, summary_table, write_report
     from adaptedge.simulator.scenario import DevicesConfig, Scenario

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adaptedge.cli.main import CommandError
+from adaptedge.cli.errors import CommandError
 
 TOLERANCE = 0.01
 

@@ -43,7 +43,7 @@ def register(sub: Any) -> None:
 def _open(url: str) -> Any:
     from sqlalchemy import make_url
 
-    from adaptedge.cli.main import CommandError
+    from adaptedge.cli.errors import CommandError
     from adaptedge.cloud.fleet.store import FleetStore, database_url
 
     parsed = make_url(database_url(url))
@@ -84,8 +84,8 @@ def status(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
+    from adaptedge.cli.errors import CommandError
     from adaptedge.cli.fleet_report import write_report
-    from adaptedge.cli.main import CommandError
 
     if args.window < 1:
         raise CommandError(f"--window must be >= 1, got {args.window}")

@@ -90,7 +90,7 @@ def choose_devices(fleet: list[str], fraction: float, rollout: str) -> list[str]
 
 
 def _targets(args: argparse.Namespace, watch: Any, rollout: str) -> list[str]:
-    from adaptedge.cli.main import CommandError
+    from adaptedge.cli.errors import CommandError
 
     if args.devices is not None:
         devices = [d.strip() for d in args.devices.split(",") if d.strip()]
@@ -112,7 +112,7 @@ def _targets(args: argparse.Namespace, watch: Any, rollout: str) -> list[str]:
 
 
 def deploy(args: argparse.Namespace) -> int:
-    from adaptedge.cli.main import CommandError
+    from adaptedge.cli.errors import CommandError
     from adaptedge.cloud.rollout.announce import ChunkServer, announce, announcement, build_image
     from adaptedge.cloud.rollout.status import RolloutWatch, render
 

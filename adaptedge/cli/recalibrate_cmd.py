@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from adaptedge.cli.main import CommandError
+from adaptedge.cli.errors import CommandError
 
 
 def register(sub: Any) -> None:

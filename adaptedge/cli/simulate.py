@@ -46,7 +46,7 @@ def register(sub: Any) -> None:
 def load_scenario_args(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
-    from adaptedge.cli.main import CommandError
+    from adaptedge.cli.errors import CommandError
     from adaptedge.simulator.scenario import Scenario, load_scenario
 
     scenario = load_scenario(args.scenario) if args.scenario else Scenario()
@@ -68,8 +68,8 @@ def load_scenario_args(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from adaptedge.cli.errors import CommandError
     from adaptedge.cli.evaluate import check_split, replay_seed
-    from adaptedge.cli.main import CommandError
     from adaptedge.protocol.bundle import open_bundle, verify
     from adaptedge.simulator.hil import HilOptions, run_hil
     from adaptedge.simulator.report import evaluate, summary_table, write_report

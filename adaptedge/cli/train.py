@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from adaptedge.cli.main import CommandError
+from adaptedge.cli.errors import CommandError
 
 
 def register(sub: Any) -> None:
