@@ -1,7 +1,6 @@
-"""No module of the command line, the edge, the cloud, the trainer or the simulator imports
-itself back through others, at module level or inside a function (``cli/edge_drain`` once took
-``_tls`` from ``cli/edge_cmd``, which imported it). ``protocol`` is not checked yet: its
-``bundle`` and ``signing`` import each other (one of them inside a function)."""
+"""No module of the command line or of any package imports itself back through others, at module
+level or inside a function (``cli/edge_drain`` once took ``_tls`` from ``cli/edge_cmd``, which
+imported it; ``protocol.bundle`` and ``protocol.signing`` once imported each other)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {
     "adaptedge.cli": ROOT / "adaptedge" / "cli",
     **{f"adaptedge.{name}": ROOT / name / "src" / "adaptedge" / name
-       for name in ("edge", "cloud", "trainer", "simulator")},
+       for name in ("protocol", "edge", "cloud", "trainer", "simulator")},
 }
 
 

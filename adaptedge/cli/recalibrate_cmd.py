@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # a bad --audit-fraction or --tolerance (recalibrate's own: main)
         raise CommandError(str(exc)) from None
     if args.sign_key is not None:
-        from adaptedge.protocol.signing import sign_bundle
+        from adaptedge.protocol.bundle_signing import sign_bundle
 
         sign_bundle(args.out, args.sign_key)
     chosen = result.chosen
