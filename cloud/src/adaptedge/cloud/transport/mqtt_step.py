@@ -28,7 +28,7 @@ class NetworkLoop:
 
     def __init__(self, client: mqtt.Client) -> None:
         self.client = client
-        self._sock: Any = None
+        self._seen: Any = None
         self._wait = select.poll()
         self._peek = select.poll()
         self._mask = 0
@@ -73,8 +73,8 @@ class NetworkLoop:
     def _current(self) -> Any:
         """The client's socket; a new connection's is registered on first sight."""
         sock = self.client.socket()
-        if sock is not self._sock and sock is not None:
-            self._sock = sock
+        if sock is not self._seen and sock is not None:
+            self._seen = sock
             self._wait, self._peek = select.poll(), select.poll()
             self._wait.register(sock, select.POLLIN)
             self._peek.register(sock, select.POLLIN)

@@ -81,7 +81,7 @@ class MqttTransport:
         self._acks: set[int] = set()
         self.disconnects = 0
         self._net = NetworkLoop(self.client)
-        self._step, self._socket_readable = self._net.step, self._net.readable
+        self._step, self._input_waiting = self._net.step, self._net.readable
 
     @property
     def description(self) -> str:
@@ -118,7 +118,7 @@ class MqttTransport:
 
     def readable(self) -> bool:
         """More input already waiting, read or on the socket (then keep batching)."""
-        return bool(self._inbox) or self._socket_readable()
+        return bool(self._inbox) or self._input_waiting()
 
     def _ack_answered(self) -> None:
         """Send the PUBACKs of the messages taken so far once their replies are out."""
@@ -129,7 +129,7 @@ class MqttTransport:
         """Read what the socket holds into the inbox (bounded), so the stream holds no backlog
         and the broker's acknowledgements of our replies are not queued behind one."""
         for _ in range(_MAX_READS):
-            if not self._socket_readable():
+            if not self._input_waiting():
                 break
             rc = self._step(0.0)
             if rc != _SUCCESS:
