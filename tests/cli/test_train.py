@@ -53,7 +53,7 @@ def test_train_writes_a_verified_frontier_bundle(trained: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     m = verify(trained)
     assert m.metadata["method"] == TINY and m.metadata["dataset"] == "heart"
-    assert m.metadata["train_seconds"] > 0 and "numpy" in m.metadata["library_versions"]
+    assert "train_seconds" not in m.metadata and "numpy" in m.metadata["library_versions"]
     assert m.metadata["extra"] == {"flavour": "plain"}
     costs = [p.cost for p in m.operating_points]
     accs = [p.accuracy for p in m.operating_points]

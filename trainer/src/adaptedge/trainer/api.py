@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import platform
 import sys
-import time
 from collections.abc import Mapping
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -87,8 +86,9 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
     The bundle holds the validation frontier of the method's sweep. The default operating
     point is the most accurate within ``budget`` when given, else the cheapest whose validation
     accuracy is within 1% of the HPC's with 97.5% confidence (a Wilson lower bound; else the
-    one with the highest bound). Training time, method,
-    dataset, seed and library versions go into the manifest metadata. ``out`` must be new, an
+    one with the highest bound). Method, dataset, seed and library versions go into the
+    manifest metadata; wall-clock timings do not (the same inputs and seed give the same
+    bundle id; time the call to know how long it took). ``out`` must be new, an
     empty directory or, with ``force``, a bundle to replace (checked before training).
     ``cluster``: a Dask scheduler address (``tcp://HOST:PORT``) that runs the sweep's fits
     (``trainer.parallel``); ``n_jobs`` still sizes the work done here.
@@ -116,7 +116,6 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
            costs: str | Path | None, grouping: str | None, budget: float | None, quick: bool,
            seed: int, n_jobs: int, progress: bool, hpc_kind: Any, hpc_onnx: str | Path | None,
            extra: Mapping[str, Any] | None, force: bool) -> Manifest:
-    started = time.perf_counter()
     show = progress  # a bar on a terminal, periodic log lines otherwise (trainer.progress)
     method_fn = get_method(method)
     extra = check_params(method, extra or {})  # before any fit: a typo costs no training
@@ -124,7 +123,6 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
     check_training_classes(data, dataset.classes, dataset.y_train)
     hpc = fit_hpc(dataset, kind=hpc_kind, seed=seed, n_jobs=n_jobs, onnx_path=hpc_onnx,
                   progress=show)
-    hpc_seconds = time.perf_counter() - started
     options = MethodOptions(seed=seed, n_jobs=n_jobs, progress=show, quick=quick,
                             extra=dict(extra or {}))
     candidates = method_fn(dataset, hpc, options)  # a method may return its own Front
@@ -153,8 +151,6 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
         "default_rule": rule,
         "n_candidates": swept,
         "frontier_rule": kept,
-        "hpc_seconds": round(hpc_seconds, 3),
-        "train_seconds": round(time.perf_counter() - started, 3),
         "library_versions": library_versions(),
         "extra": {k: v if isinstance(v, int | float | str | bool) else repr(v)
                   for k, v in sorted((extra or {}).items())},
