@@ -146,13 +146,15 @@ def _replay_rows(args: argparse.Namespace) -> ReplayRows:
     from adaptedge.cli.evaluate import check_split, replay_seed
     from adaptedge.edge.device import ReplayRows
     from adaptedge.protocol.bundle import open_bundle, read_manifest
-    from adaptedge.trainer.data.datasets import load_dataset
+    from adaptedge.trainer.data.bundle_data import load_for_bundle
 
     with open_bundle(args.bundle) as root:
-        recipe = read_manifest(root).split
+        manifest = read_manifest(root)
+    recipe = manifest.split
     seed = replay_seed(recipe, args.replay)  # the rows the bundle was not trained on
     try:
-        dataset = load_dataset(args.replay, target=args.target, costs=args.costs, seed=seed)
+        dataset = load_for_bundle(args.replay, manifest, target=args.target, costs=args.costs,
+                                  seed=seed)
         X, y = dataset.split(args.split)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc

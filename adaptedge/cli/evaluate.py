@@ -111,13 +111,14 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from adaptedge.protocol.bundle import open_bundle, verify
-    from adaptedge.trainer.data.datasets import load_dataset
+    from adaptedge.trainer.data.bundle_data import load_for_bundle
 
     with open_bundle(args.bundle) as root:
-        recipe = verify(root).split
+        manifest = verify(root)
+        recipe = manifest.split
         seed = args.seed if args.seed is not None else (recipe.seed if recipe else 0)
-        dataset = load_dataset(args.data, target=args.target, costs=args.costs,
-                               grouping=args.grouping, seed=seed)
+        dataset = load_for_bundle(args.data, manifest, target=args.target, costs=args.costs,
+                                  grouping=args.grouping, seed=seed)
         check_split(recipe, dataset, seed)
         if args.budget is not None:
             return _run_budget(root, dataset, args)
