@@ -37,7 +37,8 @@ def register(sub: Any) -> None:
                    help="method-specific option (repeatable); the keys of each method are "
                    "in trainer/methods/params.py")
     p.add_argument("--hpc", default="auto",
-                   help="HPC kind: auto, hgb, random-forest, extra-trees (default auto)")
+                   help="HPC kind: auto (the best on validation of logistic, extra-trees and hgb), "
+                        "hgb, random-forest, extra-trees, logistic (default auto)")
     p.add_argument("--hpc-onnx", type=Path, help="use this ONNX classifier as the HPC")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--out", required=True, type=Path,

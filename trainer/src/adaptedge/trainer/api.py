@@ -22,6 +22,7 @@ from adaptedge.trainer.data.splits import split_recipe
 from adaptedge.trainer.errors import TrainError as TrainError
 from adaptedge.trainer.export.bundle import export_bundle
 from adaptedge.trainer.hpc import fit_hpc
+from adaptedge.trainer.hpc_check import weak_hpc_warning
 from adaptedge.trainer.methods.params import check_params
 from adaptedge.trainer.methods.registry import INDEXED_METHODS, MethodOptions, get_method
 from adaptedge.trainer.parallel import use_cluster
@@ -134,6 +135,8 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
                          f"rows or try another method")
     front = pareto_frontier(candidates)
     swept, frontier = front.swept, list(front)
+    if weak := weak_hpc_warning(hpc.val_accuracy, dataset.y_train, dataset.y_val, frontier):
+        print(weak, file=sys.stderr)
     kept = kept_summary(len(frontier), swept)
     index = None
     if method in INDEXED_METHODS:  # every indexed model ships: it may be best at some size
