@@ -84,7 +84,8 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
     points = []
     for point in manifest.operating_points:
         r = result(point.policy, split)
-        points.append({"name": point.name, "accuracy": r.accuracy, "cost": r.mean_cost,
+        points.append({"name": point.name, "default": point.name == manifest.default_operating_point,
+                       "accuracy": r.accuracy, "cost": r.mean_cost,
                        "escalation_rate": r.escalation_rate,
                        "avg_sensors_read": r.avg_sensors_read, "energy_mj": r.mean_energy_mj,
                        "latency_ms": r.mean_latency_ms, "bytes": r.mean_bytes,
@@ -104,6 +105,7 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
     return {
         "hpc": {"accuracy": result("\0hpc", split).accuracy, "cost": hpc_scalar},
         "cost_unit": cost_unit(manifest),
+        "default_operating_point": manifest.default_operating_point,
         "points": points,
         "best_within_1pct": best,
     }
@@ -154,7 +156,7 @@ def check_split(recipe: Any, dataset: Any, seed: int) -> None:
 
 def render(report: dict[str, Any], title: str) -> str:
     hpc = report["hpc"]
-    w = max([len("operating point")] + [len(p["name"]) for p in report["points"]]) + 2
+    w = max([len("operating point")] + [len(p["name"]) + 2 for p in report["points"]]) + 2
     cost = f"cost ({report['cost_unit']})" if report.get("cost_unit") else "cost"
     cw = max(10, len(cost) + 2)
     lines = [title,
@@ -164,12 +166,16 @@ def render(report: dict[str, Any], title: str) -> str:
     for p in report["points"]:
         interval = ("-" if p["validation_interval"] is None
                     else "[{:.4f}, {:.4f}]".format(*p["validation_interval"]))
-        lines.append(f"{p['name']:<{w}}{p['accuracy']:>9.4f}{p['cost']:>{cw}.4g}"
+        name = p["name"] + (" *" if p.get("default") else "")
+        lines.append(f"{name:<{w}}{p['accuracy']:>9.4f}{p['cost']:>{cw}.4g}"
                      f"{p['escalation_rate']:>10.3f}{p['avg_sensors_read']:>9.2f}"
                      f"{p['energy_mj']:>11.4g}{p['latency_ms']:>12.4g}{p['bytes']:>8.1f}"
                      f"  {interval}")
     best = report["best_within_1pct"]
     lines.append("")
+    if report.get("default_operating_point"):
+        lines.append("* the bundle's default operating point (what a device runs unless told "
+                     "otherwise)")
     if best is None:
         lines.append("no operating point is within 1% of the HPC's validation accuracy with "
                      "97.5% confidence")
