@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from adaptedge.edge.counters import add_spent, new_counters, with_rates
 from adaptedge.edge.decision import Decision, Source
-from adaptedge.edge.errors import BundleRefused, EdgeError, OperatingPointError
+from adaptedge.edge.errors import BundleRefused, EdgeError, OperatingPointError, SensorNameError
 from adaptedge.edge.escalation import SENSOR_FAILURE, Escalation
 from adaptedge.edge.outbox import Outbox
 from adaptedge.edge.policy import (
@@ -71,6 +71,7 @@ class EdgeRuntime:
         self._classes = manifest.classes
         self._n_features = len(manifest.feature_names)
         self._sensor_names = tuple(s.name for s in manifest.sensors)
+        self._sensor_set = frozenset(self._sensor_names)
         self._sensor_cols = [np.asarray(s.features, dtype=np.intp) for s in manifest.sensors]
         self._sensor_timeouts = resolve_timeouts(manifest.sensors, sensor_timeouts_ms or {})
         self._buf: F32 = np.zeros(self._n_features, dtype=np.float32)
@@ -210,7 +211,13 @@ class EdgeRuntime:
     def predict(self, sensors: Mapping[str, Reader], *, size: float | None = None,
                 budget: float | None = None) -> Decision:
         """Walk the policy reading live sensors (only those it asks for, in order). ``size``:
-        the item's size (its own cost is charged); ``budget``: see ``edge.sized``."""
+        the item's size (its own cost is charged); ``budget``: see ``edge.sized``. A reader
+        under a name the bundle has no sensor for is a ``SensorNameError`` (a missing one is a
+        failed read)."""
+        if not self._sensor_set.issuperset(sensors):
+            unknown = sorted(set(sensors) - self._sensor_set)
+            raise SensorNameError(f"no sensor named {unknown} in bundle {self.manifest.bundle_id}; "
+                                  f"its sensors are {list(self._sensor_names)}: rename the readers")
         if budget is not None:
             return self._within(budget, size, lambda: self.predict(sensors, size=size))
         buf = self._buf
