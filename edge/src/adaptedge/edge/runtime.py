@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from adaptedge.edge.counters import add_spent, new_counters, with_rates
 from adaptedge.edge.decision import Decision, Source
-from adaptedge.edge.errors import BundleRefused, EdgeError, OperatingPointError, SensorNameError
+from adaptedge.edge.errors import BundleRefused, EdgeError, OperatingPointError
 from adaptedge.edge.escalation import SENSOR_FAILURE, Escalation
 from adaptedge.edge.outbox import Outbox
 from adaptedge.edge.policy import (
@@ -36,7 +36,7 @@ from adaptedge.edge.policy import (
     ModelStore,
     compile_policy,
 )
-from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor, resolve_timeouts
+from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor, refuse_names, resolve_timeouts
 from adaptedge.edge.sized import BudgetChooser, check_size, point_within_budget, sized_cost
 from adaptedge.edge.uplink import Uplink, resolve_device_id
 from adaptedge.edge.walk import ReadSensor, Trail, best, step
@@ -211,13 +211,10 @@ class EdgeRuntime:
     def predict(self, sensors: Mapping[str, Reader], *, size: float | None = None,
                 budget: float | None = None) -> Decision:
         """Walk the policy reading live sensors (only those it asks for, in order). ``size``:
-        the item's size (its own cost is charged); ``budget``: see ``edge.sized``. A reader
-        under a name the bundle has no sensor for is a ``SensorNameError`` (a missing one is a
-        failed read)."""
+        the item's size (its own cost is charged); ``budget``: see ``edge.sized``; a reader
+        named for no sensor of the bundle: ``SensorNameError``."""
         if not self._sensor_set.issuperset(sensors):
-            unknown = sorted(set(sensors) - self._sensor_set)
-            raise SensorNameError(f"no sensor named {unknown} in bundle {self.manifest.bundle_id}; "
-                                  f"its sensors are {list(self._sensor_names)}: rename the readers")
+            refuse_names(sensors, self._sensor_names, self.manifest.bundle_id)
         if budget is not None:
             return self._within(budget, size, lambda: self.predict(sensors, size=size))
         buf = self._buf

@@ -11,17 +11,7 @@ their heavy dependencies (scikit-learn, skl2onnx) lazily, and ``trainer.data.dat
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from adaptedge.trainer.api import train_bundle
-    from adaptedge.trainer.data.datasets import load_dataset
-    from adaptedge.trainer.errors import TrainError
-    from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier
-    from adaptedge.trainer.methods.adapt_lin import AdaptLinClassifier
-    from adaptedge.trainer.methods.baselines import ConfidenceCascade, L1Baseline
-    from adaptedge.trainer.methods.cstc.estimator import CSCCClassifier, CSTCClassifier
-    from adaptedge.trainer.methods.greedy_miser import GreedyMiser
+from typing import Any
 
 _EXPORTS = {
     "AdaptGbrtClassifier": "adaptedge.trainer.methods.adapt_gbrt",

@@ -231,8 +231,7 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.features_used_ = tuple(sorted(
             set().union(*(t.features_used for t in f1_trees + g_trees))
         ))
-        # what the device reads: sensors some tree splits on (an initial sensor no tree
-        # uses is not read)
+        # what the device reads: sensors some tree splits on (not an unused initial one)
         used = np.zeros(sensor_costs.size, dtype=bool)
         used[feature_sensor[list(self.features_used_)]] = True
         self.sensors_bought_ = used
