@@ -146,13 +146,15 @@ def _replay_rows(args: argparse.Namespace) -> ReplayRows:
     from adaptedge.cli.evaluate import check_split, replay_seed
     from adaptedge.edge.device import ReplayRows
     from adaptedge.protocol.bundle import open_bundle, read_manifest
-    from adaptedge.trainer.data.datasets import load_dataset
+    from adaptedge.trainer.data.bundle_data import load_for_bundle
 
     with open_bundle(args.bundle) as root:
-        recipe = read_manifest(root).split
+        manifest = read_manifest(root)
+    recipe = manifest.split
     seed = replay_seed(recipe, args.replay)  # the rows the bundle was not trained on
     try:
-        dataset = load_dataset(args.replay, target=args.target, costs=args.costs, seed=seed)
+        dataset = load_for_bundle(args.replay, manifest, target=args.target, costs=args.costs,
+                                  seed=seed)
         X, y = dataset.split(args.split)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
@@ -216,9 +218,21 @@ def _run_device(args: argparse.Namespace, stop: threading.Event) -> int:
         run = run_device(rt, uplink, rows, options, log, stop, _say)
     finally:
         log.close()
-    print(_render(run.summary) + "\n" + edge_drain.audit_line(run.counters),
+    lost = run.summary.get("uplink_connected") is False and args.outbox is None
+    print(_render(run.summary) + "\n" + edge_drain.audit_line(run.counters)
+          + _uplink_line(run.summary, args, lost),
           file=sys.stderr if str(args.json_out) == "-" else sys.stdout)
-    return 0
+    return 1 if lost else 0
+
+
+def _uplink_line(s: dict[str, Any], args: argparse.Namespace, lost: bool) -> str:
+    """Said when ``--broker`` never answered during the run (nothing otherwise)."""
+    if s.get("uplink_connected") is not False:
+        return ""
+    kept = ("escalated inputs were kept in --outbox: forward them with edge drain" if not lost
+            else "no --outbox kept them: exit status 1")
+    return (f"\nuplink: never connected to {args.broker} during the run; every escalation "
+            f"answered degraded ({kept})")
 
 
 def _render(s: dict[str, Any]) -> str:
@@ -227,6 +241,7 @@ def _render(s: dict[str, Any]) -> str:
     return "\n".join([
         f"device {s['device']}  bundle {s['bundle_id']}  operating point {s['operating_point']}"
         + ("  (interrupted)" if s["interrupted"] else ""),
+        *_swaps(s),
         f"decisions {s['decisions']}: local {src['local']}, cloud {src['cloud']}, "
         f"degraded {src['degraded']}  (escalation rate {s['escalation_rate']:.3f})",
         f"accuracy {s['accuracy']:.4f}",
@@ -239,6 +254,16 @@ def _render(s: dict[str, Any]) -> str:
         f"duplicate replies {s['duplicate_replies']:g}",
         *_reasons(s),
     ])
+
+
+def _swaps(s: dict[str, Any]) -> list[str]:
+    """Which bundles answered, when an over-the-air update swapped them during the run."""
+    answered = s.get("answered_by") or []
+    if len(answered) < 2:
+        return []
+    return ["answered by: " + ", then ".join(
+        f"bundle {a['bundle_id']} at {a['operating_point']} ({a['decisions']} decisions)"
+        for a in answered)]
 
 
 def _reasons(s: dict[str, Any]) -> list[str]:

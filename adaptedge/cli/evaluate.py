@@ -89,7 +89,8 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
     points: list[dict[str, Any]] = []
     for point, counts in zip(manifest.operating_points, paired, strict=True):
         r = result(point.policy, split)
-        points.append({"name": point.name, "accuracy": r.accuracy, "cost": r.mean_cost,
+        points.append({"name": point.name, "default": point.name == manifest.default_operating_point,
+                       "accuracy": r.accuracy, "cost": r.mean_cost,
                        "escalation_rate": r.escalation_rate,
                        "avg_sensors_read": r.avg_sensors_read, "energy_mj": r.mean_energy_mj,
                        "latency_ms": r.mean_latency_ms, "bytes": r.mean_bytes,
@@ -115,6 +116,7 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
     return {
         "hpc": {"accuracy": result("\0hpc", split).accuracy, "cost": hpc_scalar},
         "cost_unit": cost_unit(manifest),
+        "default_operating_point": manifest.default_operating_point,
         "points": points,
         "best_within_1pct": best,
         "not_certified": missing,
@@ -123,13 +125,14 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from adaptedge.protocol.bundle import open_bundle, verify
-    from adaptedge.trainer.data.datasets import load_dataset
+    from adaptedge.trainer.data.bundle_data import load_for_bundle
 
     with open_bundle(args.bundle) as root:
-        recipe = verify(root).split
+        manifest = verify(root)
+        recipe = manifest.split
         seed = args.seed if args.seed is not None else (recipe.seed if recipe else 0)
-        dataset = load_dataset(args.data, target=args.target, costs=args.costs,
-                               grouping=args.grouping, seed=seed)
+        dataset = load_for_bundle(args.data, manifest, target=args.target, costs=args.costs,
+                                  grouping=args.grouping, seed=seed)
         dataset = recipe_validation(recipe, dataset, seed)
         check_split(recipe, dataset, seed)
         if args.budget is not None:
@@ -178,7 +181,7 @@ def check_split(recipe: Any, dataset: Any, seed: int) -> None:
 
 def render(report: dict[str, Any], title: str) -> str:
     hpc = report["hpc"]
-    w = max([len("operating point")] + [len(p["name"]) for p in report["points"]]) + 2
+    w = max([len("operating point")] + [len(p["name"]) + 2 for p in report["points"]]) + 2
     cost = f"cost ({report['cost_unit']})" if report.get("cost_unit") else "cost"
     cw = max(10, len(cost) + 2)
     lines = [title,
@@ -191,12 +194,16 @@ def render(report: dict[str, Any], title: str) -> str:
                     else "[{:.4f}, {:.4f}]".format(*p["validation_interval"]))
         paired = p.get("validation_paired_bound")
         bound = "-" if paired is None else f"{paired:+.4f}"
-        lines.append(f"{p['name']:<{w}}{p['accuracy']:>9.4f}{p['cost']:>{cw}.4g}"
+        name = p["name"] + (" *" if p.get("default") else "")
+        lines.append(f"{name:<{w}}{p['accuracy']:>9.4f}{p['cost']:>{cw}.4g}"
                      f"{p['escalation_rate']:>10.3f}{p['avg_sensors_read']:>9.2f}"
                      f"{p['energy_mj']:>11.4g}{p['latency_ms']:>12.4g}{p['bytes']:>8.1f}"
                      f"  {interval:<23}  {bound}")
     best = report["best_within_1pct"]
     lines.append("")
+    if report.get("default_operating_point"):
+        lines.append("* the bundle's default operating point (what a device runs unless told "
+                     "otherwise)")
     if best is None:
         lines.append(report.get("not_certified") or "no operating point is within 1% of the "
                      "HPC's validation accuracy with 97.5% confidence")

@@ -63,7 +63,8 @@ def write_report(store: FleetStore, out: Path, manifest: Manifest | None, window
     if manifest is not None:
         for r in rows:
             if manifest.bundle_id in r["bundles"] or not r["bundles"]:
-                expect[r["device"]] = expectations(manifest, main_point(store, r["device"]))
+                point = main_point(store, r["device"], manifest.bundle_id)
+                expect[r["device"]] = expectations(manifest, point)
     agreement, escalation = agreement_series(store, window), escalation_series(store)
     _plot(agreement, {d: e["agreement"] for d, e in expect.items() if "agreement" in e},
           f"Audited agreement with the HPC (windows of {window} audits, 95% Wilson bands)",

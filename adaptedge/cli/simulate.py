@@ -73,14 +73,14 @@ def run(args: argparse.Namespace) -> int:
     from adaptedge.protocol.bundle import open_bundle, verify
     from adaptedge.simulator.hil import HilOptions, run_hil
     from adaptedge.simulator.report import evaluate, summary_table, write_report
-    from adaptedge.trainer.data.datasets import load_dataset
+    from adaptedge.trainer.data.bundle_data import load_for_bundle
 
     scenario = load_scenario_args(args)
     progress = not args.no_progress and sys.stderr.isatty()
     with open_bundle(args.bundle) as root:
         manifest = verify(root)
         seed = replay_seed(manifest.split, args.data)  # the rows it was not trained on
-        dataset = load_dataset(args.data, target=args.target, seed=seed)
+        dataset = load_for_bundle(args.data, manifest, target=args.target, seed=seed)
         check_split(manifest.split, dataset, seed)
         X, y = dataset.split(args.split)
         if X.shape[1] != len(manifest.feature_names):

@@ -97,6 +97,8 @@ def test_edge_run_without_a_broker_keeps_every_escalation(tmp_path: Path) -> Non
          "--connect-timeout", "0.2", "--outbox", str(outbox), "--json-out", str(out)],
         capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
+    assert "uplink: never connected to mqtt://127.0.0.1:" in proc.stdout
+    assert "kept in --outbox" in proc.stdout
     text = out.read_text()
     records = [json.loads(line) for line in text.splitlines()] if "\n{" in text.strip() \
         else json.loads(text)["decisions"]
@@ -104,3 +106,20 @@ def test_edge_run_without_a_broker_keeps_every_escalation(tmp_path: Path) -> Non
     assert escalated and all(r["error"] == "uplink_down" for r in escalated)
     kinds = [read_record(p)[1].kind for p in outbox.glob("*.msgpack")]
     assert kinds.count("escalated") == len(escalated)  # audits (edge.audit) come on top
+
+
+def test_edge_run_whose_broker_never_answers_says_so_and_fails_without_an_outbox(
+        tmp_path: Path) -> None:
+    """No outbox keeps the escalations: the summary says the uplink never came up, and the
+    exit status is 1."""
+    bundle = tmp_path / "bundle"
+    build_dataset_bundle(bundle, "letter-binary")
+    launcher = "import sys; from adaptedge.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run(
+        [sys.executable, "-c", launcher, "edge", "run", "--bundle", str(bundle), "--replay",
+         "letter-binary", "--limit", "20", "--broker", f"mqtt://127.0.0.1:{free_port()}",
+         "--connect-timeout", "0.2"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 1, proc.stderr
+    assert "uplink: never connected to mqtt://127.0.0.1:" in proc.stdout
+    assert "no --outbox kept them: exit status 1" in proc.stdout

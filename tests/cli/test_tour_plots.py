@@ -205,3 +205,58 @@ def test_evaluate_table_names_the_cost_unit_in_aligned_columns() -> None:
     assert "cost (mJ + 0.1*ms)" in head
     end = head.index("cost (mJ + 0.1*ms)") + len("cost (mJ + 0.1*ms)")
     assert row[:end].endswith("12.35")  # the number sits under its header, right-aligned
+
+
+def test_frontier_axis_follows_the_cost_unit_and_the_legend_hides_no_point(
+        tmp_path: Path, drawn: dict[str, dict[str, Any]]) -> None:
+    """Money costs draw a money axis; the legend sits beside the axes, so "always cloud
+    (HPC)" (top right, where a legend in the corner used to cover it) stays visible."""
+    pts = frontier_points()
+    for p in pts:
+        p["money"] = p["energy_mj"] / 100
+    plots.frontier_plot(pts, tmp_path / "money.png", title="t", x_key="money",
+                        x_label="mean money per decision")
+    got = drawn["money.png"]
+    assert "mean money per decision" in got["texts"] and "always cloud (HPC)" in got["texts"]
+    assert got["xlim"][0][1] >= 0.24 > got["xlim"][0][0]  # the money values, not energy
+
+
+def test_legend_is_outside_the_axes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    boxes: dict[str, Any] = {}
+    save = plots._save
+
+    def spy(fig: Any, path: Path) -> Path:
+        fig.tight_layout()  # as _save lays it out
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        ax = fig.axes[0]
+        boxes["axes"] = ax.get_window_extent(renderer)
+        boxes["legend"] = ax.get_legend().get_window_extent(renderer)
+        boxes["figure"] = fig.bbox
+        return save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", spy)
+    plots.frontier_plot(frontier_points(), tmp_path / "f.png", title="t")
+    assert not boxes["axes"].overlaps(boxes["legend"])
+    assert boxes["legend"].x1 <= boxes["figure"].x1  # not cut at the edge
+
+
+def test_report_cost_axis_and_group_names() -> None:
+    from types import SimpleNamespace
+
+    from adaptedge.protocol.manifest import CostWeights
+    from adaptedge.simulator.report import cost_axis, group_names
+
+    def bundle(weights: CostWeights, **meta: Any) -> Any:
+        return SimpleNamespace(cost_weights=weights, bundle_id="b" * 24,
+                               metadata={"method": "dag", "dataset": "d", **meta})
+
+    assert cost_axis(bundle(CostWeights(energy_mj=1.0)))[0] == "energy_mj"
+    assert cost_axis(bundle(CostWeights(energy_mj=0.0, money=1.0))) == (
+        "money", "mean money per decision")
+    key, label = cost_axis(bundle(CostWeights(energy_mj=1.0, latency_ms=0.1)))
+    assert key == "scalar" and label == "mean cost per decision (mJ + 0.1*ms)"
+    assert group_names([bundle(CostWeights(), seed=0), bundle(CostWeights(), seed=1)]) == [
+        "dag (seed 0)", "dag (seed 1)"]
+    assert group_names([bundle(CostWeights()), bundle(CostWeights())], ["a/lb", "b/lb2"]) == [
+        "dag (lb)", "dag (lb2)"]

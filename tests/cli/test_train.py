@@ -54,7 +54,7 @@ def test_train_writes_a_verified_frontier_bundle(trained: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     m = verify(trained)
     assert m.metadata["method"] == TINY and m.metadata["dataset"] == "heart"
-    assert m.metadata["train_seconds"] > 0 and "numpy" in m.metadata["library_versions"]
+    assert "train_seconds" not in m.metadata and "numpy" in m.metadata["library_versions"]
     assert m.metadata["extra"] == {"flavour": "plain"}
     costs = [p.cost for p in m.operating_points]
     accs = [p.accuracy for p in m.operating_points]
@@ -125,15 +125,17 @@ def test_evaluate_json(trained: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["evaluate", "--bundle", str(trained), "--data", "heart", "--split", "test",
                  "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == {"hpc", "cost_unit", "points", "best_within_1pct", "not_certified"}
+    assert set(report) == {"hpc", "cost_unit", "default_operating_point", "points",
+                           "best_within_1pct", "not_certified"}
     assert set(report["hpc"]) == {"accuracy", "cost"}
     m = verify(trained)
     d = load_dataset("heart")
     assert report["hpc"]["cost"] == pytest.approx(hpc_cost(m).scalar)
     for point in report["points"]:
-        assert set(point) == {"name", "accuracy", "cost", "escalation_rate", "avg_sensors_read",
-                              "energy_mj", "latency_ms", "bytes", "validation_interval",
-                              "validation_paired_bound"}
+        assert set(point) == {"name", "default", "accuracy", "cost", "escalation_rate",
+                              "avg_sensors_read", "energy_mj", "latency_ms", "bytes",
+                              "validation_interval", "validation_paired_bound"}
+        assert point["default"] == (point["name"] == m.default_operating_point)
         stored = m.operating_point(point["name"]).accuracy_interval
         assert point["validation_interval"] == pytest.approx(list(stored))
         res = evaluate_policy(trained, m.operating_point(point["name"]).policy, d.X_test,
@@ -166,7 +168,12 @@ def test_evaluate_json(trained: Path, capsys: pytest.CaptureFixture[str]) -> Non
 def test_evaluate_text_output(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["evaluate", "--bundle", str(trained), "--data", "heart", "--split",
                  "validation"]) == 0
-    assert "HPC (always cloud)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "HPC (always cloud)" in out
+    marked = [line.split()[0] for line in out.splitlines() if " * " in line or
+              line.split()[1:2] == ["*"]]
+    assert marked == [verify(trained).default_operating_point]
+    assert "* the bundle's default operating point" in out
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:

@@ -255,3 +255,16 @@ def test_a_failed_sensor_is_not_retried_later_in_the_walk(tmp_path: Path) -> Non
     assert d.source == "local" and d.failed_sensors.keys() == {"b"}
     # Without faults the walk goes root -> b.
     assert rt.predict({"a": lambda: [1.0], "b": lambda: [2.0]}).nodes == ("root", "b")
+
+
+def test_misnamed_reader_keys_are_a_clear_error(toy_bundle: Bundle) -> None:
+    """A typo in a reader's name is refused, naming it and the bundle's sensors (a missing
+    reader stays a failed read)."""
+    from adaptedge.edge import SensorNameError
+
+    path, _ = toy_bundle
+    with EdgeRuntime.load(path) as rt:
+        with pytest.raises(SensorNameError, match=r"\['bb'\].*\['a', 'b'\]"):
+            rt.predict({"a": lambda: [0.0, 0.0], "bb": lambda: [0.0]})
+        assert rt.counters["decisions"] == 0
+        rt.predict({"a": lambda: [0.0, 0.0]})  # b missing: a failed read if the walk needs it

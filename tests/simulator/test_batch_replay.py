@@ -125,8 +125,10 @@ def test_size_dependent_bundle_with_item_sizes(tmp_path: Path, method: str) -> N
     from tests.support.sized_data import write_data
 
     data, costs = write_data(tmp_path)
+    # a tree HPC: on these linear data --hpc auto keeps logistic regression, as good as the
+    # cheap policies, so ADAPT would never escalate
     train_bundle(str(data), method, tmp_path / "b", target="label", costs=costs, quick=True,
-                 progress=False)
+                 progress=False, hpc_kind="hgb")
     ds = load_dataset(str(data), target="label", costs=costs)
     X, y = ds.split("test")
     sizes = ds.split_sizes("test")

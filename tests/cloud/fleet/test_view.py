@@ -94,8 +94,9 @@ def test_metrics_status_and_report_of_a_running_loop(
         _, _, _, _, labelled, same = next(t for t in store.tallies() if t[2] == "audit")
     assert labelled == counters["audits"]  # audits read the HPC's sensors: all labelled
     assert metrics["adaptedge_audit_agreement"] == [(device, same / labelled)]
-    assert metrics["adaptedge_drift_alarms_total"] == [
-        ({"device": "dev1", "bundle": bundle, "metric": "agreement"}, 1.0)]
+    assert sorted(metrics["adaptedge_drift_alarms_total"], key=lambda s: s[0]["metric"]) == [
+        ({"device": "dev1", "bundle": bundle, "metric": "agreement"}, 1.0),
+        ({"device": "dev1", "bundle": bundle, "metric": "escalation"}, 0.0)]
     served = metrics["adaptedge_cloud_service_ms_count"][0][1]
     assert served == metrics["adaptedge_cloud_requests_total"][0][1] > 0
     assert metrics["adaptedge_cloud_batch_size_sum"][0][1] == served
@@ -186,3 +187,25 @@ def test_status_of_a_missing_store_is_a_user_error(tmp_path: Path,
     assert not (tmp_path / "typo.db").exists()  # not created by looking
     assert cli(["fleet", "report", "--db", str(tmp_path / "x.db"), "--out", str(tmp_path),
                 "--window", "0"]) == 2
+
+
+def test_main_point_is_the_latest_not_the_most_common(tmp_path: Path) -> None:
+    """A device that ran long at the default point (0) and now runs ``--budget B`` (point 2)
+    is compared with point 2's figures; another bundle's records do not count."""
+    from adaptedge.cloud.fleet.store.fleet_store import NewRecord
+    from adaptedge.cloud.fleet.view import main_point
+
+    def record(i: int, bundle: str, point: int | None) -> NewRecord:
+        return NewRecord("dev1", i, i.to_bytes(16, "big"), bundle, "escalated", point, b"",
+                         b"", 1, 1, None, float(i), float(i))
+
+    with FleetStore(tmp_path / "fleet.db") as store:
+        for i in range(10):
+            store.add_record(record(i, "b1", 0))
+        for i in range(10, 13):
+            store.add_record(record(i, "b1", 2))
+        store.add_record(record(13, "b2", 1))
+        store.add_record(record(14, "b1", None))
+        assert main_point(store, "dev1", "b1") == 2
+        assert main_point(store, "dev1") == 1
+        assert main_point(store, "dev2") is None

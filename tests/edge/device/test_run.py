@@ -129,3 +129,38 @@ def test_the_device_run_loads_no_trainer_cloud_simulator_or_heavy_library(
                          timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "['adaptedge.edge', 'adaptedge.protocol']"
+
+
+def test_a_swap_mid_run_is_journaled_and_named_in_the_summary(letter: Letter,
+                                                              tmp_path: Path) -> None:
+    """After an over-the-air swap the summary names the bundle and point that answered last,
+    counts each bundle's decisions, and a ``swap`` line marks the row where it happened."""
+    import shutil
+
+    from adaptedge.edge import EdgeRuntime
+    from adaptedge.edge.switchable import Probation, SwitchableRuntime
+    from adaptedge.protocol.bundle_version import stamp_version
+
+    bundle, manifest, rows = letter
+    newer = tmp_path / "v2"
+    shutil.copytree(bundle, newer)
+    v2 = stamp_version(newer, 2)
+    options = DeviceOptions(bundle, device="dev3", rate_hz=50.0)  # 0.8 s: the swap lands inside
+    holder = SwitchableRuntime(start_runtime(options, None, rows, print), 1)  # type: ignore[arg-type]
+    said: list[str] = []
+    swapped = threading.Timer(0.05, lambda: holder.swap(EdgeRuntime.load(newer), 2,
+                                                        Probation(decisions=0)))
+    swapped.start()
+    try:
+        log = RunLog()
+        run = run_device(holder, None, rows, options, log, threading.Event(), said.append)
+    finally:
+        swapped.cancel()
+    swaps = [line for line in log.lines if line["kind"] == "swap"]
+    assert len(swaps) == 1 and swaps[0]["to"] == v2.bundle_id
+    answered = run.summary["answered_by"]
+    assert [a["bundle_id"] for a in answered] == [manifest.bundle_id, v2.bundle_id]
+    assert sum(a["decisions"] for a in answered) == len(rows)
+    assert run.summary["bundle_id"] == v2.bundle_id
+    assert run.summary["operating_point"] == v2.default_operating_point
+    assert any(s.startswith(f"bundle {v2.bundle_id} answers from row") for s in said)

@@ -11,7 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from adaptedge.edge.decision import Decision
-from adaptedge.edge.errors import BundleRefused, EdgeError, OperatingPointError, UplinkConfigError
+from adaptedge.edge.errors import (
+    BundleRefused,
+    EdgeError,
+    OperatingPointError,
+    SensorNameError,
+    UplinkConfigError,
+)
 from adaptedge.edge.outbox import Outbox
 from adaptedge.edge.runtime import EdgeRuntime
 from adaptedge.edge.uplink import Uplink
@@ -27,6 +33,7 @@ __all__ = [
     "MqttUplink",
     "OperatingPointError",
     "Outbox",
+    "SensorNameError",
     "Uplink",
     "UplinkConfigError",
 ]

@@ -24,3 +24,7 @@ class UplinkConfigError(EdgeError, ValueError):
 class DeviceError(EdgeError, ValueError):
     """A device run that cannot go as asked (``edge.device``): an option out of range, replay rows
     that do not match the bundle, updates followed without a broker or trusted keys."""
+
+
+class SensorNameError(EdgeError, ValueError):
+    """``predict`` was given a reader under a name that is not one of the bundle's sensors."""

@@ -112,6 +112,21 @@ def _percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else math.nan
 
 
+def _answered_by(decisions: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The bundles (and points) that answered, in order, with their decision counts: more than
+    one after an over-the-air swap (decision lines without a bundle are not counted)."""
+    runs: list[dict[str, Any]] = []
+    for d in decisions:
+        bundle, point = d.get("bundle_id"), d.get("operating_point")
+        if bundle is None:
+            continue
+        if runs and runs[-1]["bundle_id"] == bundle and runs[-1]["operating_point"] == point:
+            runs[-1]["decisions"] += 1
+        else:
+            runs.append({"bundle_id": bundle, "operating_point": point, "decisions": 1})
+    return runs
+
+
 def _count_reasons(decisions: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """Degraded decisions by their ``error`` (``deadline``, ``unknown_bundle``, ...)."""
     counts: dict[str, int] = {}
@@ -152,10 +167,15 @@ def summarize(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     def mean(unit: str) -> float:
         return sum(float(d["cost"][unit]) for d in decisions) / n if n else math.nan
 
+    answered = _answered_by(decisions)
+    last = answered[-1] if answered else {}
     return {
         "device": start.get("device"),
-        "bundle_id": start.get("bundle_id"),
-        "operating_point": start.get("operating_point"),
+        "bundle_id": last.get("bundle_id") or start.get("bundle_id"),
+        "operating_point": last.get("operating_point") or start.get("operating_point"),
+        "answered_by": answered,
+        "uplink_connected": (None if "connects" not in counters
+                             else float(counters["connects"]) > 0),
         "decisions": n,
         "by_source": {s: sum(d["source"] == s for d in decisions) for s in SOURCES},
         "accuracy": rate(sum(bool(d.get("correct")) for d in decisions)),

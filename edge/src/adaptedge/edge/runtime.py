@@ -27,7 +27,7 @@ from adaptedge.edge.errors import BundleRefused, EdgeError, OperatingPointError
 from adaptedge.edge.escalation import SENSOR_FAILURE, Escalation
 from adaptedge.edge.outbox import Outbox
 from adaptedge.edge.policy import CompiledNode, CompiledPolicy, ModelStore, compile_policy
-from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor, resolve_timeouts
+from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor, refuse_names, resolve_timeouts
 from adaptedge.edge.sized import BudgetChooser, check_size, point_within_budget, sized_cost
 from adaptedge.edge.uplink import Uplink, resolve_device_id
 from adaptedge.protocol.audit import AuditPolicy
@@ -62,6 +62,7 @@ class EdgeRuntime:
         self._classes = manifest.classes
         self._n_features = len(manifest.feature_names)
         self._sensor_names = tuple(s.name for s in manifest.sensors)
+        self._sensor_set = frozenset(self._sensor_names)
         self._sensor_cols = [np.asarray(s.features, dtype=np.intp) for s in manifest.sensors]
         self._sensor_timeouts = resolve_timeouts(manifest.sensors, sensor_timeouts_ms or {})
         self._buf: F32 = np.zeros(self._n_features, dtype=np.float32)
@@ -201,7 +202,10 @@ class EdgeRuntime:
     def predict(self, sensors: Mapping[str, Reader], *, size: float | None = None,
                 budget: float | None = None) -> Decision:
         """Walk the policy reading live sensors (only those it asks for, in order). ``size``:
-        the item's size (its own cost is charged); ``budget``: see ``edge.sized``."""
+        the item's size (its own cost is charged); ``budget``: see ``edge.sized``; a reader
+        named for no sensor of the bundle: ``SensorNameError``."""
+        if not self._sensor_set.issuperset(sensors):
+            refuse_names(sensors, self._sensor_names, self.manifest.bundle_id)
         if budget is not None:
             return self._within(budget, size, lambda: self.predict(sensors, size=size))
         buf = self._buf

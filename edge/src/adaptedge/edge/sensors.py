@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from adaptedge.edge.errors import EdgeError
+from adaptedge.edge.errors import EdgeError, SensorNameError
 from adaptedge.protocol.manifest import MAX_SENSOR_TIMEOUT_MS, SensorSpec
 
 DEFAULT_TIMEOUT_MS = 1000.0
@@ -197,3 +197,11 @@ def read_sensor(reader: Reader | None, n_features: int, timeout_s: float | None,
     if error is not None:
         return None, error
     return result  # type: ignore[no-any-return]
+
+
+def refuse_names(readers: Mapping[str, Any], sensors: Sequence[str], bundle: str) -> None:
+    """``SensorNameError`` naming the readers whose names are none of ``sensors`` (a typo
+    would otherwise read as a failed sensor)."""
+    unknown = sorted(set(readers) - set(sensors))
+    raise SensorNameError(f"no sensor named {unknown} in bundle {bundle}; its sensors are "
+                          f"{list(sensors)}: rename the readers")

@@ -44,24 +44,59 @@ ALWAYS_LOCAL = "always local (LPC)"
 """The two baselines, named alike in the summary, the frontier, the tables and the plots."""
 
 
-def group_names(manifests: Sequence[Any]) -> list[str]:
-    """Legend names of bundles: their method (and dataset), with the bundle id only to tell
-    two bundles of the same method apart."""
+_TOLD_APART = ("dataset", "seed", "quick", "budget", "extra")
+"""Manifest metadata that tells two bundles of one method apart in a legend, in this order."""
+
+
+def group_names(manifests: Sequence[Any], paths: Sequence[str | Path] = ()) -> list[str]:
+    """Legend names of bundles: their method, and for two bundles of one method what differs
+    between them (seed, dataset, ``--quick``, budget, parameters), else their directory names,
+    else their bundle ids."""
     names = [f"{m.metadata.get('method', 'bundle')}" for m in manifests]
-    return [f"{n} ({m.bundle_id[:8]})" if names.count(n) > 1 else n
-            for n, m in zip(names, manifests, strict=True)]
+    out = []
+    for i, (name, m) in enumerate(zip(names, manifests, strict=True)):
+        same = [o for o, n in zip(manifests, names, strict=True) if n == name]
+        if len(same) == 1:
+            out.append(name)
+            continue
+        keys = [k for k in _TOLD_APART
+                if len({repr(o.metadata.get(k)) for o in same}) > 1]
+        dirs = [Path(p).name for p in paths]
+        if keys:
+            told = ", ".join(f"{k} {m.metadata.get(k)}" for k in keys)
+        elif len(dirs) == len(manifests) and len(set(dirs)) == len(dirs):
+            told = dirs[i]
+        else:
+            told = m.bundle_id[:8]
+        out.append(f"{name} ({told})")
+    return out
 
 
-def short_labels(points: list[dict[str, Any]]) -> None:
-    """Give each bundle point a short label, P1, P2, ... by energy within its group (``short``);
-    baselines keep their names."""
+def cost_axis(manifest: Any) -> tuple[str, str]:
+    """The frontier's x: the point key and axis label in the bundle's cost unit (energy or
+    money when the training scalar is only that, else the weighted scalar)."""
+    w = manifest.cost_weights
+    terms = [(w.energy_mj, "mJ"), (w.latency_ms, "ms"), (w.money, "money"),
+             (w.uniform, "features read")]
+    used = [(k, unit) for k, unit in terms if k]
+    if used == [(w.energy_mj, "mJ")]:
+        return "energy_mj", "mean energy per decision (mJ)"
+    if [unit for _, unit in used] == ["money"]:
+        return "money", "mean money per decision"
+    unit = " + ".join(unit if k == 1 else f"{k:g}*{unit}" for k, unit in used)
+    return "scalar", f"mean cost per decision ({unit})"
+
+
+def short_labels(points: list[dict[str, Any]], x_key: str = "energy_mj") -> None:
+    """Give each bundle point a short label, P1, P2, ... by cost (``x_key``) within its group
+    (``short``); baselines keep their names."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for p in points:
         if p["group"] != "baseline":
             groups.setdefault(p["group"], []).append(p)
     prefixes = "PQRSTUVW"
     for g, pts in enumerate(groups.values()):
-        for i, p in enumerate(sorted(pts, key=lambda p: p["energy_mj"]), start=1):
+        for i, p in enumerate(sorted(pts, key=lambda p: p[x_key]), start=1):
             p["short"] = f"{prefixes[g % len(prefixes)]}{i}"
 
 
@@ -75,6 +110,8 @@ class ReportData:
     latency: dict[str, list[float]] = field(default_factory=dict)
     comparisons: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    axis: tuple[str, str] = ("energy_mj", "mean energy per decision (mJ)")
+    """The frontier's x key and label (``cost_axis``)."""
 
 
 def _point(label: str, group: str, run: RunResult | None, energy: EnergyModel, *,
@@ -125,7 +162,7 @@ def evaluate(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any], *
     Xf, yf = X[:nf], y[:nf]
     frontier: list[dict[str, Any]] = []
     others = [verify(other) for other in compare]
-    names = group_names([manifest, *others])
+    names = group_names([manifest, *others], [bundle_dir, *compare])
     for op in manifest.operating_points:
         run = replay(bundle_dir, Xf, yf, scenario=quiet, operating_point=op.name,
                      limit=len(Xf), progress=progress)
@@ -143,7 +180,8 @@ def evaluate(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any], *
             run = replay(other, Xf, yf, scenario=quiet, operating_point=op.name,
                          limit=len(Xf), progress=progress)
             frontier.append(_point(op.name, name, run, other_energy))
-    short_labels(frontier)
+    axis = cost_axis(manifest)
+    short_labels(frontier, axis[0])
     main_point = _point(f"{main.mode}: {main.operating_point}", "run", main, energy)
     breakdown = [{**main_point, "label": f"this run ({main.mode})"},
                  {**hpc_point, "label": "always cloud"}, {**local_point, "label": "always local"}]
@@ -156,7 +194,7 @@ def evaluate(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any], *
         title=title or f"adaptedge simulation of bundle {manifest.bundle_id}",
         main=main, energy=energy, frontier=frontier, breakdown=breakdown, latency=latency,
         comparisons={"hpc_always": _baseline(hpc_point), "lpc_always": _baseline(local_point)},
-        notes=notes)
+        notes=notes, axis=axis)
 
 
 def _baselines(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any],
@@ -187,7 +225,8 @@ def write_report(data: ReportData, out_dir: str | Path,
     rates = rates_over_time(data.main)
     paths = {
         "frontier": plots.frontier_plot(data.frontier, out / "frontier.png",
-                                        title="accuracy vs cost"),
+                                        title="accuracy vs cost", x_key=data.axis[0],
+                                        x_label=data.axis[1]),
         "cost_breakdown": plots.cost_breakdown_plot(data.breakdown, out / "cost_breakdown.png"),
         "latency_cdf": plots.latency_cdf_plot(data.latency, out / "latency_cdf.png"),
         "rates_over_time": plots.rates_over_time_plot(rates, data.main.outages,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import platform
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import Any
 from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.operating_points import PairedCounts, rows_to_certify
+from adaptedge.trainer.data.bundle_data import SIZE_COLUMN_KEY
+from adaptedge.trainer.data.costs import size_column
 from adaptedge.trainer.data.csv_dataset import check_training_classes
 from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.data.frames import tabular_source
@@ -22,6 +23,7 @@ from adaptedge.trainer.data.splits import split_recipe, with_val_fraction
 from adaptedge.trainer.errors import TrainError as TrainError
 from adaptedge.trainer.export.bundle import Chooser, export_bundle
 from adaptedge.trainer.hpc import fit_hpc
+from adaptedge.trainer.hpc_check import weak_hpc_warning
 from adaptedge.trainer.methods.params import check_params
 from adaptedge.trainer.methods.registry import INDEXED_METHODS, MethodOptions, get_method
 from adaptedge.trainer.parallel import use_cluster
@@ -126,8 +128,9 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
     1% of the HPC's validation accuracy with 97.5% confidence (a paired lower bound on the
     difference on the same validation rows, ``protocol.operating_points.certified_near``; else
     the most accurate). ``val_fraction``: re-draw validation from the training rows to hold
-    this share of all rows (test unchanged; default: the dataset's split). Training time, method,
-    dataset, seed and library versions go into the manifest metadata. ``out`` must be new, an
+    this share of all rows (test unchanged; default: the dataset's split). Method, dataset,
+    seed and library versions go into the manifest metadata; wall-clock timings do not (the same
+    inputs and seed give the same bundle id; time the call to know how long it took). ``out`` must be new, an
     empty directory or, with ``force``, a bundle to replace (checked before training).
     ``cluster``: a Dask scheduler address (``tcp://HOST:PORT``) that runs the sweep's fits
     (``trainer.parallel``); ``n_jobs`` still sizes the work done here.
@@ -158,7 +161,6 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
            seed: int, n_jobs: int, progress: bool, hpc_kind: Any, hpc_onnx: str | Path | None,
            extra: Mapping[str, Any] | None, force: bool, val_fraction: float | None
            ) -> Manifest:
-    started = time.perf_counter()
     show = progress  # a bar on a terminal, periodic log lines otherwise (trainer.progress)
     method_fn = get_method(method)
     extra = check_params(method, extra or {})  # before any fit: a typo costs no training
@@ -168,7 +170,6 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
     check_training_classes(data, dataset.classes, dataset.y_train)
     hpc = fit_hpc(dataset, kind=hpc_kind, seed=seed, n_jobs=n_jobs, onnx_path=hpc_onnx,
                   progress=show)
-    hpc_seconds = time.perf_counter() - started
     options = MethodOptions(seed=seed, n_jobs=n_jobs, progress=show, quick=quick,
                             extra=dict(extra or {}))
     candidates = method_fn(dataset, hpc, options)  # a method may return its own Front
@@ -178,6 +179,8 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
                          f"rows or try another method")
     front = pareto_frontier(candidates)
     swept, frontier = front.swept, list(front)
+    if weak := weak_hpc_warning(hpc.val_accuracy, dataset.y_train, dataset.y_val, frontier):
+        print(weak, file=sys.stderr)
     kept = kept_summary(len(frontier), swept)
     index = None
     if method in INDEXED_METHODS:  # every indexed model ships: it may be best at some size
@@ -196,9 +199,8 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
         "budget": budget,
         "n_candidates": swept,
         "frontier_rule": kept,
-        "hpc_seconds": round(hpc_seconds, 3),
-        "train_seconds": round(time.perf_counter() - started, 3),
         "library_versions": library_versions(),
+        **({SIZE_COLUMN_KEY: size_column(costs)} if dataset.sizes is not None and costs else {}),
         "extra": {k: v if isinstance(v, int | float | str | bool) else repr(v)
                   for k, v in sorted((extra or {}).items())},
     }

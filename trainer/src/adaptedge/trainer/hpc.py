@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import pickle
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,12 @@ from adaptedge.trainer.errors import HpcError as HpcError
 from adaptedge.trainer.parallel import parallel_map
 
 N_FOLDS = 5
-KINDS = ("auto", "hgb", "random-forest", "extra-trees")
-_CACHE_VERSION = 2
+KINDS = ("auto", "hgb", "random-forest", "extra-trees", "logistic")
+AUTO_KINDS = ("logistic", "extra-trees", "hgb")
+"""What ``--hpc auto`` tries, in this order (a tie on validation keeps the earlier, simpler one)."""
+AUTO_BUDGET_S = 120.0
+"""``--hpc auto`` starts no further family once its fits have taken this long (seconds)."""
+_CACHE_VERSION = 3
 
 
 @dataclass
@@ -75,6 +80,12 @@ def _candidate(kind: str, seed: int, n_jobs: int, n_classes: int = 2) -> Any:
         RandomForestClassifier,
     )
 
+    if kind == "logistic":
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        return make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
     if kind == "hgb":
         # one tree per class per round: fewer rounds for many classes keeps the fit ~1 minute
         return HistGradientBoostingClassifier(max_iter=300 if n_classes <= 3 else 100,
@@ -180,9 +191,10 @@ def fit_hpc(dataset: Dataset, *, kind: Any = "auto", seed: int = 0, n_jobs: int 
             cache: bool = True) -> HpcModel:
     """Fit (or load) the HPC on ``dataset``'s training split.
 
-    ``kind``: "auto" (the better on validation of a histogram gradient-boosting model, 300
-    rounds (100 beyond 3 classes), and extra-trees, 200 trees), "hgb", "random-forest",
-    "extra-trees", or any unfitted scikit-learn classifier. ``onnx_path``: use an existing ONNX classifier (input
+    ``kind``: "auto" (the best on validation of ``AUTO_KINDS``, tried in order within
+    ``AUTO_BUDGET_S``), "hgb" (histogram gradient boosting, 300 rounds, 100 beyond 3
+    classes), "random-forest" (300 trees), "extra-trees" (200 trees), "logistic" (standardised
+    logistic regression), or any unfitted scikit-learn classifier. ``onnx_path``: use an existing ONNX classifier (input
     ``x`` [N, n_features], output ``probabilities``) as the HPC — the paper's legacy system;
     its training-set probabilities are then in-sample, not out-of-fold (said in
     ``description``). ``cache``: reuse a fitted HPC from disk for a string ``kind``.
@@ -218,15 +230,19 @@ def _fit(d: Dataset, kind: Any, seed: int, n_jobs: int, progress: bool,
     from sklearn.base import clone, is_classifier
 
     if isinstance(kind, str):
-        names = ["hgb", "extra-trees"] if kind == "auto" else [kind]
+        names = list(AUTO_KINDS) if kind == "auto" else [kind]
         templates = [_candidate(k, seed, n_jobs, d.n_classes) for k in names]
     else:
         if not is_classifier(kind):
             raise HpcError(f"HPC must be a scikit-learn classifier, got {type(kind).__name__}")
         names, templates = [type(kind).__name__], [kind]
     best: tuple[float, str, Any, npt.NDArray[np.float64]] | None = None
+    started, tried_names = time.perf_counter(), []
     for name, template in _bar(list(zip(names, templates, strict=True)), progress,
                                "HPC candidates"):
+        if best is not None and time.perf_counter() - started > AUTO_BUDGET_S:
+            continue  # out of time: keep the best so far
+        tried_names.append(name)
         fitted = clone(template).fit(d.X_train, d.y_train)
         proba_val = _full_proba(fitted, d.X_val, d.n_classes)
         acc = _accuracy(proba_val, d.y_val)
@@ -235,16 +251,22 @@ def _fit(d: Dataset, kind: Any, seed: int, n_jobs: int, progress: bool,
     assert best is not None
     acc, name, fitted, proba_val = best
     oof = oof_proba(clone(fitted), d.X_train, d.y_train, d.n_classes, seed, progress)
-    tried = f" (best on validation of {', '.join(names)})" if len(names) > 1 else ""
+    tried = f" (best on validation of {', '.join(tried_names)})" if len(names) > 1 else ""
     if getattr(fitted, "n_jobs", None) is not None:
         fitted.set_params(n_jobs=1)  # predicting (cloud, evaluation) is single-process
     return HpcModel(
-        description=f"{type(fitted).__name__}{tried} on all {len(sensors)} sensors; "
+        description=f"{_label(name, fitted)}{tried} on all {len(sensors)} sensors; "
                     f"validation accuracy {acc:.4f}; training probabilities out-of-fold "
                     f"({N_FOLDS}-fold, seed {seed})",
         sensors=sensors, n_classes=d.n_classes, oof_proba_train=oof, proba_val=proba_val,
         proba_test=_full_proba(fitted, d.X_test, d.n_classes), val_accuracy=acc,
         n_features=d.n_features, estimator=fitted)
+
+
+def _label(name: str, fitted: Any) -> str:
+    """``logistic (Pipeline)``: the kind and the scikit-learn class it fitted."""
+    cls = type(fitted).__name__
+    return cls if name == cls else f"{name} ({cls})"
 
 
 def _from_onnx(d: Dataset, path: Path, sensors: tuple[str, ...]) -> HpcModel:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TextIO, TypeVar
 
 T = TypeVar("T")
+A = TypeVar("A")
+R = TypeVar("R")
 DEFAULT_EVERY_S = 30.0
 
 
@@ -76,3 +78,48 @@ def track(items: Iterable[T], desc: str, total: int, enabled: bool) -> Iterator[
     for item in items:
         yield item
         log.update()
+
+
+class Stages:
+    """One line per stage of a method as it starts, on a terminal or not (stages are few and
+    long), e.g. ``[adaptedge] dag: stage 2/4 classifier bank, 12s elapsed``."""
+
+    def __init__(self, method: str, names: Sequence[str], enabled: bool, *,
+                 stream: TextIO | None = None) -> None:
+        self.method, self.names, self.enabled = method, tuple(names), enabled
+        self._stream = stream
+        self._started = time.monotonic()
+
+    def start(self, name: str) -> None:
+        if not self.enabled:
+            return
+        k = self.names.index(name) + 1
+        print(f"[adaptedge] {self.method}: stage {k}/{len(self.names)} {name}, "
+              f"{_clock(time.monotonic() - self._started)} elapsed",
+              file=self._stream or sys.stderr, flush=True)
+
+
+def counting(fn: Callable[[A], R], desc: str, total: int, enabled: bool) -> Callable[[A], R]:
+    """``fn``, reporting each call as one step of (at most) ``total``: a bar on a terminal,
+    log lines otherwise."""
+    if not enabled:
+        return fn
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(desc=desc, total=total, leave=False)
+
+        def on_bar(arg: A) -> R:
+            out = fn(arg)
+            bar.update()
+            return out
+
+        return on_bar
+    log = LogProgress(desc, total)
+
+    def on_log(arg: A) -> R:
+        out = fn(arg)
+        log.update()
+        return out
+
+    return on_log

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from adaptedge.cloud.fleet.drift import Stream
 from adaptedge.cloud.fleet.store import FleetStore
+
+DRIFT_STREAMS: tuple[str, ...] = get_args(Stream)
+"""The drift monitor's streams: ``adaptedge_drift_alarms`` has one series per device, bundle
+and stream, zero until its first alarm."""
 
 LATENCY_BUCKETS_MS: Final = (0.25, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000)
 BATCH_BUCKETS: Final = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -89,6 +94,8 @@ class FleetCollector(Collector):
             yield from self._from_store(self.store)
 
     def _from_store(self, store: FleetStore) -> Iterator[Any]:
+        """Every (device, bundle) with stored records has an alarm series per drift stream,
+        zero until its first alarm (a dashboard or ``grep`` finds it from the start)."""
         records = CounterMetricFamily("adaptedge_store_records", "records stored", labels=[
             "device", "bundle", "kind"])
         audits = GaugeMetricFamily("adaptedge_audit_labelled", "audited decisions the HPC "
@@ -103,7 +110,9 @@ class FleetCollector(Collector):
             if kind == "audit" and labelled:
                 audits.add_metric([device, bundle], labelled)
                 agreement.add_metric([device, bundle], same / labelled)
-        fired: dict[tuple[str, str, str], int] = {}
+        pairs = {(device, bundle) for device, bundle, *_ in store.tallies()}
+        fired = {(device, bundle, stream): 0 for device, bundle in pairs
+                 for stream in DRIFT_STREAMS}
         for alarm in store.alarms():
             k = (alarm.device, alarm.bundle_id, alarm.metric)
             fired[k] = fired.get(k, 0) + 1

@@ -136,11 +136,14 @@ def _series(device: str, points: Sequence[tuple[float, float, int]]) -> Series:
                   tuple(n for _, _, n in points))
 
 
-def main_point(store: FleetStore, device: str) -> int | None:
-    """The operating point index most of a device's records were made at."""
-    points = Counter(r["point"] for r in store.record_summaries() if r["device"] == device)
-    points.pop(None, None)
-    return points.most_common(1)[0][0] if points else None
+def main_point(store: FleetStore, device: str, bundle_id: str | None = None) -> int | None:
+    """The operating point index a device runs now: that of its latest record (of
+    ``bundle_id`` when given) made at a known point. Not the most common over its history:
+    an earlier run at the default point would hide a later one at ``--budget B``'s point."""
+    points = [r["point"] for r in store.record_summaries()
+              if r["device"] == device and r["point"] is not None
+              and (bundle_id is None or r["bundle_id"] == bundle_id)]
+    return points[-1] if points else None
 
 
 def expectations(manifest: Manifest, point: int | None) -> dict[str, Expectation]:

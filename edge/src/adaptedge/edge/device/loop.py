@@ -41,6 +41,7 @@ def replay(rt: Runtime, uplink: MqttUplink | None, rows: ReplayRows, options: De
     warned: set[str] = set()
     every = options.telemetry_every_s
     next_telemetry = started + every if every > 0 else math.inf
+    answering = rt.manifest.bundle_id
     for i in range(len(rows)):
         if stop.is_set():
             break
@@ -54,7 +55,15 @@ def replay(rt: Runtime, uplink: MqttUplink | None, rows: ReplayRows, options: De
             warned.add(d.error)
             say(f"warning: {LOUD_ERRORS[d.error]} (first at row {i})")
         log.latencies.append(d.timings["total"] * 1000.0)
-        log.write("decision", decision_record(i, d, rows.truth[i], time.monotonic() - started))
+        point = rt.operating_point
+        if d.bundle_id is not None and d.bundle_id != answering:
+            log.write("swap", {"index": i, "from": answering, "to": d.bundle_id,
+                               "operating_point": point})
+            say(f"bundle {d.bundle_id} answers from row {i} (operating point {point}); "
+                f"it replaced {answering}")
+            answering = d.bundle_id
+        log.write("decision", decision_record(i, d, rows.truth[i], time.monotonic() - started,
+                                              point))
         if time.monotonic() >= next_telemetry:
             now = counters()
             log.write("counters", {"counters": now})

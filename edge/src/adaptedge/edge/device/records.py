@@ -13,8 +13,10 @@ TELEMETRY_WINDOW = 1000
 """The latency percentiles of telemetry cover this many most recent decisions."""
 
 
-def decision_record(index: int, d: Decision, truth: str, t_s: float) -> dict[str, Any]:
-    """The ``decision`` line of row ``index`` (``t_s``: seconds since the run started)."""
+def decision_record(index: int, d: Decision, truth: str, t_s: float,
+                    point: str | None = None) -> dict[str, Any]:
+    """The ``decision`` line of row ``index`` (``t_s``: seconds since the run started;
+    ``point``: the operating point that answered)."""
     cost = d.cost
     return {
         "index": index,
@@ -35,6 +37,7 @@ def decision_record(index: int, d: Decision, truth: str, t_s: float) -> dict[str
         "request_id": d.request_id,
         "error": d.error,
         "bundle_id": d.bundle_id,
+        "operating_point": point,
     }
 
 

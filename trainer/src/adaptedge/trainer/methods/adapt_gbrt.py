@@ -64,6 +64,7 @@ from adaptedge.trainer.methods.gating import (
     softplus,
 )
 from adaptedge.trainer.methods.hpc_oof import HPC_CONSTRAINT, hpc_proba_for
+from adaptedge.trainer.methods.labels import class_indices, predicted_labels
 
 FloatArray = NDArray[np.float64]
 
@@ -161,7 +162,8 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     def fit(self, X: NDArray[np.floating], y: NDArray[np.integer],
             hpc_proba: NDArray[np.floating] | None = None) -> AdaptGbrtClassifier:
         self._validate_params()  # hpc_proba: see trainer.methods.hpc_oof.hpc_proba_for
-        X32, yi, P = _check_inputs(X, y, hpc_proba_for(self, X, y, hpc_proba))
+        classes, yi = class_indices(y, hpc_proba)
+        X32, yi, P = _check_inputs(X, yi, hpc_proba_for(self, X, yi, hpc_proba))
         started = time.perf_counter()
         n, d = X32.shape
         n_classes = P.shape[1]
@@ -217,7 +219,7 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
                 + q * softplus(-gate)
             )))
         self.n_classes_ = n_classes
-        self.classes_ = np.arange(n_classes)
+        self.classes_ = classes
         self.n_features_in_ = d
         self.f1_base_ = f1_base
         self._core_cache_: dict[bool, onnx.NodeProto] = {}  # see to_onnx
@@ -229,8 +231,7 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.features_used_ = tuple(sorted(
             set().union(*(t.features_used for t in f1_trees + g_trees))
         ))
-        # what the device reads: sensors some tree splits on (an initial sensor no tree
-        # uses is not read)
+        # what the device reads: sensors some tree splits on (not an unused initial one)
         used = np.zeros(sensor_costs.size, dtype=bool)
         used[feature_sensor[list(self.features_used_)]] = True
         self.sensors_bought_ = used
@@ -281,9 +282,8 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         """The LPC's class probabilities (what the device answers when it stops)."""
         return proba(self.decision_logits(X), self.n_classes_)
 
-    def predict(self, X: NDArray[np.floating]) -> NDArray[np.int64]:
-        out: NDArray[np.int64] = np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
-        return out
+    def predict(self, X: NDArray[np.floating]) -> NDArray[Any]:
+        return predicted_labels(self.classes_, self.predict_proba(X))
 
     # -- export -------------------------------------------------------------------------------
     def node_columns(self) -> tuple[int, ...]:

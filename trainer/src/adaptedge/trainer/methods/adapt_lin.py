@@ -47,6 +47,7 @@ from adaptedge.trainer.methods.gating import (
     softplus,
 )
 from adaptedge.trainer.methods.hpc_oof import HPC_CONSTRAINT, hpc_proba_for
+from adaptedge.trainer.methods.labels import class_indices
 from adaptedge.trainer.methods.linear_gate import LinearGateMixin
 from adaptedge.trainer.methods.registry import MethodOptions, register
 from adaptedge.trainer.policy.frontier import pareto_frontier
@@ -115,7 +116,8 @@ class AdaptLinClassifier(LinearGateMixin, ClassifierMixin, BaseEstimator):  # ty
             hpc_proba: NDArray[np.floating] | None = None) -> AdaptLinClassifier:
         """``hpc_proba``: see ``trainer.methods.hpc_oof.hpc_proba_for``."""
         self._validate_params()
-        X32, yi, P = _check_inputs(X, y, hpc_proba_for(self, X, y, hpc_proba))
+        classes, yi = class_indices(y, hpc_proba)
+        X32, yi, P = _check_inputs(X, yi, hpc_proba_for(self, X, yi, hpc_proba))
         n, d = X32.shape
         n_classes = P.shape[1]
         feature_sensor, sensor_costs = _sensor_layout(self.feature_sensor, self.sensor_costs, d)
@@ -146,7 +148,7 @@ class AdaptLinClassifier(LinearGateMixin, ClassifierMixin, BaseEstimator):  # ty
         self._solutions = [(value, th) for _, (value, th) in by_value]
         self._layout = (feature_sensor, sensor_costs.size, mean, std)
         self.n_classes_ = n_classes
-        self.classes_ = np.arange(n_classes)
+        self.classes_ = classes
         self.n_features_in_ = d
         return self
 

@@ -30,6 +30,7 @@ from adaptedge.trainer.methods.cart import feature_gains, quantize
 from adaptedge.trainer.methods.gating import CostModel, n_logits, parallel_map, proba
 from adaptedge.trainer.methods.greedy_miser import GreedyMiser as GreedyMiser  # re-exported
 from adaptedge.trainer.methods.greedy_miser import uniform_hpc
+from adaptedge.trainer.methods.labels import class_indices, predicted_labels
 from adaptedge.trainer.methods.linear_gate import LinearGateMixin
 from adaptedge.trainer.methods.registry import MethodOptions, register
 from adaptedge.trainer.policy.graph import Graph
@@ -82,8 +83,9 @@ class ConfidenceCascade(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     def fit(self, X: NDArray[np.floating], y: NDArray[np.integer],
             hpc_proba: NDArray[np.floating] | None = None) -> ConfidenceCascade:
         self._validate_params()
-        P = uniform_hpc(y) if hpc_proba is None else hpc_proba
-        X32, yi, P = _check_inputs(X, y, P)
+        classes, yi = class_indices(y, hpc_proba)
+        P = uniform_hpc(yi) if hpc_proba is None else hpc_proba
+        X32, yi, P = _check_inputs(X, yi, P)
         feature_sensor, sensor_costs = _sensor_layout(
             self.feature_sensor, self.sensor_costs, X32.shape[1])
         order = (rank_sensors(X32, yi, P, feature_sensor) if self.sensor_order is None
@@ -98,7 +100,7 @@ class ConfidenceCascade(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         ).fit(X32[:, columns], yi, P)
         used_sub = lpc.node_columns()
         self.n_classes_ = P.shape[1]
-        self.classes_ = np.arange(self.n_classes_)
+        self.classes_ = classes
         self.n_features_in_ = X32.shape[1]
         self.lpc_ = lpc
         self.sensor_order_ = order
@@ -115,9 +117,8 @@ class ConfidenceCascade(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     def predict_proba(self, X: NDArray[np.floating]) -> FloatArray:
         return proba(self.decision_logits(X), self.n_classes_)
 
-    def predict(self, X: NDArray[np.floating]) -> NDArray[np.int64]:
-        out: NDArray[np.int64] = np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
-        return out
+    def predict(self, X: NDArray[np.floating]) -> NDArray[Any]:
+        return predicted_labels(self.classes_, self.predict_proba(X))
 
     def confidence_cut(self) -> float:
         """Binary: the exact |logit| cut equivalent to ``threshold`` (on the leaf grid)."""
@@ -191,8 +192,9 @@ class L1Baseline(LinearGateMixin, ClassifierMixin, BaseEstimator):  # type: igno
         from sklearn.linear_model import LogisticRegression
 
         self._validate_params()
-        P = uniform_hpc(y) if hpc_proba is None else hpc_proba
-        X32, yi, P = _check_inputs(X, y, P)
+        classes, yi = class_indices(y, hpc_proba)
+        P = uniform_hpc(yi) if hpc_proba is None else hpc_proba
+        X32, yi, P = _check_inputs(X, yi, P)
         n_classes = P.shape[1]
         feature_sensor, sensor_costs = _sensor_layout(
             self.feature_sensor, self.sensor_costs, X32.shape[1])
@@ -226,7 +228,7 @@ class L1Baseline(LinearGateMixin, ClassifierMixin, BaseEstimator):  # type: igno
         self.coef_ = W / std[columns][:, None]
         self.intercept_ = b - (mean[columns] / std[columns]) @ W
         self.n_classes_ = n_classes
-        self.classes_ = np.arange(n_classes)
+        self.classes_ = classes
         self.n_features_in_ = X32.shape[1]
         self.columns_ = tuple(int(c) for c in columns)
         self.sensors_bought_ = bought

@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 from adaptedge.protocol.policy_graph import ComputeCost
 from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier
 from adaptedge.trainer.methods.gating import CostModel, parallel_map
+from adaptedge.trainer.methods.labels import class_indices
 from adaptedge.trainer.methods.registry import MethodOptions, register
 from adaptedge.trainer.methods.tree_compute import tree_compute, trees_compute
 from adaptedge.trainer.policy.frontier import pareto_frontier
@@ -89,8 +90,10 @@ class GreedyMiser(AdaptGbrtClassifier):
         self, X: NDArray[np.floating], y: NDArray[np.integer],
         hpc_proba: NDArray[np.floating] | None = None,
     ) -> GreedyMiser:
-        P = uniform_hpc(y) if hpc_proba is None else hpc_proba
-        super().fit(X, y, P)
+        classes, yi = class_indices(y, hpc_proba)
+        P = uniform_hpc(yi) if hpc_proba is None else hpc_proba
+        super().fit(X, yi, P)
+        self.classes_ = classes  # the caller's labels, not the indices given to ADAPT
         return self
 
     def to_onnx(self, *, gated: bool = False) -> bytes:

@@ -8,6 +8,8 @@ threshold folded in) and ``with_threshold``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.utils.validation import check_is_fitted
@@ -15,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 from adaptedge.trainer.export.linear import linear_core
 from adaptedge.trainer.export.models import node_model
 from adaptedge.trainer.methods.gating import proba
+from adaptedge.trainer.methods.labels import predicted_labels
 
 FloatArray = NDArray[np.float64]
 
@@ -24,6 +27,7 @@ class LinearGateMixin:
     coef_: FloatArray
     columns_: tuple[int, ...]
     n_classes_: int
+    classes_: NDArray[Any]
 
     def _bias(self) -> FloatArray:
         raise NotImplementedError
@@ -38,9 +42,8 @@ class LinearGateMixin:
     def predict_proba(self, X: NDArray[np.floating]) -> FloatArray:
         return proba(self._core(X)[:, :-1], self.n_classes_)
 
-    def predict(self, X: NDArray[np.floating]) -> NDArray[np.int64]:
-        out: NDArray[np.int64] = np.argmax(self.predict_proba(X), axis=1).astype(np.int64)
-        return out
+    def predict(self, X: NDArray[np.floating]) -> NDArray[Any]:
+        return predicted_labels(self.classes_, self.predict_proba(X))
 
     def gate_score(self, X: NDArray[np.floating]) -> FloatArray:
         """The gate's score minus its threshold; positive means escalate to the HPC."""

@@ -31,6 +31,7 @@ from adaptedge.trainer.methods.registry import MethodOptions, register
 from adaptedge.trainer.methods.tree_compute import tree_compute
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.walk import walk
+from adaptedge.trainer.progress import Stages, track
 
 LAMBDAS = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003)
 QUICK_LAMBDAS = (0.3, 0.03)
@@ -103,11 +104,11 @@ def sweep(dataset: Any, hpc: Any, options: MethodOptions, shape: Shape, variant:
     thread: the node solves multiply [n, d] x [d, m] with m <= classes, where a second
     OpenBLAS thread on a shared 2-core machine spins (gas: ~11 ms a product, not ~1)."""
     with threadpool_limits(limits=1, user_api="blas"):
-        return _sweep(dataset, hpc, shape, variant, method, opts)
+        return _sweep(dataset, hpc, shape, variant, method, opts, options.progress)
 
 
 def _sweep(dataset: Any, hpc: Any, shape: Shape, variant: Variant, method: str,
-           opts: dict[str, Any]) -> list[Graph]:
+           opts: dict[str, Any], progress: bool) -> list[Graph]:
     problem = problem_from(dataset, hpc)
     names = problem.sensor_names(problem.all_sensors)
     columns = tuple(s.features for s in problem.sensors)
@@ -116,6 +117,9 @@ def _sweep(dataset: Any, hpc: Any, shape: Shape, variant: Variant, method: str,
     thresholds = (None, *THRESHOLDS) if opts["escalation"] == "on" else (None,)
     graphs: list[Graph] = []
     boosted = opts["features"] == "boosted"
+    stages = Stages(method, ("boosted features", "sweep") if boosted else ("sweep",), progress)
+    if boosted:
+        stages.start("boosted features")
     features = fit_boosted(dataset.X_train, _targets(dataset.y_train, len(dataset.classes)),
                            columns, opts["trees"], list(problem.sensor_costs)) if boosted else None
     compute = tree_compute(dataset.sensors, opts["tree_cost"]) if boosted else None
@@ -124,7 +128,9 @@ def _sweep(dataset: Any, hpc: Any, shape: Shape, variant: Variant, method: str,
     mean_sensor = float(problem.sensor_costs.mean())
     tree_cost = (compute_cost(compute, dataset.cost_weights).scalar / mean_sensor
                  if compute is not None and mean_sensor > 0 else opts["tree_cost"])
-    for lam in opts["lambdas"]:
+    stages.start("sweep")
+    for lam in track(opts["lambdas"], f"{method} sweep (lambda)", len(opts["lambdas"]),
+                     progress):
         model = train_model(
             dataset.X_train, dataset.y_train, len(dataset.classes), shape, groups=columns,
             costs=list(problem.sensor_costs), lam=lam, rho=1e-3, variant=variant,

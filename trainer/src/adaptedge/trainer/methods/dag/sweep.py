@@ -35,6 +35,8 @@ from adaptedge.trainer.methods.dag.subsets import (
     lattice_scorer,
 )
 from adaptedge.trainer.policy.graph import Graph, Metrics
+from adaptedge.trainer.progress import Stages
+from adaptedge.trainer.progress import track as track_progress
 
 ClassifierChoice = ClassifierKind | Literal["auto", "per-subset", "masked"]
 CLASSIFIER_CHOICES: tuple[str, ...] = ("auto", "per-subset", "masked", "hgb", "hgb-wide", "lr")
@@ -219,27 +221,34 @@ def choose_bank(problem: DagProblem, settings: DagSettings,
 
 
 def sweep_dag(problem: DagProblem, settings: DagSettings, *,
-              bank: ClassifierBank | None = None) -> DagSweep:
+              bank: ClassifierBank | None = None, progress: bool = False) -> DagSweep:
+    """The sweep's graphs (``progress``: stage lines and the sweep's done/total, ETA)."""
     # one thread for OpenMP (boosting) and BLAS (ridge / logistic policies): on a shared
     # 2-core machine extra threads spin and multiply CPU time
     with threadpool_limits(limits=1):
-        return _sweep(problem, settings, bank)
+        return _sweep(problem, settings, bank, progress)
 
 
-def _sweep(problem: DagProblem, settings: DagSettings, bank: ClassifierBank | None
-           ) -> DagSweep:
+def _sweep(problem: DagProblem, settings: DagSettings, bank: ClassifierBank | None,
+           progress: bool) -> DagSweep:
     start, cpu_start = time.perf_counter(), time.process_time()
+    stages = Stages("dag", ("sensor lattice", "classifier bank", "reduction", "sweep"),
+                    progress)
+    stages.start("sensor lattice")
     scorer = lattice_scorer(problem, settings.seed)
     lattice, tracks = build_lattice(problem, settings, scorer)
+    stages.start("classifier bank")
     bank = bank or choose_bank(problem, settings, mask_sets=list(lattice.edges))
+    stages.start("reduction")  # fits the bank's node classifiers on first use
     reduction, scores = choose_reduction(bank, lattice, settings)
     sweep = DagSweep(problem, bank, lattice, tracks, scorer, reduction, scores)
-    for price in settings.escalation_prices:
-        for lam in settings.lambdas:
-            point = train_point(bank, lattice, ReduceConfig(lam, price, reduction,
-                                                            degree=settings.policy_degree))
-            point.params["classifier"] = bank.kind
-            sweep.points.append(point)
+    stages.start("sweep")
+    grid = [(price, lam) for price in settings.escalation_prices for lam in settings.lambdas]
+    for price, lam in track_progress(grid, "dag sweep (lambda, escalation price)", len(grid), progress):
+        point = train_point(bank, lattice, ReduceConfig(lam, price, reduction,
+                                                        degree=settings.policy_degree))
+        point.params["classifier"] = bank.kind
+        sweep.points.append(point)
     sweep.classifier = bank.summary()
     if isinstance(bank, ChoiceBank):
         sweep.classifier["lattice_nodes"] = bank.counts(list(lattice.edges))

@@ -35,6 +35,7 @@ from adaptedge.trainer.methods.polydom.lattice import (
 )
 from adaptedge.trainer.methods.registry import INDEXED_METHODS, MethodOptions, register
 from adaptedge.trainer.policy.graph import Graph
+from adaptedge.trainer.progress import counting, track
 
 __all__ = ["INDEXED_METHODS", "budget_index"]
 
@@ -68,10 +69,10 @@ def _bank(dataset: Any, hpc: Any, options: MethodOptions) -> ClassifierBank:
 
 
 def _graphs(bank: ClassifierBank, masks: Sequence[int], method: str,
-            extra: Mapping[int, str] | None = None) -> list[Graph]:
+            extra: Mapping[int, str] | None = None, *, progress: bool = False) -> list[Graph]:
     n = bank.problem.n_sensors
     out = []
-    for i, mask in enumerate(masks):
+    for i, mask in track(list(enumerate(masks)), f"{method} graphs", len(masks), progress):
         g = static_graph(bank, tuple(s for s in range(n) if mask >> s & 1))
         g = g.with_validation(evaluate(g, bank, "val"))
         params = dict(g.params, mask=str(mask), **({"seq": extra[mask]} if extra else {}))
@@ -79,26 +80,38 @@ def _graphs(bank: ClassifierBank, masks: Sequence[int], method: str,
     return out
 
 
+def _counted(accuracy: Accuracy, method: str, n_sensors: int, progress: bool) -> Accuracy:
+    """``accuracy`` reporting each sensor set it scores (at most every set but the empty one)."""
+    return counting(accuracy, f"{method} sensor sets scored (at most)", 2 ** n_sensors - 1,
+                    progress)
+
+
 def polydom_graphs(bank: ClassifierBank, dataset: Any, epsilon: float, delta: float = 0.0,
-                   accuracy: Accuracy | None = None) -> tuple[list[Graph], int]:
+                   accuracy: Accuracy | None = None, progress: bool = False
+                   ) -> tuple[list[Graph], int]:
     """PolyDom's candidate graphs and how many sets its lattice expansion expanded."""
-    lattice = expand_lattice(bank.problem.n_sensors, accuracy or bank_accuracy(bank),
+    n = bank.problem.n_sensors
+    lattice = expand_lattice(n, _counted(accuracy or bank_accuracy(bank), "polydom", n, progress),
                              epsilon=epsilon, delta=delta)
-    return _graphs(bank, candidates(lattice, sensor_polys(dataset)), "polydom"), lattice.expanded
+    masks = candidates(lattice, sensor_polys(dataset))
+    return _graphs(bank, masks, "polydom", progress=progress), lattice.expanded
 
 
 def greedy_graphs(bank: ClassifierBank, dataset: Any, method: str,
-                  accuracy: Accuracy | None = None) -> tuple[list[Graph], int]:
+                  accuracy: Accuracy | None = None, progress: bool = False
+                  ) -> tuple[list[Graph], int]:
     """A Greedy variant's graphs (every set of every sequence) and how many sets it expanded."""
     polys = sensor_polys(dataset)
     costs = polys @ median_size(dataset) ** np.arange(polys.shape[1], dtype=np.float64)
-    result = greedy_sequences(bank.problem.n_sensors, accuracy or bank_accuracy(bank), costs,
-                              VARIANT_ALPHAS[method])
+    n = bank.problem.n_sensors
+    result = greedy_sequences(n, _counted(accuracy or bank_accuracy(bank), method, n, progress),
+                              costs, VARIANT_ALPHAS[method])
     where: dict[int, list[str]] = {}
     for q, seq in enumerate(result.sequences):
         for pos, mask in enumerate(seq):
             where.setdefault(mask, []).append(f"{q}.{pos}")
-    graphs = _graphs(bank, list(where), method, {m: " ".join(v) for m, v in where.items()})
+    graphs = _graphs(bank, list(where), method, {m: " ".join(v) for m, v in where.items()},
+                     progress=progress)
     return graphs, result.expanded
 
 
@@ -107,11 +120,13 @@ def train_polydom(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]
     """The candidate sets of PolyDom's pruned lattice, one stop-only graph each."""
     eps = float(options.extra.get("epsilon", 0.01))
     delta = float(options.extra.get("delta", 0.0))
-    return polydom_graphs(_bank(dataset, hpc, options), dataset, eps, delta)[0]
+    return polydom_graphs(_bank(dataset, hpc, options), dataset, eps, delta,
+                          progress=options.progress)[0]
 
 
 def _greedy(dataset: Any, hpc: Any, options: MethodOptions, method: str) -> list[Graph]:
-    return greedy_graphs(_bank(dataset, hpc, options), dataset, method)[0]
+    return greedy_graphs(_bank(dataset, hpc, options), dataset, method,
+                         progress=options.progress)[0]
 
 
 @register("greedy")

@@ -1,0 +1,61 @@
+"""A size-dependent bundle carries its sensors and item-size column: ``evaluate``, ``simulate``
+and ``edge run --replay`` take them from the bundle, so ``--costs`` is not needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from adaptedge.cli.main import main
+from adaptedge.edge.journal import read_journal
+from adaptedge.protocol.bundle import verify
+from tests.support.sized_data import write_data
+
+
+@pytest.fixture(scope="module")
+def sized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    from adaptedge.trainer.api import train_bundle
+
+    folder = tmp_path_factory.mktemp("sized")
+    data, costs = write_data(folder)
+    train_bundle(str(data), "static", folder / "bundle", target="label", costs=costs,
+                 quick=True, progress=False, hpc_kind="hgb")
+    return data, costs, folder / "bundle"
+
+
+def _evaluate(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
+    capsys.readouterr()
+    assert main(["evaluate", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def test_bundle_records_its_size_column(sized: tuple[Path, Path, Path]) -> None:
+    manifest = verify(sized[2])
+    assert manifest.size_dependent and manifest.metadata["size_column"] == "n"
+    assert "n" not in manifest.feature_names
+
+
+def test_evaluate_needs_no_costs(sized: tuple[Path, Path, Path],
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    data, costs, bundle = sized
+    common = ["--bundle", str(bundle), "--data", str(data), "--target", "label"]
+    bare = _evaluate(capsys, *common)
+    assert bare == _evaluate(capsys, *common, "--costs", str(costs))
+
+
+def test_edge_replay_and_simulate_need_no_costs(sized: tuple[Path, Path, Path], tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    data, costs, bundle = sized
+    energies = []
+    for extra in ([], ["--costs", str(costs)]):
+        out = tmp_path / f"run{len(energies)}.jsonl"
+        assert main(["edge", "run", "--bundle", str(bundle), "--replay", str(data), "--target",
+                     "label", "--limit", "20", "--json-out", str(out), *extra]) == 0
+        energies.append([r["cost"]["energy_mj"] for r in read_journal(out)
+                         if r["kind"] == "decision"])
+    assert energies[0] == energies[1] and len(energies[0]) == 20
+    assert len(set(energies[0])) > 1  # each item is charged its own size
+    assert main(["simulate", "--bundle", str(bundle), "--data", str(data), "--target", "label",
+                 "--no-progress", "--report", str(tmp_path / "report")]) == 0
