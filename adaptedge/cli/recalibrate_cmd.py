@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from adaptedge.cli.main import CommandError
+from adaptedge.cli.errors import CommandError
 
 
 def register(sub: Any) -> None:
@@ -46,19 +46,13 @@ def register(sub: Any) -> None:
 
 def _rows(args: argparse.Namespace, bundle_id: str) -> list[Any]:
     if args.rows is not None:
-        from adaptedge.trainer.fleet_rows_io import RowsFileError, read_rows
+        from adaptedge.trainer.fleet_rows_io import read_rows
 
-        try:
-            return read_rows(args.rows)
-        except RowsFileError as exc:
-            raise CommandError(str(exc)) from None
-    from adaptedge.cloud.fleet.store import FleetStore, StoreError  # the fleet extra
+        return read_rows(args.rows)
+    from adaptedge.cloud.fleet.store import FleetStore  # needs the fleet extra (sqlalchemy)
 
-    try:
-        with FleetStore(args.db, quota=None) as store:
-            return list(store.labelled_rows(bundle_id=bundle_id))
-    except StoreError as exc:
-        raise CommandError(str(exc)) from None
+    with FleetStore(args.db, quota=None) as store:
+        return list(store.labelled_rows(bundle_id=bundle_id))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,7 +61,6 @@ def run(args: argparse.Namespace) -> int:
     from adaptedge.trainer.recalibrate import (
         DEFAULT_MAX_DEVICE_SHARE,
         DEFAULT_TOLERANCE,
-        RecalibrationError,
         recalibrate,
     )
 
@@ -82,10 +75,10 @@ def run(args: argparse.Namespace) -> int:
                              tolerance=DEFAULT_TOLERANCE if args.tolerance is None
                              else args.tolerance, target=args.target, force=args.force,
                              max_device_share=share)
-    except (RecalibrationError, ValueError) as exc:
+    except ValueError as exc:  # a bad --audit-fraction or --tolerance (recalibrate's own: main)
         raise CommandError(str(exc)) from None
     if args.sign_key is not None:
-        from adaptedge.protocol.signing import sign_bundle
+        from adaptedge.protocol.bundle_signing import sign_bundle
 
         sign_bundle(args.out, args.sign_key)
     chosen = result.chosen
