@@ -1,7 +1,8 @@
 """``adaptedge fleet``: the fleet seen from the command line.
 
 ``fleet status --db URL [--json]`` prints one line (or JSON object) per device: records
-stored, audits and the audited agreement with the HPC, escalation rate, alarms.
+stored, audits and the audited agreement with the HPC, escalation rate, alarms, records refused
+over the device's row quota.
 ``fleet report --db URL --out DIR [--bundle B]`` writes ``fleet.md`` and PNGs of agreement and
 escalation rate over time against the bundle's validation expectation (``cloud.fleet_view``).
 ``fleet deploy`` / ``rollout-status``: over-the-air rollouts (``fleet_rollout``).
@@ -23,7 +24,7 @@ def register(sub: Any) -> None:
                        "alarms; over-the-air rollouts")
     cmds = p.add_subparsers(dest="fleet_command", metavar="ACTION", required=True)
     s = cmds.add_parser("status", help="one line per device: records, audits, agreement, "
-                        "escalation rate, alarms")
+                        "escalation rate, alarms, records refused over quota")
     s.add_argument("--db", required=True, help="the database of cloud serve --db")
     s.add_argument("--json", action="store_true", help="print a JSON list, one object per "
                    "device")
@@ -72,14 +73,15 @@ def status(args: argparse.Namespace) -> int:
         print("no devices in the store yet")
         return 0
     header = (f"{'device':<20} {'records':>8} {'audits':>7} {'agreement (95%)':>22} "
-              f"{'escalation':>10} {'backlog':>7} {'alarms':>6}")
+              f"{'escalation':>10} {'backlog':>7} {'alarms':>6} {'refused':>7}")
     print(header)
     for r in rows:
         band = "" if r["agreement"] is None else \
             f" [{r['agreement_low']:.2f}, {r['agreement_high']:.2f}]"
         print(f"{r['device']:<20} {r['records_stored']:>8} {r['audits']:>7} "
               f"{_fmt(r['agreement']) + band:>22} {_fmt(r['escalation_rate']):>10} "
-              f"{_fmt(r['outbox_records'], '.0f'):>7} {r['alarms']:>6}")
+              f"{_fmt(r['outbox_records'], '.0f'):>7} {r['alarms']:>6} "
+              f"{r['quota_refused']:>7}")
     return 0
 
 

@@ -20,6 +20,12 @@ def add_options(s: Any) -> None:
                    "--username + '-store', the account `cloud acl` creates)")
     s.add_argument("--store-password-file", help="its password file (default: the file named "
                    "like that user next to --password-file)")
+    s.add_argument("--device-row-quota", type=int, default=200_000, metavar="N",
+                   help="store at most N records per device per --quota-window; more are "
+                   "refused and counted (default 200000: above the 180000 an hour the default "
+                   "drain rate can send; 0: no quota)")
+    s.add_argument("--quota-window", type=float, default=3600.0, metavar="S",
+                   help="the row quota's window in seconds (default 3600)")
     s.add_argument("--metrics-port", type=int, metavar="P",
                    help="serve Prometheus metrics on http://127.0.0.1:P/metrics")
     s.add_argument("--metrics-host", default="127.0.0.1",
@@ -51,7 +57,7 @@ def start(args: argparse.Namespace, svc: Any, root: Any, tls: Any) -> list[Calla
                                "mqtt:// --broker (the store ingest has no NATS transport yet)")
         from adaptedge.cloud.fleet.store import FleetStore
 
-        store = FleetStore(args.db)
+        store = FleetStore(args.db, quota=_quota(args))
         stops.append(store.close)
         labeller = _labeller(args, root)
         if hasattr(labeller, "close"):
@@ -68,6 +74,18 @@ def start(args: argparse.Namespace, svc: Any, root: Any, tls: Any) -> list[Calla
     if args.metrics_port is not None:
         stops.insert(0, _start_metrics(args, svc, ingest, store))
     return stops
+
+
+def _quota(args: argparse.Namespace) -> Any:
+    from adaptedge.cli.errors import CommandError
+    from adaptedge.cloud.fleet.store import RowQuota
+
+    if args.device_row_quota == 0:
+        return None
+    try:
+        return RowQuota(args.device_row_quota, args.quota_window)
+    except ValueError as exc:
+        raise CommandError(f"--device-row-quota/--quota-window: {exc}") from None
 
 
 def _live_drift(store: Any, labeller: Any) -> Any:

@@ -3,7 +3,10 @@ thresholds and the operating point from labelled field rows and write a new bund
 
 Escalated rows count once each, audit rows 1/fraction each (they sample the local decisions):
 the estimates cover all decisions without the escalated rows' bias (``trainer.recalibrate``).
-The new bundle's manifest records its provenance under ``metadata.recalibration``.
+Each row carries the audit fraction its device used; ``--audit-fraction`` is needed only for
+rows stored before devices sent it (it never overrides a stored fraction). No device weighs
+more than ``--max-device-share`` of the rows. The new bundle's manifest records its provenance
+under ``metadata.recalibration``.
 """
 
 from __future__ import annotations
@@ -26,8 +29,11 @@ def register(sub: Any) -> None:
     rows.add_argument("--db", help="the fleet store's database URL (adaptedge cloud serve --db)")
     p.add_argument("--out", required=True, type=Path, help="directory of the new bundle")
     p.add_argument("--audit-fraction", type=float, default=None,
-                   help="the fraction of local decisions the devices audited (default: "
-                   "protocol.audit's default)")
+                   help="the fraction of local decisions the devices audited, for rows that do "
+                   "not carry theirs (stored by an older adaptedge); rows that carry one keep it")
+    p.add_argument("--max-device-share", type=float, default=None, metavar="S",
+                   help="no device weighs more than this share of the weighted rows (default "
+                   "0.25; with fewer than 1/S devices, 1/devices; 1: no cap)")
     p.add_argument("--tolerance", type=float, default=None,
                    help="agreement tolerance below the target (default 0.01)")
     p.add_argument("--target", type=float, default=None, help="target agreement with the HPC "
@@ -45,21 +51,30 @@ def _rows(args: argparse.Namespace, bundle_id: str) -> list[Any]:
         return read_rows(args.rows)
     from adaptedge.cloud.fleet.store import FleetStore  # needs the fleet extra (sqlalchemy)
 
-    return list(FleetStore(args.db).labelled_rows(bundle_id=bundle_id))
+    with FleetStore(args.db, quota=None) as store:
+        return list(store.labelled_rows(bundle_id=bundle_id))
 
 
 def run(args: argparse.Namespace) -> int:
-    from adaptedge.protocol.audit import DEFAULT_AUDIT_FRACTION, AuditPolicy
+    from adaptedge.protocol.audit import AuditPolicy
     from adaptedge.protocol.bundle import verify
-    from adaptedge.trainer.recalibrate import DEFAULT_TOLERANCE, recalibrate
+    from adaptedge.trainer.recalibrate import (
+        DEFAULT_MAX_DEVICE_SHARE,
+        DEFAULT_TOLERANCE,
+        recalibrate,
+    )
 
+    share = DEFAULT_MAX_DEVICE_SHARE if args.max_device_share is None else args.max_device_share
+    if not 0.0 < share <= 1.0:
+        raise CommandError(f"--max-device-share must be in (0, 1], got {share}")
     source = verify(args.bundle)
     rows = _rows(args, source.bundle_id)
-    fraction = DEFAULT_AUDIT_FRACTION if args.audit_fraction is None else args.audit_fraction
     try:
-        result = recalibrate(args.bundle, rows, args.out, audit=AuditPolicy(fraction),
+        audit = None if args.audit_fraction is None else AuditPolicy(args.audit_fraction)
+        result = recalibrate(args.bundle, rows, args.out, audit=audit,
                              tolerance=DEFAULT_TOLERANCE if args.tolerance is None
-                             else args.tolerance, target=args.target, force=args.force)
+                             else args.tolerance, target=args.target, force=args.force,
+                             max_device_share=share)
     except ValueError as exc:  # a bad --audit-fraction or --tolerance (recalibrate's own: main)
         raise CommandError(str(exc)) from None
     if args.sign_key is not None:
@@ -67,14 +82,18 @@ def run(args: argparse.Namespace) -> int:
 
         sign_bundle(args.out, args.sign_key)
     chosen = result.chosen
+    prov = result.manifest.metadata["recalibration"]
     if args.json:
         print(json.dumps({"bundle_id": result.manifest.bundle_id, "chosen": asdict(chosen),
                           "target_agreement": result.target,
-                          "n_effective": result.n_effective,
-                          "rows": result.manifest.metadata["recalibration"]["rows"]}, indent=2))
+                          "n_effective": result.n_effective, "rows": prov["rows"],
+                          "audit_fractions": prov["audit_fractions"],
+                          "devices": prov["devices"]}, indent=2))
     else:
+        fractions = prov["audit_fractions"]
         print(f"wrote bundle {result.manifest.bundle_id} to {args.out}: default point "
               f"{chosen.name} (estimated agreement with the HPC {chosen.agreement:.4f}, "
               f"escalation {chosen.escalation_rate:.3f}, cost {chosen.cost:.4g}; target "
-              f"{result.target:.4f}, {result.n_effective:.0f} effective rows)")
+              f"{result.target:.4f}, {result.n_effective:.0f} effective rows; audit fractions: "
+              f"{fractions['stored']} rows their own, {fractions['assumed']} --audit-fraction)")
     return 0

@@ -48,18 +48,21 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FleetStore
 
 
 def record(rid: int, *, device: str = "dev1", kind: str = "audit", local: int | None = 1,
-           hpc: int | None = 1, digest: bytes = b"d" * 16, at: float = 1.0) -> NewRecord:
+           hpc: int | None = 1, digest: bytes = b"d" * 16, at: float = 1.0,
+           fraction: float | None = 0.05) -> NewRecord:
     values = np.array([0.5, -1.0, 2.0], dtype=np.float32)
     features, mask = pack_features(values, np.array([True, False, True]))
     return NewRecord(device, rid, digest, "bundle-1", kind, 0, features, mask,  # type: ignore[arg-type]
-                     local, hpc, None if hpc is not None else "missing_features", 0.5, at)
+                     local, hpc, None if hpc is not None else "missing_features", 0.5, at,
+                     fraction)
 
 
 def test_records_are_stored_once_per_key(store: FleetStore) -> None:
     big = (1 << 64) - 1  # request ids are u64 on the wire
-    assert store.add_records([record(1), record(big), record(1)]) == [True, True, False]
-    assert store.add_record(record(1)) is False  # a resend changes nothing
-    assert store.add_record(record(1, digest=b"e" * 16)) is True  # other content: its own row
+    assert store.add_records([record(1), record(big), record(1)]) == [
+        "stored", "stored", "duplicate"]
+    assert store.add_record(record(1)) == "duplicate"  # a resend changes nothing
+    assert store.add_record(record(1, digest=b"e" * 16)) == "stored"  # other content: its own row
     assert store.count_records() == 3 and store.count_records("dev2") == 0
     assert sorted(store.record_keys()) == sorted([
         ("dev1", 1, b"d" * 16), ("dev1", big, b"d" * 16), ("dev1", 1, b"e" * 16)])
@@ -73,6 +76,7 @@ def test_labelled_rows_follow_the_contract(store: FleetStore) -> None:
     assert rows[0].kind == "escalated" and rows[0].local_label is None
     assert rows[1].features[0] == 0.5 and math.isnan(rows[1].features[1])
     assert rows[1].point == 0 and rows[1].hpc_label == 1 and rows[1].bundle_id == "bundle-1"
+    assert rows[1].audit_fraction == 0.05  # the device's audit fraction travels with the row
     assert [r.request_id for r in store.labelled_rows(device="dev2")] == [4]
     assert store.labelled_rows(bundle_id="other") == []
     tallies = {(d, k): (n, lab, same) for d, _, k, n, lab, same in store.tallies()}
@@ -115,6 +119,8 @@ def test_a_store_at_an_old_version_is_brought_up_to_date(tmp_path: Path) -> None
     with FleetStore(tmp_path / "old.db") as s:
         assert s.version == SCHEMA_VERSION
         s.add_alarm("d", "b", None, "escalation_rate", "x", 1.0)  # table of a later step
+        assert s.add_record(record(1, fraction=None)) == "stored"
+        assert s.labelled_rows()[0].audit_fraction is None  # a row of an older device
     assert migrate(create_engine(database_url(tmp_path / "old.db")).connect, t) == SCHEMA_VERSION
 
 
@@ -126,3 +132,21 @@ def test_urls_and_ids() -> None:
         assert to_unsigned(to_signed(rid)) == rid and -(1 << 63) <= to_signed(rid) < 1 << 63
     with pytest.raises(StoreError, match="SQLite and PostgreSQL"):
         FleetStore("mysql+pymysql://u@h/db")
+
+
+def test_a_device_past_its_row_quota_is_refused_and_counted(tmp_path: Path) -> None:
+    from adaptedge.cloud.fleet.store import RowQuota
+    from adaptedge.cloud.fleet.view import device_status
+
+    with FleetStore(tmp_path / "fleet.db", quota=RowQuota(max_rows=3, window_s=10.0)) as s:
+        assert s.add_records([record(i, at=1.0 + i) for i in range(5)]) == [
+            "stored", "stored", "stored", "over_quota", "over_quota"]
+        assert s.add_record(record(0, at=6.0)) == "duplicate"  # a resend is no new row
+        assert s.add_record(record(9, device="dev2", at=6.0)) == "stored"  # others unaffected
+        assert s.add_record(record(5, at=12.0)) == "stored"  # the next window
+        assert s.count_records("dev1") == 4
+        assert s.quota_refusals() == {"dev1": (2, 5.0)}
+        status = {e["device"]: e for e in device_status(s)}
+        assert status["dev1"]["quota_refused"] == 2 and status["dev2"]["quota_refused"] == 0
+    with pytest.raises(ValueError, match="max_rows >= 1"):
+        RowQuota(max_rows=0)

@@ -3,7 +3,8 @@
 For a decision the walk answered locally (it stopped), ``protocol.audit.AuditPolicy`` picks by
 (seed, device, decision index) whether to audit it. An audit reads the sensors the HPC needs
 that the walk did not read, and keeps the row (the local answer, the operating point's index,
-kind ``audit``) in the outbox, whence ``edge.drain`` forwards it for labelling. The decision
+kind ``audit``, the audit fraction at that point: the row's weight in recalibration) in the
+outbox, whence ``edge.drain`` forwards it for labelling. The decision
 itself is unchanged (same answer, same cost): what the audit costs (its extra sensors and one
 link trip) is counted on its own, in the ``audit_*`` counters. The decision index counts every
 decision of the runtime since it was loaded, from 0 (the batched replay counts the same way).
@@ -57,7 +58,8 @@ class Auditor:
         label = int(local.argmax())
         request = make_request(values, audit_trail.read_bits, label, float(local[label]))
         errors = counters.get("outbox_errors", 0.0)
-        keep_escalation(outbox, request, counters, "audit", point)
+        keep_escalation(outbox, request, counters, "audit", point,
+                        self.policy.fraction_at(point))
         if counters.get("outbox_errors", 0.0) > errors:
             return False
         counters["audits"] += 1

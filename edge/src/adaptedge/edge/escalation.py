@@ -139,7 +139,14 @@ class Escalation:
         return answer
 
     def _record(self, request: InferenceRequest) -> None:
-        keep_escalation(self.outbox, request, self._counters, "escalated", self.point)
+        keep_escalation(self.outbox, request, self._counters, "escalated", self.point,
+                        self.audit_fraction())
+
+    def audit_fraction(self) -> float:
+        """The fraction of local decisions audited at the current point (0: no auditing)."""
+        if self.auditor is None or self.point is None:
+            return 0.0
+        return self.auditor.policy.fraction_at(self.point)
 
     def _request(self, values: F32, read_bits: int, label: int,
                  confidence: float, size: float | None = None) -> InferenceRequest:

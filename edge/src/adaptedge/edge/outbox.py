@@ -3,7 +3,8 @@
 Every escalation is recorded, answered or not: those sent are written before the exchange,
 and those never sent (no uplink, uplink down) with what was measured; audited local decisions
 too (``edge.audit``). Each is one msgpack file, a ``protocol.store_wire.StoreRecord`` (the
-wire encoding of the ``InferenceRequest`` with the row's kind and operating point; files of
+wire encoding of the ``InferenceRequest`` with the row's kind, operating point and the audit
+fraction the device used there; files of
 older devices hold the bare request and read as escalations). The oldest files go first when
 the outbox exceeds ``max_files`` or ``max_bytes``, and files older than ``max_age_s`` are
 dropped. Writing never fails a decision: an ``OSError`` is counted in ``errors`` and the record
@@ -67,10 +68,11 @@ class Outbox:
         return self._bytes
 
     def record(self, request: InferenceRequest, kind: RowKind = "escalated",
-               point: int | None = None) -> Path | None:
-        """Keep one request as a record of ``kind`` made at operating point index ``point``."""
+               point: int | None = None, audit_fraction: float | None = None) -> Path | None:
+        """Keep one request as a record of ``kind`` made at operating point index ``point``
+        by a device auditing ``audit_fraction`` of its local decisions there."""
         now = time.time()
-        data = encode_record(StoreRecord(kind, point, encode(request)))
+        data = encode_record(StoreRecord(kind, point, encode(request), audit_fraction))
         path = self.directory / f"{time.time_ns():020d}-{request.request_id}{SUFFIX}"
         tmp = path.with_suffix(".tmp")
         try:
@@ -148,12 +150,12 @@ def read_record(path: Path) -> tuple[bytes, StoreRecord, InferenceRequest]:
 
 def keep_escalation(outbox: Outbox | None, request: InferenceRequest,
                     counters: MutableMapping[str, float], kind: RowKind = "escalated",
-                    point: int | None = None) -> None:
+                    point: int | None = None, audit_fraction: float | None = None) -> None:
     """Record a request; a write that fails counts in ``outbox_errors``."""
     if outbox is None:
         return
     try:
-        kept = outbox.record(request, kind, point) is not None
+        kept = outbox.record(request, kind, point, audit_fraction) is not None
     except (OSError, ValueError):  # ValueError: the request does not encode
         kept = False
     if not kept:

@@ -3,7 +3,9 @@
 The cloud labels every forwarded record with the HPC and stores it. Two kinds arrive:
 ``escalated`` rows (the gate sent them to the cloud: a biased sample, the hard inputs) and
 ``audit`` rows (a seeded fraction of locally answered decisions, see ``protocol.audit``: an
-unbiased sample of what the device answered on its own).
+unbiased sample of what the device answered on its own). Each row carries the audit fraction
+its device used at its operating point (what an audit row's weight is taken from); rows
+stored before devices sent it have ``audit_fraction`` None.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ ROW_KINDS: tuple[RowKind, ...] = ("escalated", "audit")
 class LabelledRow:
     """One stored row. ``features`` has every feature of the bundle, NaN where not measured;
     ``local_label`` is the device's own answer (None when it had none); ``hpc_label`` is the
-    cloud HPC's; ``point`` is the index of the operating point the device was at."""
+    cloud HPC's; ``point`` is the index of the operating point the device was at;
+    ``audit_fraction`` the fraction of local decisions the device audited at that point (None:
+    not recorded, a row of an older device)."""
 
     device: str
     bundle_id: str
@@ -30,3 +34,4 @@ class LabelledRow:
     local_label: int | None
     hpc_label: int
     received_at: float
+    audit_fraction: float | None = None

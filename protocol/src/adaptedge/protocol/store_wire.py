@@ -3,7 +3,8 @@ cloud's acknowledgement (cloud -> device, ``stored`` topic).
 
 A record wraps the wire encoding of the ``InferenceRequest`` the device kept, with what the
 cloud needs to store it as a labelled row: the kind (``escalated`` or ``audit``, see
-``protocol.fleet_rows``) and the index of the operating point the device was at. A record is
+``protocol.fleet_rows``), the index of the operating point the device was at and the audit
+fraction it used there (absent in records of older devices: decoded as None). A record is
 identified by ``(device, request id, digest)``, the digest being a hash of the request's bytes:
 the cloud inserts each key once and acknowledges every copy it receives, and the device deletes
 its file only on an acknowledgement of that key. Both messages are msgpack arrays tagged like
@@ -39,11 +40,13 @@ Ident = Annotated[str, Meta(min_length=1, max_length=MAX_ID_CHARS)]
 
 
 class StoreRecord(msgspec.Struct, tag=kind(TYPE_STORE_RECORD), **_STRUCT):  # type: ignore[call-arg]
-    """One outbox record: ``request`` is the encoded ``InferenceRequest``."""
+    """One outbox record: ``request`` is the encoded ``InferenceRequest``; ``audit_fraction``
+    the fraction of local decisions the device audited at ``point`` (0: it audits none)."""
 
     kind: RowKind
     point: Annotated[int, Meta(ge=0)] | None
     request: Annotated[bytes, Meta(min_length=1, max_length=MAX_MESSAGE_BYTES)]
+    audit_fraction: Annotated[float, Meta(ge=0.0, le=1.0)] | None = None
 
 
 class StoreAck(msgspec.Struct, tag=kind(TYPE_STORE_ACK), **_STRUCT):  # type: ignore[call-arg]
@@ -70,6 +73,9 @@ def record_digest(request_bytes: bytes) -> bytes:
 def encode_record(record: StoreRecord) -> bytes:
     if record.kind not in ROW_KINDS:
         raise ProtocolError(E.BAD_FIELD, f"record kind {record.kind!r} is not one of {ROW_KINDS}")
+    fraction = record.audit_fraction
+    if fraction is not None and not 0.0 <= fraction <= 1.0:
+        raise ProtocolError(E.BAD_FIELD, f"audit fraction {fraction!r} is not in [0, 1]")
     return _encoder.encode(record)
 
 
@@ -79,7 +85,7 @@ def encode_ack(ack: StoreAck) -> bytes:
 
 def decode_record(data: bytes | bytearray | memoryview) -> tuple[StoreRecord, InferenceRequest]:
     """The record and its decoded request; ``ProtocolError`` if either is malformed."""
-    if len(data) > MAX_MESSAGE_BYTES + 64:
+    if len(data) > MAX_MESSAGE_BYTES + 80:
         raise ProtocolError(E.TOO_LARGE, f"a store record of {len(data)} bytes is larger than "
                             f"the limit of {MAX_MESSAGE_BYTES}")
     try:

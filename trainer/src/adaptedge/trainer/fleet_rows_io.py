@@ -1,6 +1,7 @@
 """Labelled rows (``protocol.fleet_rows.LabelledRow``) as JSON Lines: one object per line, the
 dataclass's fields by name, ``null`` for a feature not measured (NaN). What ``adaptedge
-recalibrate --rows`` reads and the drift scenario writes."""
+recalibrate --rows`` reads and the drift scenario writes. ``audit_fraction`` may be absent or
+``null`` (files written before rows carried it)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from adaptedge.protocol.fleet_rows import ROW_KINDS, LabelledRow
 from adaptedge.trainer.errors import RowsFileError as RowsFileError
 
 _FIELDS = tuple(f.name for f in fields(LabelledRow))
+_OPTIONAL = ("audit_fraction",)
 
 
 def row_to_dict(row: LabelledRow) -> dict[str, Any]:
@@ -22,6 +24,7 @@ def row_to_dict(row: LabelledRow) -> dict[str, Any]:
     for name in ("request_id", "point", "local_label", "hpc_label"):  # numpy ints too
         out[name] = None if out[name] is None else int(out[name])
     out["received_at"] = float(row.received_at)
+    out["audit_fraction"] = None if row.audit_fraction is None else float(row.audit_fraction)
     out["features"] = [None if math.isnan(v) else float(v) for v in row.features]
     return out
 
@@ -30,7 +33,7 @@ def row_from_dict(raw: Any) -> LabelledRow:
     """A ``LabelledRow`` from its JSON object (``ValueError`` naming what is wrong)."""
     if not isinstance(raw, dict):
         raise ValueError(f"expected an object, got {type(raw).__name__}")
-    missing = [n for n in _FIELDS if n not in raw]
+    missing = [n for n in _FIELDS if n not in raw and n not in _OPTIONAL]
     if missing:
         raise ValueError(f"missing fields {missing}")
     if raw["kind"] not in ROW_KINDS:
@@ -49,12 +52,17 @@ def row_from_dict(raw: Any) -> LabelledRow:
             raise ValueError(f"{name} must be an integer or null")
     if not isinstance(raw["received_at"], int | float) or isinstance(raw["received_at"], bool):
         raise ValueError("received_at must be a number (seconds)")
+    fraction = raw.get("audit_fraction")
+    if fraction is not None and (not isinstance(fraction, int | float)
+                                 or isinstance(fraction, bool) or not 0 <= fraction <= 1):
+        raise ValueError("audit_fraction must be a number in [0, 1] or null")
     return LabelledRow(
         device=str(raw["device"]), bundle_id=str(raw["bundle_id"]),
         request_id=raw["request_id"], kind=raw["kind"], point=raw["point"],
         features=tuple(math.nan if v is None else float(v) for v in features),
         local_label=raw["local_label"], hpc_label=raw["hpc_label"],
-        received_at=float(raw["received_at"]))
+        received_at=float(raw["received_at"]),
+        audit_fraction=None if fraction is None else float(fraction))
 
 
 def write_rows(path: str | Path, rows: Iterable[LabelledRow]) -> int:

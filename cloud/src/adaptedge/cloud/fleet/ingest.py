@@ -6,7 +6,8 @@ topic, labels each batch of records with one HPC call, commits them to the ``Fle
 only then publishes an acknowledgement per record on the device's ``stored`` topic (QoS 1).
 A record already stored (a resend) is acknowledged ``duplicate`` without a second row; a record
 the HPC cannot label (it lacks the HPC's sensors, e.g. an escalation made offline, or names
-another bundle) is stored unlabelled with the reason. If the commit fails nothing is
+another bundle) is stored unlabelled with the reason. A record past its device's row quota
+(``fleet.store.quota``) is acknowledged ``refused``, counted (``over_quota``) and logged. If the commit fails nothing is
 acknowledged and the devices send again. It also writes device telemetry to the store (only
 a device's own, ``cloud.telemetry``).
 """
@@ -100,7 +101,9 @@ class StoreIngest:
         self.bundle_of: dict[str, str] = {}
         """The bundle of each device's latest record (the fleet view's label)."""
         self.counts = {"records": 0, "stored": 0, "duplicates": 0, "refused": 0,
-                       "unlabelled": 0, "commit_failures": 0, "telemetry_stored": 0}
+                       "unlabelled": 0, "commit_failures": 0, "telemetry_stored": 0,
+                       "over_quota": 0}
+        self._quota_logged: dict[str, float] = {}
         self._stopping = threading.Event()
         self._runner: threading.Thread | None = None
         self.failure: str | None = None
@@ -214,21 +217,43 @@ class StoreIngest:
             features=b.request.features, mask=b.request.mask,
             local_label=None if b.request.local_label == NO_LABEL else b.request.local_label,
             hpc_label=label, label_error=error, sent_at=b.request.sent_at,
-            received_at=b.received_at) for b, (label, error) in zip(batch, labels, strict=True)]
+            received_at=b.received_at, audit_fraction=b.record.audit_fraction)
+            for b, (label, error) in zip(batch, labels, strict=True)]
         try:
-            fresh = self.store.add_records(rows)
+            outcomes = self.store.add_records(rows)
         except CloudError as exc:
             self.counts["commit_failures"] += 1
             self.log.error("could not store %d records (%s); not acknowledged, the devices "
                            "will send them again", len(rows), exc)
             return
-        for b, new, row in zip(batch, fresh, rows, strict=True):
+        for b, outcome, row in zip(batch, outcomes, rows, strict=True):
+            if outcome == "over_quota":
+                self._over_quota(b)
+                continue
+            new = outcome == "stored"
             self.counts["stored" if new else "duplicates"] += 1
             self.counts["unlabelled"] += new and row.hpc_label is None
             self.bundle_of[b.device] = b.request.bundle_id
-            self._ack(b.device, b.request.request_id, b.digest, "stored" if new else "duplicate")
+            self._ack(b.device, b.request.request_id, b.digest, outcome)
         if self.drift is not None:  # after the acknowledgements: an alarm never delays them
-            self._watch([row for row, new in zip(rows, fresh, strict=True) if new])
+            self._watch([row for row, outcome in zip(rows, outcomes, strict=True)
+                         if outcome == "stored"])
+
+    def _over_quota(self, b: _Incoming) -> None:
+        """Refuse a record past its device's row quota: counted, logged (once a minute per
+        device), acknowledged ``refused`` so the device drops it."""
+        self.counts["over_quota"] += 1
+        quota = self.store.quota
+        assert quota is not None
+        self._ack(b.device, b.request.request_id, b.digest, "refused",
+                  f"over the row quota of {quota.max_rows} records per {quota.window_s:g} s "
+                  "per device; not stored")
+        last = self._quota_logged.get(b.device)
+        if last is None or b.received_at - last >= 60.0:
+            self._quota_logged[b.device] = b.received_at
+            self.log.warning("device %s is past its row quota (%d records per %g s): its "
+                             "further records are refused (%d refused by this ingest so far)",
+                             b.device, quota.max_rows, quota.window_s, self.counts["over_quota"])
 
     def _watch(self, rows: list[NewRecord]) -> None:
         assert self.drift is not None

@@ -3,7 +3,7 @@
 A collector reads, at each scrape, what the running parts already count: the worker's
 ``stats()`` (requests, shed requests), the latest telemetry of every device (decisions,
 escalations, degraded answers, audits, by device and bundle) and the fleet store (records,
-audit agreement, drift alarms). Service times and batch sizes are histograms fed as the
+audit agreement, drift alarms, records refused over a device's row quota). Service times and batch sizes are histograms fed as the
 worker records them (``ServiceStats.observer``). Nothing here changes how a request is served.
 """
 
@@ -118,7 +118,11 @@ class FleetCollector(Collector):
             fired[k] = fired.get(k, 0) + 1
         for key, n in sorted(fired.items()):
             alarms.add_metric(list(key), n)
-        yield from (records, audits, agreement, alarms)
+        refused = CounterMetricFamily("adaptedge_store_quota_refused", "records refused because "
+                                      "their device was past its row quota", labels=["device"])
+        for device, (n, _) in store.quota_refusals().items():
+            refused.add_metric([device], n)
+        yield from (records, audits, agreement, alarms, refused)
 
 
 def serve_metrics(port: int, collector: FleetCollector, registry: CollectorRegistry,

@@ -2,8 +2,8 @@
 
 Per device: records stored (escalated and audited), the audited agreement of the local
 answers with the HPC (labelled audits only: an unbiased sample of the local decisions) with
-its 95% Wilson interval, the escalation rate and outbox backlog of the latest telemetry, and
-the alarms raised.
+its 95% Wilson interval, the escalation rate and outbox backlog of the latest telemetry, the
+alarms raised and the records refused over the device's row quota (``fleet.store.quota``).
 Over time: agreement per window of consecutive audits, escalation rate between consecutive
 telemetry messages (a counter that went down is a restarted device: its window starts at 0).
 The bundle's validation expectation is what the drift monitor compares with
@@ -56,7 +56,8 @@ def device_status(store: FleetStore) -> list[dict[str, Any]]:
             "audits_labelled": 0, "agreement": None, "agreement_low": None,
             "agreement_high": None, "decisions": None, "escalation_rate": None,
             "degraded_rate": None, "audit_cost": None, "outbox_records": None,
-            "drain_in_flight": None, "alarms": 0, "last_seen": None})
+            "drain_in_flight": None, "alarms": 0, "last_seen": None, "quota_refused": 0,
+            "quota_refused_at": None})
 
     agree: Counter[str] = Counter()
     for device, bundle, kind, n, labelled, same in store.tallies():
@@ -84,6 +85,8 @@ def device_status(store: FleetStore) -> list[dict[str, Any]]:
         e["drain_in_flight"] = counters.get("drain_in_flight")
     for alarm in store.alarms():
         entry(alarm.device)["alarms"] += 1
+    for device, (refused, refused_at) in store.quota_refusals().items():
+        entry(device).update(quota_refused=refused, quota_refused_at=refused_at)
     for device, e in devices.items():
         n = e["audits_labelled"]
         if n:

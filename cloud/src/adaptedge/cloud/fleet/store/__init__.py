@@ -8,9 +8,11 @@ from adaptedge.cloud.fleet.store.fleet_store import (
     Alarm,
     FleetStore,
     NewRecord,
+    Outcome,
     database_url,
 )
+from adaptedge.cloud.fleet.store.quota import RowQuota
 from adaptedge.cloud.fleet.store.schema import SCHEMA_VERSION, StoreError
 
-__all__ = ["DEFAULT_DB", "SCHEMA_VERSION", "Alarm", "FleetStore", "NewRecord", "StoreError",
-           "database_url"]
+__all__ = ["DEFAULT_DB", "SCHEMA_VERSION", "Alarm", "FleetStore", "NewRecord", "Outcome",
+           "RowQuota", "StoreError", "database_url"]

@@ -4,7 +4,8 @@ SQLite for one machine (``sqlite:///fleet.db`` or a plain path), PostgreSQL for 
 (``postgresql://user@host/db``, driver psycopg 3). Each record is stored once per
 ``(device, request id, digest)`` (a unique key; a second copy is reported as a duplicate and
 changes nothing), and ``add_records`` returns only after the rows are committed: the cloud
-acknowledges a record to its device only then.
+acknowledges a record to its device only then. A device past its row quota
+(``store.quota.RowQuota``) has its further records refused and counted (``quota_refusals``).
 """
 
 from __future__ import annotations
@@ -15,20 +16,24 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import numpy as np
-from sqlalchemy import Engine, case, create_engine, event, func, make_url, select
+from sqlalchemy import Connection, Engine, case, create_engine, event, func, make_url, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 
+from adaptedge.cloud.fleet.store.quota import DEFAULT_QUOTA, QuotaLedger, RowQuota
 from adaptedge.cloud.fleet.store.schema import StoreError, migrate, tables
 from adaptedge.protocol.fleet_rows import ROW_KINDS, LabelledRow, RowKind
 
 DEFAULT_DB: Final = "fleet.db"
 """The SQLite file ``cloud serve`` uses when ``--db`` is not given (in the current folder)."""
 _U64: Final = 1 << 64
+Outcome = Literal["stored", "duplicate", "over_quota"]
+"""What became of a record: committed now, already held (a resend), or refused because its
+device is past its row quota."""
 
 
 def database_url(value: str | os.PathLike[str] | None) -> str:
@@ -52,7 +57,8 @@ def to_unsigned(value: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class NewRecord:
-    """A record to store (``hpc_label`` None with ``label_error`` when the HPC could not)."""
+    """A record to store (``hpc_label`` None with ``label_error`` when the HPC could not;
+    ``audit_fraction`` None when the device did not send it)."""
 
     device: str
     request_id: int
@@ -67,6 +73,7 @@ class NewRecord:
     label_error: str | None
     sent_at: float
     received_at: float
+    audit_fraction: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +96,13 @@ def _sqlite_pragmas(dbapi_connection: Any, record: Any) -> None:
 
 class FleetStore:
     """The fleet's database. Open with a URL (``database_url``); ``schema`` puts the tables
-    in a PostgreSQL schema of that name (it must exist)."""
+    in a PostgreSQL schema of that name (it must exist); ``quota``: each device's row quota
+    (None: unbounded)."""
 
     def __init__(self, url: str | os.PathLike[str] | None = None, *,
-                 schema: str | None = None) -> None:
+                 schema: str | None = None, quota: RowQuota | None = DEFAULT_QUOTA) -> None:
         self.url = database_url(url)
+        self.quota = quota
         backend = make_url(self.url).get_backend_name()
         if backend not in ("sqlite", "postgresql"):
             raise StoreError(f"the fleet store supports SQLite and PostgreSQL, not {backend} "
@@ -131,34 +140,67 @@ class FleetStore:
         self.close()
 
     # -- records -------------------------------------------------------------------------------
-    def add_records(self, records: Sequence[NewRecord]) -> list[bool]:
-        """Insert the records in one transaction, each at most once; for each, True when it
-        was new, False when that key was already stored. Returns after the commit."""
-        insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
-        table = self.t.records
-        out: list[bool] = []
+    def add_records(self, records: Sequence[NewRecord]) -> list[Outcome]:
+        """Insert the records in one transaction, each at most once; for each, ``stored``
+        when it was new, ``duplicate`` when that key was already stored, ``over_quota`` when
+        its device is past its quota (counted). Returns after the commit."""
+        out: list[Outcome] = []
         try:
             with self.engine.begin() as conn:
+                ledger = None if self.quota is None or not records else QuotaLedger(
+                    conn, self.t, self.quota, (r.device for r in records),
+                    max(r.received_at for r in records))
                 for r in records:
                     if r.kind not in ROW_KINDS:
                         raise StoreError(f"record kind {r.kind!r} is not one of {ROW_KINDS}")
-                    stmt = insert(table).values(
-                        device=r.device, request_id=to_signed(r.request_id), digest=r.digest,
-                        bundle_id=r.bundle_id, kind=r.kind, point=r.point, features=r.features,
-                        mask=r.mask, local_label=r.local_label, hpc_label=r.hpc_label,
-                        label_error=r.label_error, sent_at=r.sent_at,
-                        received_at=r.received_at,
-                    ).on_conflict_do_nothing(index_elements=["device", "request_id", "digest"]
-                                             ).returning(table.c.id)
-                    out.append(conn.execute(stmt).first() is not None)
+                    if ledger is not None and not ledger.has_room(r.device, r.received_at):
+                        if self._held(conn, r):
+                            out.append("duplicate")
+                        else:
+                            ledger.refused(r.device, r.received_at)
+                            out.append("over_quota")
+                        continue
+                    new = self._insert(conn, r)
+                    if new and ledger is not None:
+                        ledger.stored(r.device, r.received_at)
+                    out.append("stored" if new else "duplicate")
+                if ledger is not None:
+                    ledger.save(conn)
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot write records to {self._shown()}: "
                              f"{str(exc).splitlines()[0]}") from exc
         return out
 
-    def add_record(self, record: NewRecord) -> bool:
-        """Insert one record once; True if it was new (committed when this returns)."""
+    def add_record(self, record: NewRecord) -> Outcome:
+        """Insert one record once (committed when this returns)."""
         return self.add_records([record])[0]
+
+    def _insert(self, conn: Connection, r: NewRecord) -> bool:
+        insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
+        table = self.t.records
+        stmt = insert(table).values(
+            device=r.device, request_id=to_signed(r.request_id), digest=r.digest,
+            bundle_id=r.bundle_id, kind=r.kind, point=r.point, features=r.features,
+            mask=r.mask, local_label=r.local_label, hpc_label=r.hpc_label,
+            label_error=r.label_error, sent_at=r.sent_at, received_at=r.received_at,
+            audit_fraction=r.audit_fraction,
+        ).on_conflict_do_nothing(index_elements=["device", "request_id", "digest"]
+                                 ).returning(table.c.id)
+        return conn.execute(stmt).first() is not None
+
+    def _held(self, conn: Connection, r: NewRecord) -> bool:
+        c = self.t.records.c
+        return conn.execute(select(c.id).where(
+            c.device == r.device, c.request_id == to_signed(r.request_id),
+            c.digest == r.digest)).first() is not None
+
+    def quota_refusals(self) -> dict[str, tuple[int, float | None]]:
+        """Per device that was ever refused over its quota: records refused, last time."""
+        c = self.t.quota.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(c.device, c.refused, c.last_refused_at).where(
+                c.refused > 0).order_by(c.device)).all()
+        return {d: (int(n), None if at is None else float(at)) for d, n, at in rows}
 
     def count_records(self, device: str | None = None) -> int:
         stmt = select(func.count()).select_from(self.t.records)
@@ -179,7 +221,7 @@ class FleetStore:
         """The rows the HPC labelled, oldest first; features not measured are NaN."""
         c = self.t.records.c
         stmt = select(c.device, c.bundle_id, c.request_id, c.kind, c.point, c.features, c.mask,
-                      c.local_label, c.hpc_label, c.received_at).where(
+                      c.local_label, c.hpc_label, c.received_at, c.audit_fraction).where(
             c.hpc_label.is_not(None)).order_by(c.received_at, c.id)
         if bundle_id is not None:
             stmt = stmt.where(c.bundle_id == bundle_id)
@@ -188,8 +230,9 @@ class FleetStore:
         with self.engine.connect() as conn:
             rows = conn.execute(stmt).all()
         return [LabelledRow(dev, bundle, to_unsigned(int(rid)), kind, point,
-                            _features(bytes(feats), bytes(mask)), local, int(hpc), float(at))
-                for dev, bundle, rid, kind, point, feats, mask, local, hpc, at in rows]
+                            _features(bytes(feats), bytes(mask)), local, int(hpc), float(at),
+                            None if fraction is None else float(fraction))
+                for dev, bundle, rid, kind, point, feats, mask, local, hpc, at, fraction in rows]
 
     def tallies(self) -> list[tuple[str, str, str, int, int, int]]:
         """Per ``(device, bundle, kind)``: records, those labelled, and labelled ones whose

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -25,6 +26,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     select,
+    text,
 )
 
 from adaptedge.cloud.errors import CloudError
@@ -41,30 +43,16 @@ class Tables:
     records: Table
     telemetry: Table
     alarms: Table
+    quota: Table
 
 
 def tables(schema: str | None = None) -> Tables:
     """The table definitions, in database ``schema`` (PostgreSQL) or the default one."""
     md = MetaData(schema=schema)
     version = Table("schema_version", md, Column("version", Integer, nullable=False))
-    records = Table(
-        "records", md,
-        Column("id", Integer, primary_key=True, autoincrement=True),
-        Column("device", String(128), nullable=False),
-        Column("request_id", BigInteger, nullable=False),  # the u64 id as a signed i64
-        Column("digest", LargeBinary(16), nullable=False),
-        Column("bundle_id", String(128), nullable=False),
-        Column("kind", String(16), nullable=False),
-        Column("point", Integer, nullable=True),
-        Column("features", LargeBinary, nullable=False),  # float32 little-endian
-        Column("mask", LargeBinary, nullable=False),  # numpy.packbits, little bit order
-        Column("local_label", Integer, nullable=True),
-        Column("hpc_label", Integer, nullable=True),
-        Column("label_error", String(64), nullable=True),
-        Column("sent_at", Float, nullable=False),
-        Column("received_at", Float, nullable=False),
-        UniqueConstraint("device", "request_id", "digest", name="records_once"),
-    )
+    records = Table("records", md, *_record_columns(),
+                    Column("audit_fraction", Float, nullable=True),  # step 4
+                    UniqueConstraint("device", "request_id", "digest", name="records_once"))
     telemetry = Table(
         "telemetry", md,
         Column("id", Integer, primary_key=True, autoincrement=True),
@@ -83,11 +71,40 @@ def tables(schema: str | None = None) -> Tables:
         Column("detail", Text, nullable=False),
         Column("at", Float, nullable=False),
     )
-    return Tables(md, version, records, telemetry, alarms)
+    quota = Table(
+        "device_quota", md,
+        Column("device", String(128), primary_key=True),
+        Column("window_start", Float, nullable=False),  # the current quota window
+        Column("stored", Integer, nullable=False),  # records stored in that window
+        Column("refused", BigInteger, nullable=False),  # records refused over quota, ever
+        Column("last_refused_at", Float, nullable=True),
+    )
+    return Tables(md, version, records, telemetry, alarms, quota)
+
+
+def _record_columns() -> list[Column[Any]]:
+    """The records table's columns as step 1 created them (later steps add columns)."""
+    return [
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("device", String(128), nullable=False),
+        Column("request_id", BigInteger, nullable=False),  # the u64 id as a signed i64
+        Column("digest", LargeBinary(16), nullable=False),
+        Column("bundle_id", String(128), nullable=False),
+        Column("kind", String(16), nullable=False),
+        Column("point", Integer, nullable=True),
+        Column("features", LargeBinary, nullable=False),  # float32 little-endian
+        Column("mask", LargeBinary, nullable=False),  # numpy.packbits, little bit order
+        Column("local_label", Integer, nullable=True),
+        Column("hpc_label", Integer, nullable=True),
+        Column("label_error", String(64), nullable=True),
+        Column("sent_at", Float, nullable=False),
+        Column("received_at", Float, nullable=False),
+    ]
 
 
 def _v1(conn: Connection, t: Tables) -> None:
-    t.records.create(conn)
+    Table(t.records.name, MetaData(schema=t.metadata.schema), *_record_columns(),
+          UniqueConstraint("device", "request_id", "digest", name="records_once")).create(conn)
 
 
 def _v2(conn: Connection, t: Tables) -> None:
@@ -100,7 +117,16 @@ def _v3(conn: Connection, t: Tables) -> None:
     t.alarms.create(conn)
 
 
-MIGRATIONS: tuple[Callable[[Connection, Tables], None], ...] = (_v1, _v2, _v3)
+def _v4(conn: Connection, t: Tables) -> None:
+    """The audit fraction of every record (NULL in older rows) and the per-device quota."""
+    table = conn.dialect.identifier_preparer.format_table(t.records)
+    column = t.records.c.audit_fraction
+    kind = column.type.compile(dialect=conn.dialect)
+    conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column.name} {kind}"))
+    t.quota.create(conn)
+
+
+MIGRATIONS: tuple[Callable[[Connection, Tables], None], ...] = (_v1, _v2, _v3, _v4)
 """Step i (from 0) takes the store from version i to i + 1: append, never edit."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
