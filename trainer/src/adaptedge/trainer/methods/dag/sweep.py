@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
-from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+from threadpoolctl import threadpool_limits
 
 from adaptedge.trainer.methods.dag.bank import ClassifierBank, ClassifierKind, boosting_rounds
 from adaptedge.trainer.methods.dag.filter_tree import DEFAULT_DEGREE
