@@ -4,9 +4,9 @@ The tests live in the repository's top-level ``tests/<name>/`` (they mirror the 
 command's are ``tests/cli/``), beside the shared ``tests/conftest.py``, ``tests/__init__.py`` and
 ``tests/support/``. The sdist copies them in as files (no links), with every other ``tests.*``
 module they import (a few tests share a helper with another package's tests); built again from an
-unpacked sdist, it copies them from there. Each distribution holds the same copy of this file (a
-test keeps them equal): ``[tool.setuptools] cmdclass`` only loads a module from the
-distribution's own folder.
+unpacked sdist, it copies them from there. ``[tool.setuptools] cmdclass`` only loads a module from
+the distribution's own folder, so each distribution's ``src/_sdist_tests.py`` is a two-line stub
+that runs this file; its sdist holds a copy of this file in the stub's place.
 """
 
 from __future__ import annotations
@@ -68,11 +68,14 @@ class SdistWithTests(sdist):
     def make_release_tree(self, base_dir: str, files: list[str]) -> None:
         super().make_release_tree(base_dir, files)
         out = Path(base_dir)
-        hook = out / Path(__file__).resolve().relative_to(Path.cwd().resolve())
-        if not hook.exists():  # a wheel is built from the sdist: it names this hook
-            shutil.copyfile(__file__, hook)
         dist = self.distribution.get_name()
         name = "cli" if dist == "adaptedge" else dist.removeprefix("adaptedge-")
+        # A wheel is built from the sdist: it needs this hook whole, in place of the stub. The
+        # release tree may hard-link the source files, so the stub's link goes, never its file.
+        hook = out / ("_sdist_tests.py" if name == "cli" else "src/_sdist_tests.py")
+        if not (hook.exists() and hook.samefile(__file__)):
+            hook.unlink(missing_ok=True)
+            shutil.copyfile(__file__, hook)
         root = tests_root(name)
         for path in sorted(files_for_tests(root, name)):
             target = out / path.relative_to(root)

@@ -1,7 +1,7 @@
 """Each distribution's sdist carries its tests (issue 30): ``tests/<name>/`` (the command's are
 ``tests/cli/``), the shared ``tests/conftest.py``, ``tests/__init__.py`` and ``tests/support/``, and
-every other ``tests.*`` module they import, copied in by the ``_sdist_tests.py`` hook; the tests
-are collected there against the sdist's own code.
+every other ``tests.*`` module they import, copied in by the ``_sdist_tests.py`` hook, and the hook
+itself (a wheel is built from the sdist); the tests are collected there against the sdist's code.
 
 The full runs (each distribution's tests passing from its unpacked sdist) take as long as the
 suite and are not repeated here; see the README's development section.
@@ -9,7 +9,6 @@ suite and are not repeated here; see the README's development section.
 
 from __future__ import annotations
 
-import filecmp
 import os
 import subprocess
 import sys
@@ -22,10 +21,8 @@ import pytest
 from tests.support.wheel import DISTRIBUTIONS, TESTS_OF, BuiltSdist, build_sdists
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _hook(folder: str) -> Path:
-    return REPO / folder / ("_sdist_tests.py" if folder == "." else "src/_sdist_tests.py")
+HOOK = REPO / "_sdist_tests.py"
+"""The hook; each sub-distribution's ``src/_sdist_tests.py`` is a stub that runs it."""
 
 
 def _pyproject(folder: str) -> dict[str, Any]:
@@ -33,11 +30,13 @@ def _pyproject(folder: str) -> dict[str, Any]:
 
 
 def test_every_distribution_names_the_same_hook() -> None:
+    stub = (REPO / "protocol" / "src" / "_sdist_tests.py").read_text()
+    assert '"_sdist_tests.py"' in stub and "parents[2]" in stub
     for folder in DISTRIBUTIONS:
         config = _pyproject(folder)["tool"]["setuptools"]
         assert config["cmdclass"] == {"sdist": "_sdist_tests.SdistWithTests"}, folder
-        assert filecmp.cmp(_hook(folder), _hook("."), shallow=False), (
-            f"{_hook(folder).relative_to(REPO)} differs from _sdist_tests.py: keep them equal")
+        if folder != ".":
+            assert (REPO / folder / "src" / "_sdist_tests.py").read_text() == stub, folder
 
 
 def test_the_tests_run_with_the_root_pytest_settings() -> None:
@@ -69,8 +68,9 @@ def test_each_sdist_carries_its_tests_as_files(sdists: list[BuiltSdist]) -> None
         assert not missing, f"the {name} sdist lacks {sorted(missing)}"
         assert not {m for m in members if m.startswith("tests/test_")}, (
             "the repository-wide checks do not belong to one distribution")
-        hook = "_sdist_tests.py" if sdist.folder == "." else "src/_sdist_tests.py"
-        assert hook in members
+        # the hook itself, whole (not the stub), so a wheel builds from the sdist
+        hook = sdist.unpacked / ("_sdist_tests.py" if sdist.folder == "." else "src/_sdist_tests.py")
+        assert hook.read_text() == HOOK.read_text(), sdist.folder
 
 
 @pytest.mark.slow
