@@ -43,18 +43,15 @@ def register(sub: Any) -> None:
 def _open(url: str) -> Any:
     from sqlalchemy import make_url
 
-    from adaptedge.cli.main import CommandError
-    from adaptedge.cloud.fleet.store import FleetStore, StoreError, database_url
+    from adaptedge.cli.errors import CommandError
+    from adaptedge.cloud.fleet.store import FleetStore, database_url
 
     parsed = make_url(database_url(url))
     if parsed.get_backend_name() == "sqlite" and parsed.database and \
             not Path(parsed.database).is_file():
         raise CommandError(f"there is no fleet store at {parsed.database} (cloud serve --db "
                            "creates it): check --db")
-    try:
-        return FleetStore(url)
-    except StoreError as exc:
-        raise CommandError(str(exc)) from exc
+    return FleetStore(url)
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
@@ -87,8 +84,8 @@ def status(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
+    from adaptedge.cli.errors import CommandError
     from adaptedge.cli.fleet_report import write_report
-    from adaptedge.cli.main import CommandError
 
     if args.window < 1:
         raise CommandError(f"--window must be >= 1, got {args.window}")
