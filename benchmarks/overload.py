@@ -179,7 +179,7 @@ def main() -> None:
         disconnects = worker_disconnects(work / "service.log", broker.log())
     codes: Counter[str] = Counter()
     for r in results:
-        codes.update(r["codes"])  # type: ignore[arg-type]
+        codes.update(r["codes"])
     answered_ms = [v for r in results for v in r["answered_ms"]]  # type: ignore[attr-defined]
     worker_ms = [v for r in results for v in r["worker_ms"]]  # type: ignore[attr-defined]
     requests = sum(int(r["requests"]) for r in results)  # type: ignore[call-overload]

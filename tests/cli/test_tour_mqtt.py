@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from adaptedge import simulator
 from adaptedge.cli.broker import resolve_broker
 from adaptedge.cli.errors import CommandError
 from adaptedge.cli.main import main as cli
@@ -109,7 +110,7 @@ def test_shipped_scenarios_by_name() -> None:
 
     assert {"ideal", "flaky-link"} <= set(shipped_scenarios())
     by_name = load_scenario("flaky-link")
-    assert by_name == load_scenario(Path(__file__).resolve().parents[2] / "simulator/src/adaptedge/simulator/scenarios/flaky-link.toml")
+    assert by_name == load_scenario(Path(simulator.__file__).resolve().parent / "scenarios" / "flaky-link.toml")
     assert load_scenario("flaky-link.toml") == by_name
     with pytest.raises(ScenarioError, match=r"shipped: .*flaky-link"):
         load_scenario("flakey-link")

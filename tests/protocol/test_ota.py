@@ -116,7 +116,7 @@ def test_the_pool_answers_each_bundle_with_its_own_hpc_and_bounds_what_is_loaded
     try:
         (tmp_path / "dir" / "b2" / "hpc.onnx").write_bytes(b"changed after start")
         reply = pool.handle_batch([_request(ids[1], 5)])[0]
-        assert reply.code == E.UNKNOWN_BUNDLE and ids[1] in pool.failed  # type: ignore[union-attr]
+        assert reply.code == E.UNKNOWN_BUNDLE and ids[1] in pool.failed
     finally:
         pool.close()
 

@@ -106,7 +106,7 @@ def test_one_cost_rule_per_item() -> None:
 
 
 def decision_cost_of(sensors: tuple[SensorSpec, ...], weights: CostWeights, link: LinkSpec,
-                     read: np.ndarray, escalated: bool, size: float):  # type: ignore[no-untyped-def]
+                     read: np.ndarray, escalated: bool, size: float):
     from adaptedge.protocol.costs import CostBreakdown, link_cost
 
     total = CostBreakdown()

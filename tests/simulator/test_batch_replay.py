@@ -52,7 +52,7 @@ def assert_same_decisions(bundle: Path, X: F32, y: npt.NDArray[Any], point: str,
     for name, args in runs:
         fast = replay(bundle, X, y, operating_point=point, **args, **kw)
         slow = replay(bundle, X, y, operating_point=point, batched=False, **args, **kw)
-        assert fast.n == slow.n == len(X) * args["scenario"].devices.count  # type: ignore[attr-defined]
+        assert fast.n == slow.n == len(X) * args["scenario"].devices.count
         for col in COLUMNS:
             a, b = getattr(fast.columns, col), getattr(slow.columns, col)
             diff = [i for i, (u, v) in enumerate(zip(a, b, strict=True)) if u != v]

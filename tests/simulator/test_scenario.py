@@ -118,7 +118,9 @@ def test_energy_overrides_change_the_link(toy_bundle: tuple[Path, Manifest]) -> 
 
 
 def test_shipped_scenarios_load() -> None:
-    folder = Path(__file__).resolve().parents[2] / "simulator" / "src" / "adaptedge" / "simulator" / "scenarios"
+    import adaptedge.simulator
+
+    folder = Path(adaptedge.simulator.__file__).resolve().parent / "scenarios"
     files = sorted(folder.glob("*.toml"))
     assert files
     for path in files:

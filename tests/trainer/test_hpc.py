@@ -10,7 +10,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+from threadpoolctl import threadpool_limits
 
 from adaptedge.trainer.data.cache import cache_root
 from adaptedge.trainer.data.datasets import Dataset, load_dataset

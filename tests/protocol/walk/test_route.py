@@ -191,7 +191,7 @@ class Linear64:
         _, _, A, c = self.weights
         if A is None or c is None:
             return None
-        return np.asarray(X, np.float64) @ A.astype(np.float64) + c.astype(np.float64)  # type: ignore[no-any-return]
+        return np.asarray(X, np.float64) @ A.astype(np.float64) + c.astype(np.float64)
 
     def to_onnx(self) -> bytes:
         return linear_model(*self.weights)

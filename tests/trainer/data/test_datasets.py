@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from adaptedge.protocol.manifest import CostWeights
+from adaptedge.trainer.data import datasets as datasets_module
 from adaptedge.trainer.data.costs import (
     CostsError,
     cost_weights_preset,
@@ -23,7 +24,8 @@ from adaptedge.trainer.data.datasets import (
     stratified_split,
 )
 
-DATA = Path(__file__).resolve().parents[3] / "trainer" / "src" / "adaptedge" / "trainer" / "data" / "vendored"
+# the installed package's data (the repository's in an editable install)
+DATA = Path(datasets_module.__file__).resolve().parent / "vendored"
 
 # name -> (n_features, n_sensors, class counts over all splits, (n_train, n_val, n_test) or None)
 EXPECTED = {

@@ -16,7 +16,7 @@ from sklearn.ensemble import (
     RandomForestRegressor,
 )
 from sklearn.linear_model import LogisticRegression, Ridge
-from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+from threadpoolctl import threadpool_limits
 
 from adaptedge.protocol.onnx_contract import IR_VERSION, OPSET
 from adaptedge.trainer.data.datasets import load_dataset

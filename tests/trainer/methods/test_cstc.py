@@ -106,7 +106,7 @@ def test_export_parity_and_route_contract(method: str, extra: dict[str, str], fo
 def benchmark_data(name: str) -> tuple[Any, Any]:
     """A benchmark data set with a logistic HPC (uncached: parity does not need the real one;
     one BLAS thread: on gas two spinning threads take ~60 s instead of ~1 s)."""
-    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+    from threadpoolctl import threadpool_limits
 
     dataset = load_dataset(name, seed=0)
     with threadpool_limits(limits=1, user_api="blas"):

@@ -139,7 +139,7 @@ def test_fit_policy_learns_the_cheaper_action() -> None:
     F = rng.normal(size=(400, 3))
     costs = np.column_stack([(F[:, 0] > 0).astype(float), (F[:, 0] <= 0).astype(float) + 0.1])
     for reduction in ("lr", "ridge"):
-        policy = fit_policy(F, costs, reduction)  # type: ignore[arg-type]
+        policy = fit_policy(F, costs, reduction)
         chosen = policy.scores(F).argmax(axis=1)
         assert (costs[np.arange(400), chosen]).mean() < 0.2, reduction
 

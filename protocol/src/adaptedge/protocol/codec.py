@@ -89,12 +89,12 @@ def encode(message: Message) -> bytes:
     try:
         if kind_ is InferenceRequest:
             if message.size is not None:  # type: ignore[union-attr]
-                return _encode(message)  # type: ignore[no-any-return]
+                return _encode(message)
             # A request without a size as older devices send it; the exact-bytes test pins
             # this layout.
             return _sizeless(_encode(message))
         if kind_ in _ENCODABLE:
-            return _encode(message)  # type: ignore[no-any-return]
+            return _encode(message)
     except (TypeError, ValueError, OverflowError) as exc:  # msgspec.EncodeError is a ValueError
         raise ProtocolError(E.BAD_FIELD, f"cannot encode {kind_.__name__}: {exc}") from exc
     raise ProtocolError(E.BAD_TYPE, f"cannot encode {kind_.__name__}: not a wire message")

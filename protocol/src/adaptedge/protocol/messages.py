@@ -47,7 +47,7 @@ def kind(type_code: int, version: int = SCHEMA_VERSION) -> int:
 _STRUCT = {"array_like": True, "gc": False, "omit_defaults": False, "forbid_unknown_fields": True}
 
 
-class InferenceRequest(msgspec.Struct, tag=kind(TYPE_REQUEST), **_STRUCT):  # type: ignore[call-arg]
+class InferenceRequest(msgspec.Struct, tag=kind(TYPE_REQUEST), **_STRUCT):
     """A device asks the cloud HPC to classify one input.
 
     ``features`` holds every feature of the bundle as little-endian float32 (4 bytes each);
@@ -81,7 +81,7 @@ class InferenceRequest(msgspec.Struct, tag=kind(TYPE_REQUEST), **_STRUCT):  # ty
         return bits[: self.n_features].astype(bool)
 
 
-class InferenceReply(msgspec.Struct, tag=kind(TYPE_REPLY), **_STRUCT):  # type: ignore[call-arg]
+class InferenceReply(msgspec.Struct, tag=kind(TYPE_REPLY), **_STRUCT):
     """The cloud's answer: the HPC's label (class index) and probabilities (float32 bytes)."""
 
     request_id: RequestId
@@ -97,7 +97,7 @@ class InferenceReply(msgspec.Struct, tag=kind(TYPE_REPLY), **_STRUCT):  # type: 
         return np.frombuffer(self.probabilities, dtype="<f4").astype(np.float32, copy=False)
 
 
-class ErrorReply(msgspec.Struct, tag=kind(TYPE_ERROR), **_STRUCT):  # type: ignore[call-arg]
+class ErrorReply(msgspec.Struct, tag=kind(TYPE_ERROR), **_STRUCT):
     """The cloud could not answer a request; ``code`` is one of ``protocol.errors.ERROR_CODES``."""
 
     request_id: RequestId | None
@@ -107,7 +107,7 @@ class ErrorReply(msgspec.Struct, tag=kind(TYPE_ERROR), **_STRUCT):  # type: igno
     server_time: Finite
 
 
-class Telemetry(msgspec.Struct, tag=kind(TYPE_TELEMETRY), **_STRUCT):  # type: ignore[call-arg]
+class Telemetry(msgspec.Struct, tag=kind(TYPE_TELEMETRY), **_STRUCT):
     """Periodic counters from a device or a cloud worker (names to numbers)."""
 
     source: Ident

@@ -50,7 +50,7 @@ Count = Annotated[int, Meta(ge=0)]
 _STRUCT = {"array_like": True, "gc": False, "omit_defaults": False, "forbid_unknown_fields": True}
 
 
-class UpdateAnnouncement(msgspec.Struct, tag=kind(TYPE_UPDATE), **_STRUCT):  # type: ignore[call-arg]
+class UpdateAnnouncement(msgspec.Struct, tag=kind(TYPE_UPDATE), **_STRUCT):
     """A bundle offered to a device: an uncompressed ``.tar`` of ``size`` bytes whose SHA-256 is
     ``sha256``, cut into ``chunk_size`` pieces hashed in ``chunk_hashes``. ``url`` (``file://``
     or ``http(s)://``) names where to download it; empty: fetch the chunks over MQTT.
@@ -77,7 +77,7 @@ class UpdateAnnouncement(msgspec.Struct, tag=kind(TYPE_UPDATE), **_STRUCT):  # t
         return len(self.chunk_hashes)
 
 
-class ChunkRequest(msgspec.Struct, tag=kind(TYPE_FETCH), **_STRUCT):  # type: ignore[call-arg]
+class ChunkRequest(msgspec.Struct, tag=kind(TYPE_FETCH), **_STRUCT):
     """A device asks for chunk ``index`` of a bundle (one request per chunk; resend to retry)."""
 
     device: Ident
@@ -85,7 +85,7 @@ class ChunkRequest(msgspec.Struct, tag=kind(TYPE_FETCH), **_STRUCT):  # type: ig
     index: Count
 
 
-class ChunkReply(msgspec.Struct, tag=kind(TYPE_CHUNK), **_STRUCT):  # type: ignore[call-arg]
+class ChunkReply(msgspec.Struct, tag=kind(TYPE_CHUNK), **_STRUCT):
     """One chunk's bytes, or ``error`` (then ``data`` is empty) when the server cannot send it."""
 
     bundle_id: Ident
@@ -94,7 +94,7 @@ class ChunkReply(msgspec.Struct, tag=kind(TYPE_CHUNK), **_STRUCT):  # type: igno
     error: Text = ""
 
 
-class UpdateStatus(msgspec.Struct, tag=kind(TYPE_STATUS), **_STRUCT):  # type: ignore[call-arg]
+class UpdateStatus(msgspec.Struct, tag=kind(TYPE_STATUS), **_STRUCT):
     """Where a device stands: ``state`` (one of ``STATES``) about bundle ``bundle_id``, the
     bundle answering its decisions now (``active_bundle_id``, ``active_version``), the one
     kept for rollback, download ``progress`` (0..1) and, for refusals and rollbacks, why."""

@@ -39,7 +39,7 @@ _STRUCT = {"array_like": True, "gc": False, "omit_defaults": False, "forbid_unkn
 Ident = Annotated[str, Meta(min_length=1, max_length=MAX_ID_CHARS)]
 
 
-class StoreRecord(msgspec.Struct, tag=kind(TYPE_STORE_RECORD), **_STRUCT):  # type: ignore[call-arg]
+class StoreRecord(msgspec.Struct, tag=kind(TYPE_STORE_RECORD), **_STRUCT):
     """One outbox record: ``request`` is the encoded ``InferenceRequest``; ``audit_fraction``
     the fraction of local decisions the device audited at ``point`` (0: it audits none)."""
 
@@ -49,7 +49,7 @@ class StoreRecord(msgspec.Struct, tag=kind(TYPE_STORE_RECORD), **_STRUCT):  # ty
     audit_fraction: Annotated[float, Meta(ge=0.0, le=1.0)] | None = None
 
 
-class StoreAck(msgspec.Struct, tag=kind(TYPE_STORE_ACK), **_STRUCT):  # type: ignore[call-arg]
+class StoreAck(msgspec.Struct, tag=kind(TYPE_STORE_ACK), **_STRUCT):
     """The cloud holds (or will never hold) the record ``(device, request_id, digest)``."""
 
     device: Ident

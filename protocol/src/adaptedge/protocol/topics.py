@@ -84,4 +84,4 @@ def parse(name: str, prefix: str = DEFAULT_PREFIX) -> ParsedTopic:
     _check_segment("device id", device)
     if channel not in CHANNELS:
         raise ProtocolError(BAD_TOPIC, f"topic {name!r} has channel {channel!r}, not one of {CHANNELS}")
-    return ParsedTopic(prefix, device, channel)  # type: ignore[arg-type]
+    return ParsedTopic(prefix, device, channel)

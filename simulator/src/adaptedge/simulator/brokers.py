@@ -57,13 +57,19 @@ class Broker(Protocol):
 
 
 class _Context:
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
     def __enter__(self) -> Any:
-        self.start()  # type: ignore[attr-defined]
+        self.start()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.stop()  # type: ignore[attr-defined]
+        self.stop()
 
 
 class MosquittoBroker(_Context):

@@ -17,7 +17,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
 from adaptedge.simulator.brokers import HOST, free_port, wait_for_port
@@ -153,13 +153,13 @@ class ImpairedProxy:
         if self.outages:
             self._schedule = asyncio.ensure_future(self._run_schedule())
 
-    def _call(self, fn: object) -> None:
+    def _call(self, fn: Callable[[], None]) -> None:
         loop = self._loop
         if loop is None:
             raise RuntimeError("the proxy is not running: call start() first")
 
         async def run() -> None:
-            fn()  # type: ignore[operator]
+            fn()
 
         asyncio.run_coroutine_threadsafe(run(), loop).result(timeout=5)
 

@@ -55,7 +55,7 @@ class HpcModel:
         """Class probabilities [N, n_classes] for full feature rows."""
         x = np.asarray(X, dtype=np.float32)
         if self.estimator is not None:
-            from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+            from threadpoolctl import threadpool_limits
 
             with threadpool_limits(limits=1):
                 return np.asarray(self.estimator.predict_proba(x), dtype=np.float64)
@@ -209,7 +209,7 @@ def fit_hpc(dataset: Dataset, *, kind: Any = "auto", seed: int = 0, n_jobs: int 
     if path is not None and path.is_file() and (cached := _load_cached(path, dataset)):
         return cached
     import sklearn.ensemble  # noqa: F401  (load OpenMP first so the limit below applies)
-    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+    from threadpoolctl import threadpool_limits
 
     # One thread per native pool: OpenMP (HistGradientBoosting) slows ~20x on a busy 2-core
     # machine, BLAS (a custom linear or MLP kind) ~50x (gas: 33 s instead of 0.7 s).

@@ -77,7 +77,7 @@ class RolloutWatch:
 
     def attach(self, client: mqtt.Client) -> None:
         for channel in ("update", "telemetry"):
-            flt = wildcard(channel, self.prefix)  # type: ignore[arg-type]
+            flt = wildcard(channel, self.prefix)
             client.message_callback_add(flt, self.on_message)
             client.subscribe(flt, qos=1)
 

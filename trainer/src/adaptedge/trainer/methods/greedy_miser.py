@@ -86,7 +86,7 @@ class GreedyMiser(AdaptGbrtClassifier):
         self.sensor_costs = sensor_costs
         self.random_state = random_state
 
-    def fit(  # type: ignore[override]
+    def fit(
         self, X: NDArray[np.floating], y: NDArray[np.integer],
         hpc_proba: NDArray[np.floating] | None = None,
     ) -> GreedyMiser:

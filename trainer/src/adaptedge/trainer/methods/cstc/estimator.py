@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.class_weight import compute_sample_weight
-from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+from threadpoolctl import threadpool_limits
 
 from adaptedge.trainer.methods.cstc.boosted import BoostedFeatures, TreeSettings, fit_boosted
 from adaptedge.trainer.methods.cstc.objective import FloatArray, IntArray, Problem, Variant

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+from threadpoolctl import threadpool_limits
 
 from adaptedge.protocol.costs import compute_cost
 from adaptedge.trainer.methods.cstc.boosted import TreeSettings, fit_boosted

@@ -69,13 +69,13 @@ class Problem:
                                           ).astype(np.float64)
             return out
         member = self.member if cols is None else self.member[cols]
-        return per_column @ member  # type: ignore[no-any-return]
+        return per_column @ member
 
     def column_sums(self, per_group: FloatArray, cols: IntArray) -> FloatArray:
         """Per column in ``cols``: the sum of ``per_group`` over the groups it belongs to."""
         if self.member is None:
             return per_group[self.group_of[cols]]
-        return self.member[cols] @ per_group  # type: ignore[no-any-return]
+        return self.member[cols] @ per_group
 
     def prune_order(self, active: BoolArray) -> list[int]:
         """The active groups validation pruning tries to drop, most expensive first: the

@@ -21,7 +21,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import KFold
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
-from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+from threadpoolctl import threadpool_limits
 
 from adaptedge.trainer.methods.dag.problem import DagProblem, FloatArray, SensorSet
 
@@ -56,14 +56,14 @@ def make_classifier(kind: ClassifierKind, *, max_iter: int, seed: int,
     the log-loss on ``EARLY_STOP_FRACTION`` of the rows stops falling (hgb kinds only)."""
     if kind in ("hgb", "hgb-wide"):
         wide = kind == "hgb-wide"
-        return HistGradientBoostingClassifier(  # type: ignore[no-any-return]
+        return HistGradientBoostingClassifier(
             max_iter=max_iter, learning_rate=0.3 if wide else 0.15,
             max_leaf_nodes=31 if wide else 15, min_samples_leaf=10,
             l2_regularization=1.0, early_stopping=early_stopping,
             validation_fraction=EARLY_STOP_FRACTION, n_iter_no_change=EARLY_STOP_PATIENCE,
             random_state=seed)
     if kind == "lr":
-        return make_pipeline(StandardScaler(),  # type: ignore[no-any-return]
+        return make_pipeline(StandardScaler(),
                              LogisticRegression(C=1.0, max_iter=500))
     raise ValueError(f"unknown classifier kind {kind!r}; choose 'hgb', 'hgb-wide' or 'lr'")
 

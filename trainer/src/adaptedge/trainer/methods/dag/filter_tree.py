@@ -86,12 +86,12 @@ class FilterTreePolicy:
         return monomials(Z, self.degree)
 
     def logits(self, F: FloatArray) -> FloatArray:
-        return self.expand(F) @ self.W + self.b  # type: ignore[no-any-return]
+        return self.expand(F) @ self.W + self.b
 
     def scores(self, F: FloatArray) -> FloatArray:
         z = self.logits(F)
         # min(0, z) where the action is right, min(0, -z) where it is left
-        return -(np.maximum(-z, 0.0) @ self.right + np.maximum(z, 0.0) @ self.left)  # type: ignore[no-any-return]
+        return -(np.maximum(-z, 0.0) @ self.right + np.maximum(z, 0.0) @ self.left)
 
     def choose(self, F: FloatArray) -> IntArray:
         return choose_rows(self.scores(F), TIE_BAND)

@@ -113,7 +113,7 @@ class LinearScores:
     b: FloatArray
 
     def scores(self, F: FloatArray) -> FloatArray:
-        return F @ self.W + self.b  # type: ignore[no-any-return]
+        return F @ self.W + self.b
 
     def choose(self, F: FloatArray) -> IntArray:
         return self.decide(F)[0]

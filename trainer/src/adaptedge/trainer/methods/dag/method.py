@@ -76,7 +76,7 @@ def export_sweep(sweep: DagSweep, *, method: str = "dag") -> list[Graph]:
 @register("dag")
 def train_dag(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
     """One graph per swept (lambda, escalation price), with validation metrics."""
-    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+    from threadpoolctl import threadpool_limits
 
     settings = settings_from(options)
     with threadpool_limits(limits=1, user_api="openmp"):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
-from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+from threadpoolctl import threadpool_limits
 
 from adaptedge.trainer.methods.dag.bank import ClassifierBank, ClassifierKind, boosting_rounds
 from adaptedge.trainer.methods.dag.filter_tree import DEFAULT_DEGREE
@@ -178,9 +178,13 @@ def choose_reduction(bank: ClassifierBank, lattice: Lattice, settings: DagSettin
 
 def choose_per_subset(problem: DagProblem, settings: DagSettings) -> ClassifierBank:
     """The per-subset bank: the settings' kind, or the best on validation with every sensor."""
-    kinds: tuple[ClassifierKind, ...] = (
-        ("hgb", "hgb-wide", "lr") if settings.classifier in ("auto", "per-subset")
-        else (settings.classifier,))  # type: ignore[assignment]
+    kinds: tuple[ClassifierKind, ...]
+    if settings.classifier == "auto" or settings.classifier == "per-subset":
+        kinds = ("hgb", "hgb-wide", "lr")
+    elif settings.classifier == "masked":  # classifier_bank builds that one itself
+        raise ValueError("the masked bank is not a per-subset bank: use classifier_bank")
+    else:
+        kinds = (settings.classifier,)
     rounds = boosting_rounds(problem.n_classes, settings.subset_trees, settings.max_iter)
     banks = [ClassifierBank(problem, kind=kind, max_iter=rounds, n_folds=settings.n_folds,
                             seed=settings.seed, early_stopping=True) for kind in kinds]

@@ -64,7 +64,7 @@ def _bank(dataset: Any, hpc: Any, options: MethodOptions) -> ClassifierBank:
     kind = str(options.extra.get("classifier", "lr"))
     if kind not in ("lr", "hgb"):
         raise ValueError(f"classifier must be lr or hgb, got {kind!r}")
-    return ClassifierBank(problem_from(dataset, hpc), kind=kind,  # type: ignore[arg-type]
+    return ClassifierBank(problem_from(dataset, hpc), kind="hgb" if kind == "hgb" else "lr",
                           max_iter=30 if options.quick else 60, seed=options.seed)
 
 
