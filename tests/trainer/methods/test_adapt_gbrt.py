@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier
-from adaptedge.trainer.methods.cart import BinMapper, TreeParams, fit_tree, grow_tree
+from adaptedge.trainer.methods.cart import BinMapper, TreeParams, grow_tree
 from adaptedge.trainer.methods.gating import q_step
 
 
@@ -43,10 +43,10 @@ def test_sensor_bought_by_one_tree_is_free_for_the_next() -> None:
     params = TreeParams(max_depth=2, gamma=10.0)  # far above any split gain
     cost, sensor = np.ones(2), np.arange(2)
     nothing = np.zeros(2, dtype=bool)
-    tree = fit_tree(codes, binner, r, h, params, cost, sensor, nothing)
+    tree = grow_tree(codes, binner, r, h, params, cost, sensor, nothing)[0]
     assert tree.features_used == frozenset() and not nothing.any()
     bought = np.array([False, True])  # e.g. bought by the gate's trees
-    tree = fit_tree(codes, binner, r, h, params, cost, sensor, bought)
+    tree = grow_tree(codes, binner, r, h, params, cost, sensor, bought)[0]
     assert tree.features_used == frozenset({1})
     assert bought.tolist() == [False, True]
 

@@ -182,27 +182,6 @@ class BinnedRows:
         return cls(flat, np.bincount(flat.ravel(), minlength=int(n_bins.sum())))
 
 
-def fit_tree(
-    codes: NDArray[np.uint8],
-    binner: BinMapper,
-    residual: FloatArray,
-    hessian: FloatArray,
-    params: TreeParams,
-    feature_cost: FloatArray,
-    feature_sensor: IntArray,
-    bought: NDArray[np.bool_],
-    allowed: NDArray[np.bool_] | None = None,
-) -> Tree:
-    """Grow one depth-limited tree on ``residual`` [N, K]; ``bought`` is updated in place.
-
-    ``feature_cost[j]`` is the scalar cost of feature j's sensor, ``feature_sensor[j]`` its
-    sensor index, ``bought[s]`` whether sensor s is already paid for. ``allowed`` restricts the
-    features a split may use (None = all).
-    """
-    return grow_tree(codes, binner, residual, hessian, params, feature_cost, feature_sensor,
-                     bought, allowed)[0]
-
-
 def grow_tree(
     codes: NDArray[np.uint8],
     binner: BinMapper,
@@ -215,8 +194,13 @@ def grow_tree(
     allowed: NDArray[np.bool_] | None = None,
     rows: BinnedRows | None = None,
 ) -> tuple[Tree, FloatArray]:
-    """``fit_tree``, also returning the tree's prediction on the training rows [N, K] (each
-    row's leaf value: what ``Tree.predict`` gives on the binned data, without walking it).
+    """Grow one depth-limited tree on ``residual`` [N, K]; ``bought`` is updated in place.
+
+    ``feature_cost[j]`` is the scalar cost of feature j's sensor, ``feature_sensor[j]`` its
+    sensor index, ``bought[s]`` whether sensor s is already paid for. ``allowed`` restricts the
+    features a split may use (None = all). Returns the tree and its prediction on the training
+    rows [N, K] (each row's leaf value: what ``Tree.predict`` gives on the binned data, without
+    walking it).
 
     Grown level by level: one histogram pass over all rows per level (each row adds to its
     node's bins, in row order, so every sum is the one a per-node pass would give); nodes then
