@@ -23,7 +23,11 @@ HARNESS = r"""
 #include "adaptedge_policy.h"
 
 #define H_INTS (7 + ADAPTEDGE_N_SENSORS + ADAPTEDGE_N_NODES)
+#ifndef H_NOW
+#define H_NOW() 0u
+#endif
 static const float *h_row;
+unsigned long h_t0, h_t1; /* H_NOW() around the decision itself (firmware: SysTick) */
 
 static int h_read(void *ctx, int s, float *v)
 {
@@ -56,7 +60,9 @@ void h_decide(const float *row, int link_up, long *ints, double *cost, float *pr
     adaptedge_decision d;
     int i;
     h_row = row;
+    h_t0 = H_NOW();
     adaptedge_decide(h_read, 0, link_up, &d);
+    h_t1 = H_NOW();
     ints[0] = d.kind; ints[1] = d.label; ints[2] = d.n_read; ints[3] = d.n_nodes;
     ints[4] = (long)d.sensors_failed; ints[5] = d.link_paid;
     ints[6] = d.kind != ADAPTEDGE_ESCALATE || h_request_ok(&d, row);

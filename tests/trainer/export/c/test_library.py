@@ -4,6 +4,7 @@ against ``EdgeRuntime.predict_row`` (no uplink, and an uplink answering from the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -62,15 +63,15 @@ def test_linear_dataset_bundle(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["adapt-gbrt", "dag"])
-def test_quick_letter_binary_whole_test_split(method: str, tmp_path: Path) -> None:
+def test_quick_letter_binary_whole_test_split(
+        method: str, quick_bundle: Callable[[str], tuple[Path, Manifest]],
+        tmp_path: Path) -> None:
     """The acceptance check on the host: the quick letter-binary bundles' default points on
-    every test row, and on a tenth of them with failing sensors."""
-    from adaptedge.trainer.api import train_bundle
+    every test row, and on 400 of them with a tenth of the reads failing."""
     from adaptedge.trainer.data.datasets import load_dataset
 
-    manifest = train_bundle("letter-binary", method, tmp_path / "b", quick=True,
-                            progress=False)
+    path, manifest = quick_bundle(method)
     X = load_dataset("letter-binary").X_test
     point = manifest.default_operating_point
-    assert_same(tmp_path / "b", manifest, point, X, tmp_path)
-    assert_same(tmp_path / "b", manifest, point, with_failures(X[:400], 3), tmp_path)
+    assert_same(path, manifest, point, X, tmp_path)
+    assert_same(path, manifest, point, with_failures(X[:400], 3), tmp_path)

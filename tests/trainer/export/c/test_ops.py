@@ -14,6 +14,7 @@ import pytest
 from adaptedge.protocol.onnx_contract import PROBA_OUTPUT
 from adaptedge.trainer.errors import ExportError
 from adaptedge.trainer.export.c.ops import c_function, node_function
+from adaptedge.trainer.export.c.tree_code import KEY_SOURCE, float_key
 from adaptedge.trainer.export.models import tree_ensemble_to_onnx
 from adaptedge.trainer.export.trees import TreeArrays
 from tests.support.c_policy import CFLAGS, compile_c, gcc_available
@@ -25,7 +26,7 @@ def compiled(model: onnx.ModelProto, n_inputs: int, width: int, tmp_path: Path
              ) -> ctypes.CDLL:
     program = node_function(model, "model", list(range(n_inputs)), width, 1)
     src = tmp_path / "model.c"
-    src.write_text("#include <stdint.h>\n#include <math.h>\n" + c_function(program)
+    src.write_text("#include <stdint.h>\n#include <math.h>\n" + KEY_SOURCE + c_function(program)
                    + "void run(const float *x, float *p) { float s[1]; model(x, p, s); }\n")
     so = tmp_path / "model.so"
     compile_c(["gcc", *CFLAGS, "-Wno-unused-function", "-shared", "-fPIC", str(src), "-o",
@@ -67,7 +68,8 @@ def random_tree(rng: np.random.Generator, n_inputs: int, k: int, depth: int) -> 
 
 
 def edge_inputs(model: onnx.ModelProto, n_inputs: int, rng: np.random.Generator) -> np.ndarray:
-    """Rows whose every column sits at a threshold, one float32 step below or above, or NaN."""
+    """Rows whose every column sits at a threshold or one float32 step below or above it, or
+    is 0.0 or -0.0 (the library's inputs are finite: a non-finite read fails)."""
     tree = next(n for n in model.graph.node if n.op_type == "TreeEnsembleRegressor")
     values = np.asarray(next(a.floats for a in tree.attribute if a.name == "nodes_values"),
                         np.float32)
@@ -75,7 +77,8 @@ def edge_inputs(model: onnx.ModelProto, n_inputs: int, rng: np.random.Generator)
     step = rng.integers(-1, 2, size=picks.shape)
     X = np.where(step < 0, np.nextafter(picks, np.float32(-np.inf)),
                  np.where(step > 0, np.nextafter(picks, np.float32(np.inf)), picks))
-    X[rng.random(X.shape) < 0.05] = np.nan
+    X[rng.random(X.shape) < 0.05] = 0.0
+    X[rng.random(X.shape) < 0.05] = -0.0
     return X.astype(np.float32)
 
 
@@ -114,3 +117,15 @@ def test_unsupported_op_is_refused_naming_it() -> None:
     with pytest.raises(ExportError, match="ONNX op Exp is not expressible") as info:
         node_function(helper.make_model(graph), "m", [0, 1], 2, 1)
     assert "\n" not in str(info.value)
+
+
+def test_float_keys_order_as_floats() -> None:
+    rng = np.random.default_rng(7)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, 1e-45, -1e-45, 3.4e38, -3.4e38, 1.0, -1.0],
+                       np.float32)
+    values = np.concatenate([special, rng.normal(size=200).astype(np.float32),
+                             (rng.normal(size=100) * 1e-40).astype(np.float32)])
+    keys = np.array([float_key(v) for v in values])
+    a, b = np.meshgrid(np.arange(len(values)), np.arange(len(values)))
+    va, vb = values[a], values[b]
+    assert np.array_equal(np.sign(keys[a] - keys[b]), (va > vb).astype(int) - (va < vb))

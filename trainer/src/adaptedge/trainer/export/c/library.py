@@ -21,7 +21,8 @@ from adaptedge.trainer.errors import ExportError
 from adaptedge.trainer.export.c.header import header_text
 from adaptedge.trainer.export.c.literals import array_body, c_string
 from adaptedge.trainer.export.c.ops import c_function, node_function
-from adaptedge.trainer.export.c.tables import node_tables, sensor_tables
+from adaptedge.trainer.export.c.tables import cost_columns_used, node_tables, sensor_tables
+from adaptedge.trainer.export.c.tree_code import KEY_SOURCE
 from adaptedge.trainer.export.c.walk_code import POSSIBLE_SOURCE, WALK_SOURCE
 
 HEADER_NAME = "adaptedge_policy.h"
@@ -49,7 +50,7 @@ def source_text(manifest: Manifest, root: Path, point: str) -> tuple[str, str, b
     policy = manifest.operating_point(point).policy
     graph = manifest.policies[policy]
     models: dict[tuple[str, tuple[int, ...], int], str] = {}
-    functions, bodies, uses_expf = [], [], False
+    functions, bodies, uses_expf, keyed = [], [], False, False
     for nid, node in graph.nodes.items():
         key = (node.model.file, node.model.inputs, len(node.actions))
         if key not in models:
@@ -62,6 +63,7 @@ def source_text(manifest: Manifest, root: Path, point: str) -> tuple[str, str, b
             models[key] = program.name
             bodies.append(c_function(program))
             uses_expf |= program.uses_expf
+            keyed |= program.keyed
         functions.append(models[key])
     tables, root_index = node_tables(manifest, graph, functions)
     preamble = [
@@ -71,6 +73,7 @@ def source_text(manifest: Manifest, root: Path, point: str) -> tuple[str, str, b
         f"#define ADAPTEDGE_ROOT {root_index}",
         f"#define ADAPTEDGE_MAX_ACTIONS {max(len(n.actions) for n in graph.nodes.values())}",
         f"#define ADAPTEDGE_N_HPC_SENSORS {len(manifest.hpc.sensors)}",
+        f"#define AE_COST_USED {cost_columns_used(manifest, graph)}",
         "#define AE_STOP 0", "#define AE_MOVE 1", "#define AE_ESCALATE 2", "",
         "typedef void (*ae_model_fn)(const float *x, float *proba, float *scores);",
         "typedef struct {\n    ae_model_fn model;\n    const unsigned char *sensors;\n"
@@ -87,7 +90,8 @@ def source_text(manifest: Manifest, root: Path, point: str) -> tuple[str, str, b
         + array_body((str(len(s.features)) for s in manifest.sensors), per_line=16) + "\n};",
         "",
     ]
-    source = "\n".join([*preamble, *sensor_tables(manifest), *bodies, *tables,
+    source = "\n".join([*preamble, *sensor_tables(manifest),
+                        KEY_SOURCE if keyed else "", *bodies, *tables,
                         POSSIBLE_SOURCE, WALK_SOURCE])
     header = header_text(manifest, policy, point, len(graph.nodes), uses_expf)
     return header, source, uses_expf

@@ -24,7 +24,7 @@ from onnx import helper, numpy_helper
 from adaptedge.protocol.onnx_contract import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
 from adaptedge.trainer.errors import ExportError
 from adaptedge.trainer.export.c.literals import array_body, f32
-from adaptedge.trainer.export.c.tree_code import tree_statements
+from adaptedge.trainer.export.c.tree_code import Bins, tree_statements
 
 F32 = npt.NDArray[np.float32]
 
@@ -49,7 +49,15 @@ class Program:
     lines: list[str] = field(default_factory=list)
     values: dict[str, Value] = field(default_factory=dict)
     uses_expf: bool = False
+    graph_nodes: Sequence[onnx.NodeProto] = ()
+    bins: Bins | None = None
+    """The inputs' threshold counts, once a tree ensemble needs them."""
     _count: int = 0
+
+    @property
+    def keyed(self) -> bool:
+        """The function uses ``ae_key``/``ae_count`` (tree ensembles)."""
+        return self.bins is not None
 
     def new(self, width: int) -> Var:
         self._count += 1
@@ -210,8 +218,11 @@ def _apply(p: Program, node: onnx.NodeProto) -> list[Value]:
             raise ExportError("a tree ensemble on a computed input is not expressible by the C "
                               "exporter")
         n_targets = int(_attr(node, "n_targets", 1))
+        if p.bins is None:  # every ensemble of the model shares the inputs' threshold counts
+            p.bins = Bins.collect([n for n in p.graph_nodes if n.op_type == op])
+            p.lines += p.bins.statements([f"x[{c}]" for c in p.columns])
         out = p.new(n_targets)
-        p.lines += tree_statements(node, [f"x[{c}]" for c in p.columns], out.name)
+        p.lines += tree_statements(node, p.bins, out.name)
         return [out]
     missing = [n for n in node.input if n and n not in p.values]
     if missing:
@@ -245,8 +256,8 @@ def _apply(p: Program, node: onnx.NodeProto) -> list[Value]:
 def node_function(model: onnx.ModelProto, name: str, columns: Sequence[int], n_classes: int,
                   n_actions: int) -> Program:
     """The C function ``name`` computing ``model`` (its input ``x`` = feature ``columns``)."""
-    p = Program(name, columns)
     graph = model.graph
+    p = Program(name, columns, graph_nodes=list(graph.node))
     p.values = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     for node in graph.node:
         if MODEL_INPUT in node.input and node.op_type != "TreeEnsembleRegressor" and (

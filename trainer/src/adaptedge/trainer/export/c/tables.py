@@ -55,6 +55,16 @@ def sensor_tables(manifest: Manifest) -> list[str]:
     ]
 
 
+def cost_columns_used(manifest: Manifest, graph: PolicyGraph) -> int:
+    """Bit k set when cost column k (``cost_row`` order) is non-zero for some sensor, the link
+    or a node visit: the others are never added."""
+    weights = manifest.cost_weights
+    rows = [cost_row(sensor_cost(s, weights)) for s in manifest.sensors]
+    rows.append(cost_row(link_cost(manifest.link, weights)))
+    rows += [cost_row(compute_cost(n.compute, weights)) for n in graph.nodes.values()]
+    return sum(1 << k for k in range(5) if any(row[k] != 0.0 for row in rows))
+
+
 def node_tables(manifest: Manifest, graph: PolicyGraph, functions: Sequence[str]
                 ) -> tuple[list[str], int]:
     """Per-node sensor lists, action kinds and targets, visit costs, and ``ae_nodes``;

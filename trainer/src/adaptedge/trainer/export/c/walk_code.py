@@ -59,10 +59,15 @@ static int ae_choose(const ae_node *n, const float *scores, uint32_t failed, int
     return -1;
 }
 
+/* Adds a cost row; AE_COST_USED says which columns are ever non-zero (the others stay 0.0,
+ * so skipping them changes no sum and saves soft-float work). */
 static void ae_add(adaptedge_cost *c, const double *row)
 {
-    c->scalar += row[0]; c->energy_mj += row[1]; c->latency_ms += row[2];
-    c->money += row[3]; c->bytes += (uint32_t)row[4];
+    if (AE_COST_USED & 1) c->scalar += row[0];
+    if (AE_COST_USED & 2) c->energy_mj += row[1];
+    if (AE_COST_USED & 4) c->latency_ms += row[2];
+    if (AE_COST_USED & 8) c->money += row[3];
+    if (AE_COST_USED & 16) c->bytes += (uint32_t)row[4];
 }
 
 static void ae_costs(adaptedge_decision *d, int sent)
@@ -75,9 +80,11 @@ static void ae_costs(adaptedge_decision *d, int sent)
     if (sent) ae_add(&d->cost, ae_link_cost);
     for (k = 0; k < d->n_nodes; k++)
         if (ae_nodes[d->nodes[k]].visit_cost) ae_add(&visits, ae_nodes[d->nodes[k]].visit_cost);
-    d->cost.scalar += visits.scalar; d->cost.energy_mj += visits.energy_mj;
-    d->cost.latency_ms += visits.latency_ms; d->cost.money += visits.money;
-    d->cost.bytes += visits.bytes;
+    if (AE_COST_USED & 1) d->cost.scalar += visits.scalar;
+    if (AE_COST_USED & 2) d->cost.energy_mj += visits.energy_mj;
+    if (AE_COST_USED & 4) d->cost.latency_ms += visits.latency_ms;
+    if (AE_COST_USED & 8) d->cost.money += visits.money;
+    if (AE_COST_USED & 16) d->cost.bytes += visits.bytes;
 }
 
 static void ae_answer(adaptedge_decision *d, const float *proba)

@@ -1,0 +1,46 @@
+"""The exported C library on microcontrollers under QEMU (semihosting): a Cortex-M4F
+(``mps2-an386``) and a Cortex-M0+ with soft float (``microbit``) decide every row of the quick
+letter-binary bundles' test split as ``EdgeRuntime.predict_row`` does, and the quick ADAPT-GBRT
+policy fits the M0+ budget (32 KB flash, 2 KB RAM, 30,000 instructions per decision)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adaptedge.protocol import Manifest
+from adaptedge.trainer.export.c import export_c
+from tests.support.c_policy import mismatches
+from tests.support.qemu_policy import build_firmware, run_qemu, toolchain_missing
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(toolchain_missing() is not None,
+                                 reason=toolchain_missing() or "")]
+
+
+@pytest.mark.parametrize("target", ["cortex-m4f", "cortex-m0plus"])
+@pytest.mark.parametrize("method", ["adapt-gbrt", "dag"])
+def test_whole_test_split_under_qemu(method: str, target: str, tmp_path: Path,
+                                     quick_bundle: Callable[[str], tuple[Path, Manifest]]
+                                     ) -> None:
+    from adaptedge.trainer.data.datasets import load_dataset
+
+    path, manifest = quick_bundle(method)
+    point = manifest.default_operating_point
+    export_c(path, tmp_path / "lib", point)
+    fw = build_firmware(tmp_path / "lib", target, tmp_path / target)
+    X = np.array(load_dataset("letter-binary").X_test, dtype=np.float32)
+    X[::50, :] = np.where(np.arange(X.shape[1]) % 3 == 0, np.nan, X[::50, :])  # failing reads
+    n_nodes = len(manifest.policies[manifest.operating_point(point).policy].nodes)
+    for link_up in (False, True):
+        run = run_qemu(fw, X, len(manifest.sensors), n_nodes, len(manifest.classes), link_up,
+                       tmp_path / f"run-{link_up}")
+        bad = mismatches(path, point, X, run.records, link_up)
+        assert not bad, f"{target}: {len(bad)} of {len(X)} rows differ: {bad[0]}"
+    if method == "adapt-gbrt" and target == "cortex-m0plus":
+        assert fw.flash_bytes <= 32 * 1024
+        assert fw.static_ram_bytes + run.stack_bytes <= 2 * 1024
+        assert run.instructions_per_decision <= 30_000
