@@ -1,7 +1,8 @@
 """The exported C library on microcontrollers under QEMU (semihosting): a Cortex-M4F
 (``mps2-an386``) and a Cortex-M0+ with soft float (``microbit``) decide every row of the quick
 letter-binary bundles' test split as ``EdgeRuntime.predict_row`` does, and the quick ADAPT-GBRT
-policy fits the M0+ budget (32 KB flash, 2 KB RAM, 30,000 instructions per decision)."""
+policy fits the M0+ budget (32 KB flash, 2 KB RAM, 30,000 instructions per decision) and the
+exporter's flash estimate is within 10% of the linked image."""
 
 from __future__ import annotations
 
@@ -30,8 +31,10 @@ def test_whole_test_split_under_qemu(method: str, target: str, tmp_path: Path,
 
     path, manifest = quick_bundle(method)
     point = manifest.default_operating_point
-    export_c(path, tmp_path / "lib", point)
+    lib = export_c(path, tmp_path / "lib", point)
     fw = build_firmware(tmp_path / "lib", target, tmp_path / target)
+    if target == "cortex-m0plus":  # the estimate behind --flash-limit tracks the real size
+        assert abs(lib.flash_estimate - fw.flash_bytes) <= 0.1 * fw.flash_bytes
     X = np.array(load_dataset("letter-binary").X_test, dtype=np.float32)
     X[::50, :] = np.where(np.arange(X.shape[1]) % 3 == 0, np.nan, X[::50, :])  # failing reads
     n_nodes = len(manifest.policies[manifest.operating_point(point).policy].nodes)

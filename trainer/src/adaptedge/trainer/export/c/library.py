@@ -18,6 +18,7 @@ import onnx
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.trainer.errors import ExportError
+from adaptedge.trainer.export.c.footprint import check_fits, estimator
 from adaptedge.trainer.export.c.header import header_text
 from adaptedge.trainer.export.c.literals import array_body, c_string
 from adaptedge.trainer.export.c.ops import c_function, node_function
@@ -38,6 +39,8 @@ class CLibrary:
     policy: str
     point: str
     uses_expf: bool
+    flash_estimate: int
+    """Estimated Cortex-M0+ flash bytes (``footprint``)."""
 
 
 def _names(name: str, kind: str, values: list[str]) -> str:
@@ -98,9 +101,10 @@ def source_text(manifest: Manifest, root: Path, point: str) -> tuple[str, str, b
 
 
 def export_c(bundle: str | os.PathLike[str], out: str | os.PathLike[str],
-             point: str | None = None) -> CLibrary:
+             point: str | None = None, flash_limit: int | None = None) -> CLibrary:
     """Verify ``bundle`` (directory or ``.tar``) and write operating point ``point`` (default:
-    the bundle's default point) as ``adaptedge_policy.h``/``.c`` into ``out``."""
+    the bundle's default point) as ``adaptedge_policy.h``/``.c`` into ``out``. With
+    ``flash_limit`` (bytes), a point estimated over it is refused, naming the one that fits."""
     with ExitStack() as stack:
         root = Path(stack.enter_context(open_bundle(bundle)))
         manifest = verify(root)
@@ -111,10 +115,12 @@ def export_c(bundle: str | os.PathLike[str], out: str | os.PathLike[str],
                                             else "")
             raise ExportError(f"the bundle has no operating point {name!r} (it has {shown}; "
                               "`adaptedge inspect` lists them)")
+        estimate = (check_fits(manifest, root, name, flash_limit) if flash_limit is not None
+                    else estimator(manifest, root)(name))
         header, source, uses_expf = source_text(manifest, root, name)
     target = Path(out)
     target.mkdir(parents=True, exist_ok=True)
     (target / HEADER_NAME).write_text(header)
     (target / SOURCE_NAME).write_text(source)
     return CLibrary(target / HEADER_NAME, target / SOURCE_NAME,
-                    manifest.operating_point(name).policy, name, uses_expf)
+                    manifest.operating_point(name).policy, name, uses_expf, estimate)
