@@ -47,3 +47,25 @@ def test_whole_test_split_under_qemu(method: str, target: str, tmp_path: Path,
         assert fw.flash_bytes <= 32 * 1024
         assert fw.static_ram_bytes + run.stack_bytes <= 2 * 1024
         assert run.instructions_per_decision <= 30_000
+
+
+@pytest.mark.parametrize("board", ["m4f", "m0plus"])
+def test_firmware_example_builds_and_runs(board: str, toy_bundle: tuple[Path, Manifest],
+                                          tmp_path: Path) -> None:
+    """``docs/examples/firmware``: ``make`` builds it for an exported policy; under QEMU it
+    makes its eight decisions, each answered locally or sent as an escalation."""
+    import shutil
+    import subprocess
+
+    from tests.support.qemu_policy import ROOT
+
+    work = tmp_path / "firmware"
+    shutil.copytree(ROOT / "docs" / "examples" / "firmware", work)
+    path, manifest = toy_bundle
+    export_c(path, work / "policy", manifest.operating_points[-1].name)
+    subprocess.run(["make", f"BOARD={board}"], cwd=work, check=True, capture_output=True)
+    run = subprocess.run(["make", "--silent", "run", f"BOARD={board}"], cwd=work, check=True,
+                         capture_output=True, text=True, timeout=120)
+    output = run.stdout + run.stderr  # QEMU writes the semihosting console to stderr
+    lines = [line for line in output.splitlines() if line.split(" ")[0] in ("local", "escalate")]
+    assert len(lines) == 8, output
