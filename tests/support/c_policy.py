@@ -83,7 +83,7 @@ void h_run(const float *rows, long n, int link_up, long *ints, double *cost, flo
 }
 """
 
-CFLAGS = ("-std=c99", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror")
+CFLAGS = ("-std=c99", "-pedantic", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror")
 
 
 @dataclass

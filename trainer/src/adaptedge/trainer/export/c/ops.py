@@ -62,7 +62,7 @@ class Program:
     def new(self, width: int) -> Var:
         self._count += 1
         var = Var(f"t{self._count}", width)
-        self.lines.append(f"float {var.name}[{width}];")
+        self.lines.append(f"float {var.name}[{max(width, 1)}];")  # C has no empty arrays
         return var
 
     def const(self, array: F32) -> str:
