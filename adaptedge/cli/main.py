@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "inspect_cmd",
     "keys_cmd",
     "sign_cmd",
+    "export_cmd",
     "edge_cmd",
     "cloud_cmd",
     "fleet_cmd",

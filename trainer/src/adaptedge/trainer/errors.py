@@ -48,3 +48,8 @@ class RowsFileError(TrainerError, ValueError):
 
 class ClusterError(TrainerError, RuntimeError):
     """The Dask cluster cannot be used: extra missing, scheduler unreachable or lost."""
+
+
+class ExportError(TrainerError, ValueError):
+    """A bundle feature an exporter cannot express (e.g. an ONNX op the C exporter does not
+    translate); the one-line message names it. Nothing is written wrong instead."""
