@@ -105,6 +105,10 @@ class BundlePool:
     def bundle_ids(self) -> tuple[str, ...]:
         return tuple(self.entries)
 
+    def serves(self, bundle_id: str) -> bool:
+        """Whether a request of ``bundle_id`` is answered here (held, and not failed to load)."""
+        return bundle_id in self.entries and bundle_id not in self.failed
+
     @property
     def loaded(self) -> tuple[str, ...]:
         """Bundle ids whose HPC is resident, least recently used first."""

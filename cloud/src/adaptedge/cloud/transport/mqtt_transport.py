@@ -8,8 +8,11 @@ and the loop flushes a batch whose oldest request has waited ``max_wait_ms``. A 
 onnxruntime call and one QoS 1 publish per reply; a request's PUBACK is held until the batch
 holding it is answered, so it always follows the reply. A burst of requests is one ``recv``
 and its replies and PUBACKs leave in one ``send`` (plain TCP; TLS sockets are left to ``ssl``
-and take paho's own path). Workers share one group (``$share/<group>/<prefix>/v1/+/req``)
-when the broker delivers shared subscriptions (probed).
+and take paho's own path). Workers share one group per request filter when the broker
+delivers shared subscriptions (probed): ``$share/<group>/<prefix>/v1/+/req/<bundle>`` for each
+bundle served (a share is its group and its filter, so each bundle's requests are spread over
+the workers serving it, never handed to another) and ``$share/<group>/<prefix>/v1/+/req`` for
+older devices (``ServiceCore`` forwards what it does not serve).
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ class MqttTransport:
         self._loop = LoopDriver(self.client, buffered=not self._tls,
                                 acks_due=lambda: not core.batch.items)
         core.bind(self, self._loop.readable)
-        self._filter: str | None = None
+        self._filters: list[str] = []
         self.shared_subscription = False
         self._acked = 0
         self._acks: set[int] = set()
@@ -75,23 +78,23 @@ class MqttTransport:
     @property
     def description(self) -> str:
         kind = "shared" if self.shared_subscription else "plain"
-        return f"{kind} subscription {self._filter}"
+        return f"{kind} subscriptions {', '.join(self._filters)}"
 
     def open(self) -> None:
         """Connect, pick shared or plain subscription, subscribe (``CloudError`` if refused)."""
         connect(self.client, self.address, loop=self._loop.step)
         try:
             self.shared_subscription = self._choose_sharing()
-            request_filter = self.core.request_filter
-            self._filter = (shared(self.group, request_filter)  # type: ignore[arg-type]
-                            if self.shared_subscription else request_filter)
+            self._filters = [shared(self.group, f)  # type: ignore[arg-type]
+                             if self.shared_subscription else f
+                             for f in self.core.request_filters]
             mid = self._subscribe()
             # Ready means subscribed: a request sent after start() returns is not lost to a
             # SUBSCRIBE the broker has not processed yet.
             pump(self._loop.step, _SUBACK_TIMEOUT_S, lambda: mid is None or mid in self._acks)
             if mid is not None and mid not in self._acks:
-                raise CloudError(f"the broker did not acknowledge the subscription to "
-                                 f"{self._filter} within {_SUBACK_TIMEOUT_S:g} s")
+                raise CloudError(f"the broker did not acknowledge the subscriptions to "
+                                 f"{', '.join(self._filters)} within {_SUBACK_TIMEOUT_S:g} s")
             self._loop.deliver = self._deliver  # the probe's callback is done with
         except BaseException:
             self.client.disconnect()
@@ -131,8 +134,8 @@ class MqttTransport:
     def _subscribe(self) -> int | None:
         """Subscribe to requests, probes and telemetry; the request subscription's message id."""
         mid = None
-        if self._filter is not None:
-            mid = self.client.subscribe(self._filter, qos=1)[1]
+        if self._filters:
+            mid = self.client.subscribe([(f, 1) for f in self._filters])[1]
             self.client.subscribe(self.core.telemetry_topic, qos=1)  # backlog probes return
         telemetry = self.core.telemetry_filter
         if telemetry is not None:
@@ -209,8 +212,8 @@ class MqttTransport:
         """Stop taking work: unsubscribe, answer everything received, wait for acks, disconnect."""
         client, core = self.client, self.core
         deadline = time.monotonic() + timeout_s
-        unsubscribe_mid = None if self._filter is None else \
-            client.unsubscribe([self._filter, core.telemetry_topic])[1]
+        unsubscribe_mid = None if not self._filters else \
+            client.unsubscribe([*self._filters, core.telemetry_topic])[1]
         if core.backlog is not None:
             core.backlog.close()  # its probes no longer come back
         # Messages the broker routed to us before the UNSUBACK still arrive: answer them all,
