@@ -14,6 +14,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from adaptedge.cli.db_options import add_option as add_db_password
+from adaptedge.cli.db_options import db_password
 from adaptedge.cli.main import CommandError
 
 
@@ -24,6 +26,7 @@ def register(sub: Any) -> None:
     rows = p.add_mutually_exclusive_group(required=True)
     rows.add_argument("--rows", type=Path, help="labelled rows, JSON Lines (LabelledRow fields)")
     rows.add_argument("--db", help="the fleet store's database URL (adaptedge cloud serve --db)")
+    add_db_password(p)
     p.add_argument("--out", required=True, type=Path, help="directory of the new bundle")
     p.add_argument("--audit-fraction", type=float, default=None,
                    help="the fraction of local decisions the devices audited (default: "
@@ -48,7 +51,8 @@ def _rows(args: argparse.Namespace, bundle_id: str) -> list[Any]:
             raise CommandError(str(exc)) from None
     from adaptedge.cloud.fleet.store import FleetStore  # needs the fleet extra (sqlalchemy)
 
-    return list(FleetStore(args.db).labelled_rows(bundle_id=bundle_id))
+    return list(FleetStore(args.db, password=db_password(args)).labelled_rows(
+        bundle_id=bundle_id))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -103,6 +103,7 @@ def test_a_bundle_no_worker_serves_degrades_at_the_deadline_counted_by_reason(
     assert reasons.startswith("degraded by reason: deadline ")
     assert cli(["edge", "summary", str(journal), "--json"]) == 0
     assert '"deadline":' in capsys.readouterr().out
+    assert journal.stat().st_mode & 0o777 == 0o600  # sensor readings: the owner's only
 
 
 def test_shipped_scenarios_by_name() -> None:

@@ -5,7 +5,9 @@ pool answers both. It reads every bundle's manifest at start (cheap: no model is
 loads a bundle's HPC the first time a request names it, keeping at most ``max_loaded`` of them
 and at most ``max_bytes`` of HPC model files resident (least recently used evicted first; the
 first bundle, the default, is never evicted). A request naming a bundle the pool does not hold
-is answered ``unknown_bundle``, as a single-bundle worker does.
+(or could not load) is answered ``unknown_bundle``, as a single-bundle worker does; requests are
+routed by bundle (``protocol.topics``), so that takes a request that names one bundle on
+another's topic, or a load failure.
 
 Every bundle's hashes (and, with ``trust``, signer) are verified at start. The pool answers
 the same calls as an ``HpcInference`` (``prepare``, ``error``,

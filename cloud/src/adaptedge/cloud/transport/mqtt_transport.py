@@ -29,6 +29,7 @@ from adaptedge.cloud.errors import CloudError
 from adaptedge.cloud.service.core import ServiceCore
 from adaptedge.cloud.transport.connection import (
     BrokerAddress,
+    ReconnectPacer,
     TlsFiles,
     connect,
     make_client,
@@ -74,6 +75,7 @@ class MqttTransport:
         self.shared_subscription = False
         self._acked = 0
         self._acks: set[int] = set()
+        self._pacer = ReconnectPacer()
 
     @property
     def description(self) -> str:
@@ -96,6 +98,7 @@ class MqttTransport:
                 raise CloudError(f"the broker did not acknowledge the subscriptions to "
                                  f"{', '.join(self._filters)} within {_SUBACK_TIMEOUT_S:g} s")
             self._loop.deliver = self._deliver  # the probe's callback is done with
+            self._pacer.connected(time.monotonic())
         except BaseException:
             self.client.disconnect()
             raise
@@ -203,8 +206,17 @@ class MqttTransport:
     def _reconnect(self, rc: MQTTErrorCode, stopping: threading.Event) -> None:
         """Back off and reconnect; ``BrokerRefused`` after too many refusals in a row."""
         self.log.warning("lost the broker connection (%s); reconnecting", mqtt.error_string(rc))
+        pause = self._pacer.lost(time.monotonic())
+        if pause > 0:
+            self.log.warning("the connection dropped %d times soon after connecting: another "
+                             "client probably uses this worker's client id (or, with mosquitto's "
+                             "use_username_as_clientid, its account): give every worker its own "
+                             "account (cloud acl --workers N); waiting %.1f s",
+                             self._pacer.early_drops, pause)
+            stopping.wait(pause)
         if reconnect(self.client, self.address, stopping, self.log,
                      max_refusals=self._max_refusals, loop=self._loop.step):
+            self._pacer.connected(time.monotonic())
             self._subscribe()  # clean session: subscriptions do not survive a reconnect
             self.log.info("reconnected to %s:%d", self.address.host, self.address.port)
 
