@@ -38,8 +38,6 @@ PROBA_OUTPUT = "probabilities"
 ACTION_OUTPUT = "action_scores"
 MAX_SENSOR_TIMEOUT_MS = 3_600_000.0
 """Longest sensor read timeout a bundle (or a device) may set: one hour."""
-MAX_DEADLINE_MS = 3_600_000.0
-"""Longest escalation deadline (``link.deadline_ms``) a bundle may set: one hour."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,7 +317,6 @@ def _parse_manifest(raw: Any) -> Manifest:
     )
 
 
-
 def _parse_sensor(raw: Any, path: str, n_features: int) -> SensorSpec:
     r = _Reader(raw, path)
     features = r.ints("features")
@@ -346,10 +343,8 @@ def _parse_sensor(raw: Any, path: str, n_features: int) -> SensorSpec:
 
 def _parse_link(r: _Reader) -> LinkSpec:
     values: dict[str, Any] = {k: r.number(k, v) for k, v in asdict(LinkSpec()).items()}
-    deadline = values["deadline_ms"]
-    if not 0 < deadline <= MAX_DEADLINE_MS:  # 1e300 would overflow every clock it meets
-        raise BundleError(f"must be > 0 and <= {MAX_DEADLINE_MS:g} ms (one hour), got "
-                          f"{str(deadline)[:24]}", path=r.at("deadline_ms"))
+    if not 0 < values["deadline_ms"] <= 3_600_000:  # 1e300 overflowed the clocks it met
+        raise BundleError("must be > 0 and <= 3600000 ms (one hour)", path=r.at("deadline_ms"))
     return LinkSpec(**{k: int(v) if k.endswith("_bytes") else v for k, v in values.items()})
 
 
