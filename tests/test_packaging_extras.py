@@ -81,4 +81,4 @@ def test_readme_starts_with_the_two_commands_then_pip() -> None:
     blocks = re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
     first = [line.split()[:2] for line in blocks[0].splitlines() if line.strip()]
     assert first == [["make", "demo"], ["make", "test"]]
-    assert blocks[1].lstrip().startswith("pip install 'adaptedge[all]'")
+    assert blocks[1].lstrip().startswith("pip install ./protocol ./edge")

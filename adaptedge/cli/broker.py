@@ -4,12 +4,15 @@
 URL (``mqtt://user:pass@host:port``, with a warning: the URL shows in ``ps`` and shell history).
 Credentials may also come from the environment: ``ADAPTEDGE_MQTT_USERNAME`` and
 ``ADAPTEDGE_MQTT_PASSWORD_FILE`` (or, less safely, ``ADAPTEDGE_MQTT_PASSWORD``). Precedence:
-command-line option, then the URL, then the environment.
+command-line option, then the URL, then the environment. ``--tls-ca``, ``--tls-cert`` and
+``--tls-key`` become the device's ``ssl.SSLContext`` (``tls_context``).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import ssl
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,3 +78,15 @@ def resolve_broker(url: str, *, username: str | None = None,
         raise CommandError("a broker password was given without a user name: add --username, "
                            f"user@ in the URL or ${USERNAME_ENV}")
     return BrokerLogin(clean, user, password)
+
+
+def tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """The TLS context of ``--tls-ca``, ``--tls-cert`` and ``--tls-key`` (None: plain TCP)."""
+    if args.tls_ca is None and args.tls_cert is None:
+        return None
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise CommandError("--tls-cert and --tls-key go together")
+    context = ssl.create_default_context(cafile=str(args.tls_ca) if args.tls_ca else None)
+    if args.tls_cert is not None:
+        context.load_cert_chain(str(args.tls_cert), str(args.tls_key))
+    return context

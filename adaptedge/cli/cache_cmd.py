@@ -57,7 +57,7 @@ def _explicit() -> bool:
 
 
 def clear_cache(args: argparse.Namespace) -> int:
-    from adaptedge.cli.main import CommandError
+    from adaptedge.cli.errors import CommandError
     from adaptedge.trainer.data.cache import CACHE_PARTS, cache_root
 
     if args.part is not None and args.part not in CACHE_PARTS:

@@ -80,8 +80,8 @@ def register(sub: Any) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from adaptedge.cli.main import CommandError
-    from adaptedge.cloud import CloudError, CloudService, TlsFiles
+    from adaptedge.cli.errors import CommandError
+    from adaptedge.cloud import CloudService, TlsFiles
     from adaptedge.cloud.access.acl import read_password_file
 
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
@@ -97,7 +97,7 @@ def serve(args: argparse.Namespace) -> int:
         tls = None
         if args.tls_ca or args.tls_cert or args.tls_key:
             tls = TlsFiles(args.tls_ca, args.tls_cert, args.tls_key)
-    except (CloudError, ValueError) as exc:
+    except ValueError as exc:  # TlsFiles: a certificate without its key
         raise CommandError(str(exc)) from exc
     stop = threading.Event()
 
@@ -107,18 +107,15 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     with ExitStack() as stack:
-        try:
-            root = serve_pool(args, stack, password, tls)
-            svc = CloudService(root, args.broker, group=args.group, max_batch=args.max_batch,
-                               max_wait_ms=args.max_wait_ms, username=args.username,
-                               password=password, tls=tls, prefix=args.prefix,
-                               stats_every_s=args.stats_every, client_id=args.client_id,
-                               share=args.share, max_queue_ms=args.max_queue_ms,
-                               collect_telemetry=args.collect_telemetry)
-            svc.start()
-            stops = fleet_serve.start(args, svc, root, tls)
-        except CloudError as exc:
-            raise CommandError(str(exc)) from exc
+        root = serve_pool(args, stack, password, tls)
+        svc = CloudService(root, args.broker, group=args.group, max_batch=args.max_batch,
+                           max_wait_ms=args.max_wait_ms, username=args.username,
+                           password=password, tls=tls, prefix=args.prefix,
+                           stats_every_s=args.stats_every, client_id=args.client_id,
+                           share=args.share, max_queue_ms=args.max_queue_ms,
+                           collect_telemetry=args.collect_telemetry)
+        svc.start()
+        stops = fleet_serve.start(args, svc, root, tls)
         print(f"adaptedge cloud: worker {svc.worker_id} ready", file=sys.stderr, flush=True)
         while not stop.is_set() and svc.running:
             stop.wait(0.5)
@@ -132,20 +129,15 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def acl(args: argparse.Namespace) -> int:
-    from adaptedge.cli.main import CommandError
-    from adaptedge.cloud import CloudError
     from adaptedge.cloud.access.acl import give_to, store_user_of, system_account, write_credentials
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
-    try:
-        if args.broker_user:
-            system_account(args.broker_user)  # refuse before writing anything
-        creds = write_credentials(args.out, devices, service_user=args.service_user,
-                                  prefix=args.prefix, overwrite=args.force, workers=args.workers)
-        if args.broker_user:
-            give_to(args.broker_user, creds.password_file, creds.acl_file, creds.conf_file)
-    except CloudError as exc:
-        raise CommandError(str(exc)) from exc
+    if args.broker_user:
+        system_account(args.broker_user)  # refuse before writing anything
+    creds = write_credentials(args.out, devices, service_user=args.service_user,
+                              prefix=args.prefix, overwrite=args.force, workers=args.workers)
+    if args.broker_user:
+        give_to(args.broker_user, creds.password_file, creds.acl_file, creds.conf_file)
     print(f"wrote {creds.password_file} ({len(creds.passwords)} accounts), {creds.acl_file} "
           f"and {creds.conf_file}")
     if not args.broker_user:

@@ -17,7 +17,7 @@ def serve_pool(args: argparse.Namespace, stack: ExitStack, password: str | None,
     """What ``CloudService`` serves: one verified bundle directory (one ``--bundle``, as
     before) or a ``BundlePool``; starts a ``ChunkServer`` for ``--serve-updates``. Everything
     opened here closes with ``stack``."""
-    from adaptedge.cli.main import CommandError
+    from adaptedge.cli.errors import CommandError
     from adaptedge.cloud.service.bundle_pool import BundlePool, bundle_paths
     from adaptedge.protocol.bundle import open_bundle, verify
 

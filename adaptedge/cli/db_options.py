@@ -24,9 +24,7 @@ def db_password(args: argparse.Namespace) -> str | None:
     the ``--db`` URL itself holds a password."""
     from sqlalchemy import make_url
 
-    from adaptedge.cli.errors import CommandError
     from adaptedge.cloud.access.acl import read_password_file
-    from adaptedge.cloud.errors import CloudError
     from adaptedge.cloud.fleet.store import database_url
 
     if args.db is not None and make_url(database_url(args.db)).password is not None:
@@ -34,9 +32,4 @@ def db_password(args: argparse.Namespace) -> str | None:
               "machine can read in the process list: use --db-password-file or PGPASSWORD",
               file=sys.stderr)
     path = getattr(args, "db_password_file", None)
-    if path is None:
-        return None
-    try:
-        return read_password_file(path)
-    except CloudError as exc:
-        raise CommandError(str(exc)) from None
+    return None if path is None else read_password_file(path)  # a CloudError: one line

@@ -79,11 +79,11 @@ def obtain_bundle(workdir: Path, data: str, method: str, *, seed: int, retrain: 
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from adaptedge.cli.main import CommandError
-    from adaptedge.simulator.hil import HilError, HilOptions, run_hil
+    from adaptedge.cli.errors import CommandError
+    from adaptedge.simulator.hil import HilOptions, run_hil
     from adaptedge.simulator.report import evaluate, summary_table, write_report
     from adaptedge.simulator.scenario import DevicesConfig, Scenario
-    from adaptedge.trainer.data.datasets import DatasetError, load_dataset
+    from adaptedge.trainer.data.datasets import load_dataset
 
     if args.devices < 1 or args.limit < 1 or args.rate <= 0:
         raise CommandError("--devices and --limit must be >= 1 and --rate > 0")
@@ -91,10 +91,7 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.no_progress and sys.stderr.isatty()
     workdir: Path = args.workdir or default_workdir()
     workdir.mkdir(parents=True, exist_ok=True)
-    try:
-        dataset = load_dataset(args.data)
-    except DatasetError as exc:
-        raise CommandError(str(exc)) from exc
+    dataset = load_dataset(args.data)
     X, y = dataset.split("test")
     limit = min(limit, len(X))
     if args.bundle is not None:
@@ -108,13 +105,10 @@ def run(args: argparse.Namespace) -> int:
     run_dir = workdir / "runs" / time.strftime("%Y%m%d-%H%M%S")
     _say(f"starting the {args.broker} broker, the cloud service and {args.devices} devices "
          f"({limit} rows each at {rate:g}/s)")
-    try:
-        hil = run_hil(bundle, args.data, scenario=scenario, truth=y, progress=progress,
-                      options=HilOptions(devices=args.devices, limit=limit, rate_hz=rate,
-                                         broker=args.broker, workdir=run_dir,
-                                         timeout_s=args.timeout))
-    except HilError as exc:
-        raise CommandError(str(exc)) from exc
+    hil = run_hil(bundle, args.data, scenario=scenario, truth=y, progress=progress,
+                  options=HilOptions(devices=args.devices, limit=limit, rate_hz=rate,
+                                     broker=args.broker, workdir=run_dir,
+                                     timeout_s=args.timeout))
     _say(f"{hil.n} decisions in {hil.wall_s:.1f} s; scoring and writing the report")
     data = evaluate(bundle, X, y, scenario=replace(scenario, devices=replace(
         scenario.devices, count=1)), main=hil, frontier_rows=len(X), progress=progress,

@@ -1,5 +1,6 @@
 """``adaptedge edge drain`` (forward an outbox to the cloud once and exit) and the fleet options
-of ``edge run`` (audit sampling, background drain of the outbox)."""
+of ``edge run`` (audit sampling, background drain of the outbox, following updates; the run
+itself is ``edge.device``'s)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ def add_run_options(run: Any) -> None:
     run.add_argument("--drain-wait", type=float, default=5.0, metavar="S",
                      help="at the end of the data, wait up to S seconds for the outbox to be "
                      "forwarded while the link is up (default 5; the rest goes next time)")
+    run.add_argument("--follow-updates", action="store_true",
+                     help="take signed bundle updates announced over MQTT while running "
+                     "(needs --broker and --trust): verify, swap between decisions, probation, "
+                     "automatic rollback")
+    run.add_argument("--updates-dir", type=Path, metavar="DIR",
+                     help="where updates are downloaded and kept (default: "
+                     "./adaptedge-updates/<device>)")
 
 
 def register_drain(edge_sub: Any) -> None:
@@ -56,44 +64,13 @@ def register_drain(edge_sub: Any) -> None:
 
 
 def audit_policy(args: argparse.Namespace) -> Any:
-    from adaptedge.cli.main import CommandError
+    from adaptedge.cli.errors import CommandError
     from adaptedge.protocol.audit import AuditPolicy
 
     try:
         return AuditPolicy(fraction=args.audit_fraction, seed=args.audit_seed)
     except ValueError as exc:
         raise CommandError(f"--audit-fraction: {exc}") from exc
-
-
-def start_drain(args: argparse.Namespace, rt: Any, uplink: Any) -> Any:
-    """The background drain of ``edge run`` (None without an outbox, a broker or with
-    --no-drain)."""
-    inner = getattr(rt, "runtime", rt)  # --follow-updates: the active runtime; one outbox
-    outbox = getattr(inner, "outbox", None)
-    if uplink is None or outbox is None or not args.drain:
-        return None
-    from adaptedge.edge.drain import OutboxDrainer
-
-    return OutboxDrainer(outbox, uplink, args.device, prefix=args.prefix,
-                         rate_per_s=args.drain_rate).start()
-
-
-def device_counters(rt: Any, drainer: Any) -> Any:
-    """What the device reports (summary, journal, telemetry): the runtime's counters and, with
-    a background drain, its backlog (``outbox_records``, ``drain_in_flight``, ``drain_*``)."""
-    def read() -> dict[str, float]:
-        counters: dict[str, float] = rt.counters
-        return counters if drainer is None else counters | drainer.counters
-    return read
-
-
-def finish_drain(args: argparse.Namespace, drainer: Any, interrupted: bool) -> None:
-    """Let the background drain forward what is left (not when interrupted), then stop it."""
-    if drainer is None:
-        return
-    if not interrupted and args.drain_wait > 0:
-        drainer.wait_idle(args.drain_wait)
-    drainer.stop()
 
 
 def audit_line(counters: dict[str, float]) -> str:
@@ -110,9 +87,8 @@ def audit_line(counters: dict[str, float]) -> str:
 
 
 def drain(args: argparse.Namespace) -> int:
-    from adaptedge.cli.broker import resolve_broker
-    from adaptedge.cli.edge_cmd import _tls
-    from adaptedge.cli.main import CommandError
+    from adaptedge.cli.broker import resolve_broker, tls_context
+    from adaptedge.cli.errors import CommandError
     from adaptedge.edge import MqttUplink, Outbox
     from adaptedge.edge.drain import OutboxDrainer
 
@@ -122,7 +98,7 @@ def drain(args: argparse.Namespace) -> int:
     outbox = Outbox(args.outbox)
     started = time.monotonic()
     with MqttUplink(login.url, args.device, username=login.username, password=login.password,
-                    tls=_tls(args), prefix=args.prefix) as uplink:
+                    tls=tls_context(args), prefix=args.prefix) as uplink:
         try:
             drainer = OutboxDrainer(outbox, uplink, args.device, prefix=args.prefix,
                                     rate_per_s=args.rate, window=args.window,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adaptedge.cli.main import CommandError
+from adaptedge.cli.errors import CommandError
 
 TOLERANCE = 0.01
 
@@ -111,17 +111,13 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from adaptedge.protocol.bundle import open_bundle, verify
-    from adaptedge.trainer.data.costs import CostsError
-    from adaptedge.trainer.data.datasets import DatasetError, load_dataset
+    from adaptedge.trainer.data.datasets import load_dataset
 
     with open_bundle(args.bundle) as root:
         recipe = verify(root).split
         seed = args.seed if args.seed is not None else (recipe.seed if recipe else 0)
-        try:
-            dataset = load_dataset(args.data, target=args.target, costs=args.costs,
-                                   grouping=args.grouping, seed=seed)
-        except (DatasetError, CostsError) as exc:
-            raise CommandError(str(exc)) from exc
+        dataset = load_dataset(args.data, target=args.target, costs=args.costs,
+                               grouping=args.grouping, seed=seed)
         check_split(recipe, dataset, seed)
         if args.budget is not None:
             return _run_budget(root, dataset, args)

@@ -47,8 +47,8 @@ def register(sub: Any) -> None:
 def _open(args: argparse.Namespace) -> Any:
     from sqlalchemy import make_url
 
-    from adaptedge.cli.main import CommandError
-    from adaptedge.cloud.fleet.store import FleetStore, StoreError, database_url
+    from adaptedge.cli.errors import CommandError
+    from adaptedge.cloud.fleet.store import FleetStore, database_url
 
     url, password = args.db, db_password(args)
     parsed = make_url(database_url(url))
@@ -56,10 +56,7 @@ def _open(args: argparse.Namespace) -> Any:
             not Path(parsed.database).is_file():
         raise CommandError(f"there is no fleet store at {parsed.database} (cloud serve --db "
                            "creates it): check --db")
-    try:
-        return FleetStore(url, password=password)
-    except StoreError as exc:
-        raise CommandError(str(exc)) from exc
+    return FleetStore(url, password=password)
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
@@ -92,8 +89,8 @@ def status(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
+    from adaptedge.cli.errors import CommandError
     from adaptedge.cli.fleet_report import write_report
-    from adaptedge.cli.main import CommandError
 
     if args.window < 1:
         raise CommandError(f"--window must be >= 1, got {args.window}")

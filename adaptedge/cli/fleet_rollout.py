@@ -70,8 +70,6 @@ def _broker_options(p: Any) -> None:
 def _client(args: argparse.Namespace, role: str, watch: Any) -> Any:
     """A connected client running in its own thread, ``watch`` attached (on every connect)."""
     from adaptedge.cli.broker import resolve_broker
-    from adaptedge.cli.main import CommandError
-    from adaptedge.cloud.errors import CloudError
     from adaptedge.cloud.rollout.announce import start_threaded
     from adaptedge.cloud.transport.connection import make_client, parse_broker_url
 
@@ -80,10 +78,7 @@ def _client(args: argparse.Namespace, role: str, watch: Any) -> Any:
     client = make_client(f"adaptedge-{role}-{time.time_ns() % 10**9}", username=login.username,
                          password=login.password, use_tls=address.tls)
     client.on_connect = lambda c, u, f, reason, p: watch.attach(c)
-    try:
-        start_threaded(client, address)
-    except CloudError as exc:
-        raise CommandError(str(exc)) from exc
+    start_threaded(client, address)
     return client, login
 
 
@@ -95,7 +90,7 @@ def choose_devices(fleet: list[str], fraction: float, rollout: str) -> list[str]
 
 
 def _targets(args: argparse.Namespace, watch: Any, rollout: str) -> list[str]:
-    from adaptedge.cli.main import CommandError
+    from adaptedge.cli.errors import CommandError
 
     if args.devices is not None:
         devices = [d.strip() for d in args.devices.split(",") if d.strip()]
@@ -117,8 +112,7 @@ def _targets(args: argparse.Namespace, watch: Any, rollout: str) -> list[str]:
 
 
 def deploy(args: argparse.Namespace) -> int:
-    from adaptedge.cli.main import CommandError
-    from adaptedge.cloud.errors import CloudError
+    from adaptedge.cli.errors import CommandError
     from adaptedge.cloud.rollout.announce import ChunkServer, announce, announcement, build_image
     from adaptedge.cloud.rollout.status import RolloutWatch, render
 
@@ -128,11 +122,8 @@ def deploy(args: argparse.Namespace) -> int:
                            "--min-decisions >= 0")
     rollout = args.rollout or f"r{int(time.time())}"
     with tempfile.TemporaryDirectory(prefix="adaptedge-deploy-") as tmp:
-        try:
-            image = build_image(args.bundle, args.work_dir or tmp, chunk_size=args.chunk_size,
-                                trust=args.trust)
-        except CloudError as exc:
-            raise CommandError(str(exc)) from exc
+        image = build_image(args.bundle, args.work_dir or tmp, chunk_size=args.chunk_size,
+                            trust=args.trust)
         watch = RolloutWatch(args.prefix)
         client, login = _client(args, "deploy", watch)
         server = None
@@ -161,8 +152,6 @@ def deploy(args: argparse.Namespace) -> int:
                       file=sys.stderr)
                 return 1
             return 0 if all(r["state"] == "active" for r in rows) else 2
-        except CloudError as exc:
-            raise CommandError(str(exc)) from exc
         finally:
             if server is not None:
                 server.stop()

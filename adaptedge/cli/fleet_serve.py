@@ -47,7 +47,7 @@ def start(args: argparse.Namespace, svc: Any, root: Any, tls: Any) -> list[Calla
     stops: list[Callable[[], None]] = []
     ingest, store = None, None
     if args.db is not None:
-        from adaptedge.cli.main import CommandError
+        from adaptedge.cli.errors import CommandError
         from adaptedge.cloud.fleet.ingest import StoreIngest
 
         if str(args.broker).startswith("nats://"):

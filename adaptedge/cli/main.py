@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from adaptedge.cli.errors import CommandError
-from adaptedge.protocol.errors import BundleError, ProtocolError
+from adaptedge.protocol.errors import AdaptedgeError
 
 __all__ = ["CommandError", "build_parser", "main"]
 
@@ -81,7 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_line(exc: BaseException) -> str:
+    """``exc``'s message as one line (its own lines joined), for ``adaptedge: error: ...``."""
+    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or \
+        type(exc).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Every ``AdaptedgeError`` (any package's family, the command line's
+    ``CommandError`` too) and a missing file end as one line on stderr and exit status 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
@@ -89,8 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return int(args.handler(args) or 0)
-    except (BundleError, ProtocolError, CommandError, FileNotFoundError) as exc:
-        print(f"adaptedge: error: {exc}", file=sys.stderr)
+    except (AdaptedgeError, FileNotFoundError) as exc:
+        print(f"adaptedge: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:
         message = missing_extra(exc, getattr(args, "command", None))

@@ -29,18 +29,13 @@ def register_nats_config(cmds: Any) -> None:
 
 
 def nats_config(args: argparse.Namespace) -> int:
-    from adaptedge.cli.main import CommandError
     from adaptedge.cloud.access.nats_config import NodeSpec, write_cluster
-    from adaptedge.cloud.errors import CloudError
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
-    try:
-        nodes = [NodeSpec.parse(text) for text in args.node]
-        cluster = write_cluster(args.out, nodes, devices, service_user=args.service_user,
-                                workers=args.workers, prefix=args.prefix,
-                                store_root=args.store_dir, overwrite=args.force)
-    except CloudError as exc:
-        raise CommandError(str(exc)) from exc
+    nodes = [NodeSpec.parse(text) for text in args.node]
+    cluster = write_cluster(args.out, nodes, devices, service_user=args.service_user,
+                            workers=args.workers, prefix=args.prefix,
+                            store_root=args.store_dir, overwrite=args.force)
     print(f"wrote {len(nodes)} node configs and {cluster.accounts_file} "
           f"({len(cluster.passwords)} accounts; all files 0600)")
     for node in nodes:

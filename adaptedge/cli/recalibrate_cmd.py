@@ -16,7 +16,7 @@ from typing import Any
 
 from adaptedge.cli.db_options import add_option as add_db_password
 from adaptedge.cli.db_options import db_password
-from adaptedge.cli.main import CommandError
+from adaptedge.cli.errors import CommandError
 
 
 def register(sub: Any) -> None:
@@ -43,12 +43,9 @@ def register(sub: Any) -> None:
 
 def _rows(args: argparse.Namespace, bundle_id: str) -> list[Any]:
     if args.rows is not None:
-        from adaptedge.trainer.fleet_rows_io import RowsFileError, read_rows
+        from adaptedge.trainer.fleet_rows_io import read_rows
 
-        try:
-            return read_rows(args.rows)
-        except RowsFileError as exc:
-            raise CommandError(str(exc)) from None
+        return read_rows(args.rows)
     from adaptedge.cloud.fleet.store import FleetStore  # needs the fleet extra (sqlalchemy)
 
     return list(FleetStore(args.db, password=db_password(args)).labelled_rows(
@@ -58,7 +55,7 @@ def _rows(args: argparse.Namespace, bundle_id: str) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     from adaptedge.protocol.audit import DEFAULT_AUDIT_FRACTION, AuditPolicy
     from adaptedge.protocol.bundle import verify
-    from adaptedge.trainer.recalibrate import DEFAULT_TOLERANCE, RecalibrationError, recalibrate
+    from adaptedge.trainer.recalibrate import DEFAULT_TOLERANCE, recalibrate
 
     source = verify(args.bundle)
     rows = _rows(args, source.bundle_id)
@@ -67,10 +64,10 @@ def run(args: argparse.Namespace) -> int:
         result = recalibrate(args.bundle, rows, args.out, audit=AuditPolicy(fraction),
                              tolerance=DEFAULT_TOLERANCE if args.tolerance is None
                              else args.tolerance, target=args.target, force=args.force)
-    except (RecalibrationError, ValueError) as exc:
+    except ValueError as exc:  # a bad --audit-fraction or --tolerance (recalibrate's own: main)
         raise CommandError(str(exc)) from None
     if args.sign_key is not None:
-        from adaptedge.protocol.signing import sign_bundle
+        from adaptedge.protocol.bundle_signing import sign_bundle
 
         sign_bundle(args.out, args.sign_key)
     chosen = result.chosen

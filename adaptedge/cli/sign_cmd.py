@@ -24,8 +24,10 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from adaptedge.protocol.bundle import SIGNATURE_NAME, read_manifest
-    from adaptedge.protocol.signing import load_signing_key, sign_bundle
+    from adaptedge.protocol.bundle import read_manifest
+    from adaptedge.protocol.bundle_digest import SIGNATURE_NAME
+    from adaptedge.protocol.bundle_signing import sign_bundle
+    from adaptedge.protocol.signing import load_signing_key
 
     if args.bundle_version is not None:
         from adaptedge.protocol.bundle_version import stamp_version

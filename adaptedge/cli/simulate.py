@@ -46,13 +46,10 @@ def register(sub: Any) -> None:
 def load_scenario_args(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
-    from adaptedge.cli.main import CommandError
-    from adaptedge.simulator.scenario import Scenario, ScenarioError, load_scenario
+    from adaptedge.cli.errors import CommandError
+    from adaptedge.simulator.scenario import Scenario, load_scenario
 
-    try:
-        scenario = load_scenario(args.scenario) if args.scenario else Scenario()
-    except ScenarioError as exc:
-        raise CommandError(str(exc)) from exc
+    scenario = load_scenario(args.scenario) if args.scenario else Scenario()
     devices = scenario.devices
     if args.devices is not None:
         if args.devices < 1:
@@ -71,22 +68,19 @@ def load_scenario_args(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from adaptedge.cli.errors import CommandError
     from adaptedge.cli.evaluate import check_split, replay_seed
-    from adaptedge.cli.main import CommandError
     from adaptedge.protocol.bundle import open_bundle, verify
-    from adaptedge.simulator.hil import HilError, HilOptions, run_hil
+    from adaptedge.simulator.hil import HilOptions, run_hil
     from adaptedge.simulator.report import evaluate, summary_table, write_report
-    from adaptedge.trainer.data.datasets import DatasetError, load_dataset
+    from adaptedge.trainer.data.datasets import load_dataset
 
     scenario = load_scenario_args(args)
     progress = not args.no_progress and sys.stderr.isatty()
     with open_bundle(args.bundle) as root:
         manifest = verify(root)
         seed = replay_seed(manifest.split, args.data)  # the rows it was not trained on
-        try:
-            dataset = load_dataset(args.data, target=args.target, seed=seed)
-        except DatasetError as exc:
-            raise CommandError(str(exc)) from exc
+        dataset = load_dataset(args.data, target=args.target, seed=seed)
         check_split(manifest.split, dataset, seed)
         X, y = dataset.split(args.split)
         if X.shape[1] != len(manifest.feature_names):
@@ -99,18 +93,15 @@ def run(args: argparse.Namespace) -> int:
                                f"{[p.name for p in manifest.operating_points]}")
         main = None
         if args.hil:
-            try:
-                main = run_hil(root, args.data, scenario=scenario, truth=y, rows=X,
-                               progress=progress,
-                               options=HilOptions(devices=scenario.devices.count,
-                                                  limit=scenario.devices.limit or None,
-                                                  broker=args.broker, split=args.split,
-                                                  target=args.target,
-                                                  outage_mode=args.outage_mode,
-                                                  timeout_s=args.timeout,
-                                                  remote_sensors=args.remote_sensors))
-            except HilError as exc:
-                raise CommandError(str(exc)) from exc
+            main = run_hil(root, args.data, scenario=scenario, truth=y, rows=X,
+                           progress=progress,
+                           options=HilOptions(devices=scenario.devices.count,
+                                              limit=scenario.devices.limit or None,
+                                              broker=args.broker, split=args.split,
+                                              target=args.target,
+                                              outage_mode=args.outage_mode,
+                                              timeout_s=args.timeout,
+                                              remote_sensors=args.remote_sensors))
         compare = [Path(c) for c in args.compare]
         data = evaluate(root, X, y, scenario=scenario, main=main, compare=compare,
                         frontier_rows=len(X),

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from adaptedge.cli.main import CommandError
+from adaptedge.cli.errors import CommandError
 
 
 def register(sub: Any) -> None:
@@ -69,13 +69,9 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--budget must be a finite cost >= 0, got {args.budget:g}")
     extra = parse_params(args.param)
 
-    from adaptedge.trainer.api import TrainError, train_bundle
-    from adaptedge.trainer.data.costs import CostsError
-    from adaptedge.trainer.data.datasets import DatasetError
-    from adaptedge.trainer.hpc import HpcError
-    from adaptedge.trainer.methods.params import ParamError
-    from adaptedge.trainer.parallel import ClusterError, cluster_address
-    from adaptedge.trainer.policy.frontier import BudgetError
+    from adaptedge.trainer.api import train_bundle
+    from adaptedge.trainer.errors import ParamError
+    from adaptedge.trainer.parallel import cluster_address
 
     try:
         manifest = train_bundle(
@@ -86,8 +82,6 @@ def run(args: argparse.Namespace) -> int:
             cluster=cluster_address(args.cluster))
     except ParamError as exc:
         raise CommandError(f"bad --param: {exc}") from exc
-    except (DatasetError, CostsError, HpcError, BudgetError, TrainError, ClusterError) as exc:
-        raise CommandError(str(exc)) from exc
     print(render(manifest, args.out))
     return 0
 

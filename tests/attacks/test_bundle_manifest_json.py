@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from adaptedge.protocol import BundleError, Manifest, read_manifest, verify
-from adaptedge.protocol.bundle import MANIFEST_NAME, manifest_digest
+from adaptedge.protocol.bundle_digest import MANIFEST_NAME, manifest_digest
 
 
 def _body(bundle: Path) -> dict[str, Any]:

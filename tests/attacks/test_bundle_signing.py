@@ -16,7 +16,8 @@ from adaptedge.cloud.service.inference import HpcInference
 from adaptedge.edge import EdgeRuntime
 from adaptedge.protocol import BundleError, Manifest, verify
 from adaptedge.protocol.bundle import MANIFEST_NAME, SIGNATURE_NAME, manifest_digest, sha256_file
-from adaptedge.protocol.signing import sign_bundle, write_keypair
+from adaptedge.protocol.bundle_signing import sign_bundle
+from adaptedge.protocol.signing import write_keypair
 from tests.support.toy_bundle import build_toy_bundle
 
 

@@ -22,7 +22,7 @@ from adaptedge.edge import EdgeError, EdgeRuntime
 from adaptedge.edge.errors import BundleRefused
 from adaptedge.edge.sensors import DEFAULT_TIMEOUT_MS, ReaderPool
 from adaptedge.protocol import Manifest
-from adaptedge.protocol.bundle import manifest_digest
+from adaptedge.protocol.bundle_digest import manifest_digest
 
 Bundle = tuple[Path, Manifest]
 ROW = np.array([0.3, -0.2, 1.0], dtype=np.float32)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from adaptedge.edge.journal import read_journal
+from adaptedge.protocol.bundle_signing import sign_bundle
 from adaptedge.protocol.bundle_version import stamp_version
-from adaptedge.protocol.signing import sign_bundle
 from adaptedge.simulator.brokers import MosquittoBroker
 from tests.support.dataset_bundle import build_dataset_bundle
 from tests.support.ota_fleet import new_keys

@@ -26,7 +26,7 @@ from tests.support.ota_fleet import Keys, new_keys, rewrite_file, start_device, 
 
 def _padded_bundle(out: Path, keys: Keys, megabytes: float, seed: int) -> str:
     """A signed v2 toy bundle carrying ``megabytes`` of incompressible padding."""
-    from adaptedge.protocol.signing import sign_bundle
+    from adaptedge.protocol.bundle_signing import sign_bundle
 
     versioned_bundle(out, 2, None, seed=seed)
     padding = np.random.default_rng(seed).bytes(int(megabytes * (1 << 20)))

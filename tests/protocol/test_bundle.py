@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from adaptedge.protocol import BundleError, Manifest, open_bundle, read_manifest, verify
-from adaptedge.protocol.bundle import MANIFEST_NAME, manifest_digest
+from adaptedge.protocol.bundle_digest import MANIFEST_NAME, manifest_digest
 
 
 def _raw(bundle: Path) -> dict[str, Any]:

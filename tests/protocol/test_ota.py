@@ -16,7 +16,8 @@ from adaptedge.cloud.rollout.announce import build_image
 from adaptedge.cloud.rollout.status import RolloutWatch, render
 from adaptedge.cloud.service.bundle_pool import BundlePool, bundle_paths
 from adaptedge.protocol import errors as E
-from adaptedge.protocol.bundle import SIGNATURE_NAME, read_manifest, verify
+from adaptedge.protocol.bundle import read_manifest, verify
+from adaptedge.protocol.bundle_digest import SIGNATURE_NAME
 from adaptedge.protocol.bundle_version import bundle_version, stamp_version
 from adaptedge.protocol.errors import BundleError, ProtocolError
 from adaptedge.protocol.features import pack_features

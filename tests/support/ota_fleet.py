@@ -20,10 +20,12 @@ from adaptedge.edge import EdgeRuntime, MqttUplink
 from adaptedge.edge.bundle_slots import BundleSlots
 from adaptedge.edge.switchable import SwitchableRuntime
 from adaptedge.edge.updates import UpdateFollower
-from adaptedge.protocol.bundle import MANIFEST_NAME, manifest_digest, read_manifest_body
+from adaptedge.protocol.bundle import read_manifest_body
+from adaptedge.protocol.bundle_digest import MANIFEST_NAME, manifest_digest
+from adaptedge.protocol.bundle_signing import sign_bundle
 from adaptedge.protocol.bundle_version import stamp_version
 from adaptedge.protocol.manifest import Manifest
-from adaptedge.protocol.signing import sign_bundle, write_keypair
+from adaptedge.protocol.signing import write_keypair
 from tests.support.toy_bundle import build_toy_bundle
 
 

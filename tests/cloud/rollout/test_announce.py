@@ -21,8 +21,9 @@ from adaptedge.cloud.rollout.status import RolloutWatch
 from adaptedge.cloud.service.bundle_pool import BundlePool
 from adaptedge.cloud.service.worker import CloudService
 from adaptedge.cloud.transport.connection import make_client, parse_broker_url
-from adaptedge.protocol.bundle import MANIFEST_NAME, read_manifest_body
-from adaptedge.protocol.signing import sign_bundle
+from adaptedge.protocol.bundle import read_manifest_body
+from adaptedge.protocol.bundle_digest import MANIFEST_NAME
+from adaptedge.protocol.bundle_signing import sign_bundle
 from adaptedge.simulator.brokers import MosquittoBroker
 from tests.support.ota_fleet import (
     Keys,

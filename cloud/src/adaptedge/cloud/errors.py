@@ -3,7 +3,9 @@ bundle)."""
 
 from __future__ import annotations
 
+from adaptedge.protocol.errors import AdaptedgeError
 
-class CloudError(RuntimeError):
+
+class CloudError(AdaptedgeError, RuntimeError):
     """The cloud service cannot start or keep running: unreachable broker, refused credentials,
     a bundle whose HPC cannot be loaded. Bad *requests* never raise; they get error replies."""

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from adaptedge.protocol.errors import BundleError
+from adaptedge.protocol.errors import AdaptedgeError, BundleError
 
 
-class EdgeError(Exception):
+class EdgeError(AdaptedgeError):
     """Base of every error the edge runtime raises on purpose."""
 
 
@@ -19,3 +19,8 @@ class OperatingPointError(EdgeError, ValueError):
 
 class UplinkConfigError(EdgeError, ValueError):
     """An uplink option that cannot work (bad broker URL, contradictory TLS options)."""
+
+
+class DeviceError(EdgeError, ValueError):
+    """A device run that cannot go as asked (``edge.device``): an option out of range, replay rows
+    that do not match the bundle, updates followed without a broker or trusted keys."""

@@ -8,7 +8,6 @@ file outside the hashes; with ``trust`` keys, ``verify`` requires it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
@@ -21,6 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adaptedge.protocol.archive import DEFAULT_LIMITS, ArchiveLimits, extract_tar
+from adaptedge.protocol.bundle_digest import (
+    MANIFEST_NAME,
+    SIGNATURE_NAME,
+    manifest_digest,
+    sha256_file,
+)
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.strict_json import loads_strict
@@ -28,31 +33,8 @@ from adaptedge.protocol.strict_json import loads_strict
 if TYPE_CHECKING:
     from adaptedge.protocol.signing import TrustKey
 
-MANIFEST_NAME = "manifest.json"
-SIGNATURE_NAME = "signature.json"
 MAX_MANIFEST_BYTES = 64 << 20
 REPLACE_HINT = "use an empty or new directory, or --force to replace a bundle"
-_CHUNK = 1 << 20
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def manifest_sha256(body: Mapping[str, Any]) -> str:
-    """SHA-256 (64 hex) of the canonical manifest without its id: what a signature covers."""
-    content = {k: v for k, v in body.items() if k != "bundle_id"}
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def manifest_digest(body: Mapping[str, Any]) -> str:
-    """The bundle id: SHA-256 (first 24 hex) of the canonical manifest without its id."""
-    return manifest_sha256(body)[:24]
 
 
 def _holds_a_bundle(path: Path, entries: Sequence[Path]) -> bool:

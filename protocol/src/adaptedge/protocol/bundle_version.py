@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from adaptedge.protocol.bundle import MANIFEST_NAME, SIGNATURE_NAME, manifest_digest, verify
+from adaptedge.protocol.bundle import verify
+from adaptedge.protocol.bundle_digest import MANIFEST_NAME, SIGNATURE_NAME, manifest_digest
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import Manifest
 

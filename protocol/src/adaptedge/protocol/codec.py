@@ -21,7 +21,7 @@ import msgpack
 import msgspec
 import numpy as np
 
-from adaptedge.protocol import errors as E
+import adaptedge.protocol.errors as E
 from adaptedge.protocol.errors import ProtocolError
 from adaptedge.protocol.features import all_finite
 from adaptedge.protocol.messages import (
@@ -76,7 +76,7 @@ def _sizeless_py(encoded: bytes) -> bytes:
 _request_ok: Callable[[bytes, bytes], bool]
 _sizeless: Callable[[bytes], bytes]
 try:
-    from adaptedge.protocol import _speedups
+    import adaptedge.protocol._speedups as _speedups
 except ImportError:  # built without a C compiler: the same in Python
     _request_ok, _sizeless = _request_ok_py, _sizeless_py
 else:

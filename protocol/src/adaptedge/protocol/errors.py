@@ -1,9 +1,20 @@
-"""The error families at adaptedge's boundaries: the wire (ProtocolError) and bundles (BundleError)."""
+"""The root of every adaptedge error (``AdaptedgeError``) and the protocol's own: the wire
+(``ProtocolError``) and bundles (``BundleError``).
+
+Each package has one family under ``AdaptedgeError``: ``ProtocolError`` and ``BundleError`` here,
+``EdgeError``, ``CloudError``, ``TrainerError``, ``SimulatorError`` and the command line's
+``CommandError`` in their packages' ``errors`` modules. The command line catches the root once and
+prints the message as one line, so every message says what was wrong and what to do.
+"""
 
 from __future__ import annotations
 
 
-class ProtocolError(ValueError):
+class AdaptedgeError(Exception):
+    """Base of every error adaptedge raises on purpose; a bug raises anything else."""
+
+
+class ProtocolError(AdaptedgeError, ValueError):
     """A wire message or topic that cannot be accepted.
 
     ``code`` is machine-readable (stable across releases, sent back in error replies);
@@ -16,7 +27,7 @@ class ProtocolError(ValueError):
         self.message = message
 
 
-class BundleError(ValueError):
+class BundleError(AdaptedgeError, ValueError):
     """A bundle (manifest + model files) that is invalid, incomplete or tampered with.
 
     ``path`` names the offending file or manifest field when there is one.

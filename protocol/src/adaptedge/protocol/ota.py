@@ -21,7 +21,7 @@ from typing import Annotated, Final
 import msgspec
 from msgspec import Meta
 
-from adaptedge.protocol import errors as E
+import adaptedge.protocol.errors as E
 from adaptedge.protocol.errors import ProtocolError
 from adaptedge.protocol.messages import MAX_TEXT_CHARS, Ident, Text, kind
 

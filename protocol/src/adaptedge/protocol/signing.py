@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
-from adaptedge.protocol.bundle import SIGNATURE_NAME, manifest_sha256, verify
+from adaptedge.protocol.bundle_digest import SIGNATURE_NAME, manifest_sha256
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.strict_json import loads_strict
 
@@ -130,28 +130,19 @@ def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
-def sign_bundle(bundle_dir: str | os.PathLike[str], key_path: str | os.PathLike[str]) -> TrustKey:
-    """Verify the bundle, then write its ``signature.json`` (replacing one); returns the signer."""
-    root = Path(bundle_dir)
-    if not root.is_dir():
-        raise BundleError("is not a bundle directory: unpack a .tar bundle, sign the "
-                          "directory, then pack it again", path=str(root))
-    key = load_signing_key(key_path)
-    (root / SIGNATURE_NAME).unlink(missing_ok=True)  # re-signing: the old one may be stale
-    manifest = verify(root)
-    body = manifest.to_dict()
-    digest = manifest_sha256(body)
+def write_signature(root: Path, key: Ed25519PrivateKey, bundle_id: str, digest: str) -> None:
+    """Write ``signature.json`` for the bundle id and manifest digest into ``root`` (atomically,
+    never through a planted link)."""
     public = key.public_key().public_bytes(serialization.Encoding.Raw,
                                            serialization.PublicFormat.Raw)
-    doc = {"format": SIGNATURE_FORMAT, "algorithm": "ed25519", "bundle_id": manifest.bundle_id,
+    doc = {"format": SIGNATURE_FORMAT, "algorithm": "ed25519", "bundle_id": bundle_id,
            "manifest_sha256": digest, "public_key": _b64(public),
-           "signature": _b64(key.sign(_message(manifest.bundle_id, digest)))}
+           "signature": _b64(key.sign(_message(bundle_id, digest)))}
     tmp = root / f".{SIGNATURE_NAME}.{os.getpid()}.tmp"
     fd = os.open(tmp, _NEW_FILE, 0o644)
     with os.fdopen(fd, "w") as fh:
         fh.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, root / SIGNATURE_NAME)
-    return TrustKey(public, str(key_path))
 
 
 def _field(doc: Mapping[str, Any], name: str, path: str) -> str:

@@ -19,7 +19,7 @@ from typing import Annotated, Final, Literal
 import msgspec
 from msgspec import Meta
 
-from adaptedge.protocol import errors as E
+import adaptedge.protocol.errors as E
 from adaptedge.protocol.codec import MAX_MESSAGE_BYTES, decode
 from adaptedge.protocol.errors import ProtocolError
 from adaptedge.protocol.fleet_rows import ROW_KINDS, RowKind

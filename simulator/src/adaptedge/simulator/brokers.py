@@ -22,13 +22,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
+from adaptedge.simulator.errors import BrokerError as BrokerError
 from adaptedge.simulator.processes import terminate
 
 HOST = "127.0.0.1"
-
-
-class BrokerError(RuntimeError):
-    """A broker could not be started or reached."""
 
 
 def free_port() -> int:

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.simulator.brokers import AmqttBroker, MosquittoBroker, best_available_broker
+from adaptedge.simulator.errors import HilError as HilError
 from adaptedge.simulator.hil_records import collect_decisions
 from adaptedge.simulator.monitor import RequestMonitor
 from adaptedge.simulator.network import Outage
@@ -34,10 +35,6 @@ from adaptedge.simulator.proxy import ImpairedProxy
 from adaptedge.simulator.records import RunResult
 from adaptedge.simulator.remote_sensors import RemoteSensorServer
 from adaptedge.simulator.scenario import Scenario
-
-
-class HilError(RuntimeError):
-    """The HIL run could not be completed; the message says which process and where its log is."""
 
 
 @dataclass(frozen=True)

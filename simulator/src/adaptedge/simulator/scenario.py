@@ -30,11 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from adaptedge.simulator.energy import EnergyConfig
+from adaptedge.simulator.errors import ScenarioError as ScenarioError
 from adaptedge.simulator.network import NetworkConfig, Outage
-
-
-class ScenarioError(ValueError):
-    """A scenario file that cannot be used; the message names the file and the key."""
 
 
 @dataclass(frozen=True, slots=True)

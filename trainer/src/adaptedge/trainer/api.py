@@ -18,6 +18,7 @@ from adaptedge.trainer.data.csv_dataset import check_training_classes
 from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.data.frames import tabular_source
 from adaptedge.trainer.data.splits import split_recipe
+from adaptedge.trainer.errors import TrainError as TrainError
 from adaptedge.trainer.export.bundle import export_bundle
 from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.methods.params import check_params
@@ -33,10 +34,6 @@ from adaptedge.trainer.policy.frontier import (
 
 DEFAULT_TOLERANCE = 0.01
 """The default operating point is the cheapest within this accuracy of the HPC (validation)."""
-
-
-class TrainError(ValueError):
-    """Training produced nothing usable (e.g. a method returned no candidate policies)."""
 
 
 def choose_default(frontier: list[Any], hpc_accuracy: float, budget: float | None, *,

@@ -12,12 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from adaptedge.protocol.fleet_rows import ROW_KINDS, LabelledRow
+from adaptedge.trainer.errors import RowsFileError as RowsFileError
 
 _FIELDS = tuple(f.name for f in fields(LabelledRow))
-
-
-class RowsFileError(ValueError):
-    """A rows file that cannot be read; the message names the file and the line."""
 
 
 def row_to_dict(row: LabelledRow) -> dict[str, Any]:

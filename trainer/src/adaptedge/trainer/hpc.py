@@ -23,15 +23,12 @@ import numpy.typing as npt
 from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT
 from adaptedge.trainer.data.cache import cache_root
 from adaptedge.trainer.data.datasets import Dataset
+from adaptedge.trainer.errors import HpcError as HpcError
 from adaptedge.trainer.parallel import parallel_map
 
 N_FOLDS = 5
 KINDS = ("auto", "hgb", "random-forest", "extra-trees")
 _CACHE_VERSION = 2
-
-
-class HpcError(ValueError):
-    """An HPC that cannot be fitted or loaded (bad kind, ONNX model of the wrong shape)."""
 
 
 @dataclass

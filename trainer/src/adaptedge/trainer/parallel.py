@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from numbers import Number
 from typing import Any, TypeVar
 
+from adaptedge.trainer.errors import ClusterError as ClusterError
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -31,10 +33,6 @@ CONNECT_TIMEOUT_S = 10.0
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
 LOST_DATA_ROUNDS = 3
 """Rounds of scatter + submit for items whose scattered data a dying worker took along."""
-
-
-class ClusterError(RuntimeError):
-    """The Dask cluster cannot be used: extra missing, scheduler unreachable or lost."""
 
 
 @dataclass(frozen=True)

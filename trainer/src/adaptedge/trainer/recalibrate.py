@@ -49,15 +49,12 @@ from adaptedge.protocol.fleet_rows import LabelledRow
 from adaptedge.protocol.manifest import Manifest, OperatingPoint
 from adaptedge.protocol.operating_points import confidently_near, pareto_front, wilson_interval
 from adaptedge.protocol.policy_graph import PolicyGraph
+from adaptedge.trainer.errors import RecalibrationError as RecalibrationError
 from adaptedge.trainer.gate_bias import bias_grid, candidate_bundle, escalation_margins
 from adaptedge.trainer.policy.oracle import BundleRunner
 
 F64 = npt.NDArray[np.float64]
 DEFAULT_TOLERANCE = 0.01
-
-
-class RecalibrationError(ValueError):
-    """Recalibration cannot run on these rows; the message says what is missing."""
 
 
 @dataclass(frozen=True)

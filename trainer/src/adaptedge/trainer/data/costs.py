@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
+from adaptedge.trainer.errors import CostsError as CostsError
 
 PRESETS: dict[str, CostWeights] = {
     "energy": CostWeights(energy_mj=1.0),
@@ -46,10 +47,6 @@ PRESETS: dict[str, CostWeights] = {
 }
 _WEIGHT_KEYS = ("energy_mj", "latency_ms", "money", "uniform")
 _SENSOR_NUMBERS = ("energy_mj", "latency_ms", "money")
-
-
-class CostsError(ValueError):
-    """A costs file that cannot be used; the message names the file and the field."""
 
 
 def cost_weights_preset(name: str) -> CostWeights:

@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
 from adaptedge.trainer.data.costs import PRESETS, feature_sensor_index
+from adaptedge.trainer.errors import DatasetError as DatasetError
 
 SplitName = Literal["train", "validation", "test"]
 Floats = npt.NDArray[np.float32]
@@ -22,10 +23,6 @@ Labels = npt.NDArray[np.int64]
 UNIFORM = PRESETS["uniform"]
 NOMINAL_NOTE = ("Sensor costs in real units are nominal (the data gives none): 1 mJ and 1 ms per "
                 "feature read.")
-
-
-class DatasetError(ValueError):
-    """A dataset that cannot be loaded: unknown name, missing column, bad value, bad grouping."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +73,6 @@ def data_dir() -> Path:
     """Where the vendored data lives: ``$ADAPTEDGE_DATA_DIR`` or the package's ``data/vendored/``."""
     env = os.environ.get("ADAPTEDGE_DATA_DIR")
     return Path(env) if env else Path(__file__).resolve().parent / "vendored"
-
 
 
 def per_feature(names: Sequence[str], *, energy: float = 1.0, latency: float = 1.0,

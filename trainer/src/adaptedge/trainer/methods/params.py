@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from adaptedge.trainer.errors import ParamError as ParamError
+
 Kind = Literal["bool", "int", "float", "str", "floats", "mapping"]
 """``floats``: comma-separated numbers (or a sequence); ``mapping``: a dict, from Python only."""
 
@@ -23,10 +25,6 @@ _KIND_WORDS: dict[Kind, str] = {
     "floats": "comma-separated numbers", "mapping": "a dict (from Python only)",
 }
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
-
-
-class ParamError(ValueError):
-    """A method parameter that is unknown or has the wrong type or value."""
 
 
 @dataclass(frozen=True)

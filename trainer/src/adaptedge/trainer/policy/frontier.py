@@ -10,11 +10,8 @@ from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
 from adaptedge.protocol.operating_points import confidently_near, pareto_front, within_budget
+from adaptedge.trainer.errors import BudgetError as BudgetError
 from adaptedge.trainer.policy.graph import Metrics
-
-
-class BudgetError(ValueError):
-    """No operating point fits the budget."""
 
 
 class Validated(Protocol):
