@@ -18,7 +18,7 @@
   ``MqttUplink`` created (paho + ssl loaded); ``rss_all_policies_resident_mib`` with every
   policy's sessions built; ``rss_given_bundle_mib`` for ``--rss-bundle DIR`` (e.g. a bundle
   from ``adaptedge train``).
-- ``import_s``: ``import edge`` in a fresh process (median of 3).
+- ``import_s``: ``import adaptedge.edge`` in a fresh process (median of 3).
 
 The bundles are built here with scikit-learn, the trainer's ONNX toolkit (``trainer.export``)
 and ``protocol.bundle.write_bundle``
@@ -200,7 +200,7 @@ def rss_after_load(bundle: Path, options: str = "", mqtt: bool = False) -> tuple
     loads ``bundle`` and decides once on a zero row."""
     code = (
         "import sys, numpy as np\n"
-        "import edge\n"
+        "import adaptedge.edge as edge\n"
         + ("uplink = edge.MqttUplink('mqtt://127.0.0.1:1', 'd')\n" if mqtt else "")
         + f"rt = edge.EdgeRuntime.load({str(bundle)!r}, {options})\n"
         "rt.predict_row(np.zeros(len(rt.manifest.feature_names), np.float32))\n"
@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         mqtt_kb, _, _ = rss_after_load(bundle, mqtt=True)
         given = rss_after_load(Path(args.rss_bundle)) if args.rss_bundle else None
     import_times = [float(fresh_process(
-        "import time; t = time.perf_counter(); import edge; print(time.perf_counter() - t)"))
+        "import time; t = time.perf_counter(); import adaptedge.edge; print(time.perf_counter() - t)"))
         for _ in range(3)]
     local_p50, sklearn_p50 = pct(local, 50), pct(sklearn, 50)
     one_p50, chain_p50 = pct(one, 50), pct(chain, 50)

@@ -1,7 +1,9 @@
 """No statistic is chosen on test (issue 20 item 3).
 
-Scans the benchmark and trainer code for selections that read test results: a ``max``/``min``/
-``sorted``/``argmax``/``argmin`` call over something that mentions test (a ``"test"`` key, a
+Scans the benchmark, trainer, protocol and CLI code (the paired rule of issue 36 lives in
+``protocol.operating_points``; the trainer and ``adaptedge evaluate`` apply it) for selections
+that read test results: a ``max``/``min``/``sorted``/``argmax``/``argmin`` call over something
+that mentions test (a ``"test"`` key, a
 ``*_test``/``test_*`` name), or a comprehension that filters on such a thing. Points are chosen
 on validation and only reported on test; a line that must read test inside such a call (e.g. a
 row-wise ``argmax`` over test class probabilities, which predicts and does not select) carries
@@ -14,7 +16,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCANNED = ("benchmarks", "trainer")
+SCANNED = ("benchmarks", "trainer", "protocol", "adaptedge")
 SELECTORS = {"max", "min", "sorted", "argmax", "argmin", "nanargmax", "nanargmin"}
 
 
@@ -62,6 +64,16 @@ def test_no_selection_over_test_results() -> None:
     found = [v for path in _scanned_files()
              for v in violations(path.read_text(), str(path.relative_to(ROOT)))]
     assert not found, f"statistics chosen on test (choose on validation, report on test): {found}"
+
+
+def test_the_scan_covers_the_paired_rule_paths() -> None:
+    scanned = {str(p.relative_to(ROOT)) for p in _scanned_files()}
+    for path in ("protocol/src/adaptedge/protocol/operating_points.py",
+                 "trainer/src/adaptedge/trainer/export/bundle.py",
+                 "trainer/src/adaptedge/trainer/api.py",
+                 "trainer/src/adaptedge/trainer/recalibrate.py",
+                 "adaptedge/cli/evaluate.py"):
+        assert path in scanned
 
 
 def test_the_scan_catches_the_old_choices() -> None:

@@ -96,7 +96,7 @@ def gas_stream(seed: int) -> GasStream:
 
 def train_early(out: Path, stream: GasStream, config: DriftConfig) -> Manifest:
     """Train ``config.method`` on the early split, export with the drift reference."""
-    from adaptedge.trainer.api import choose_default, library_versions
+    from adaptedge.trainer.api import default_chooser, library_versions
     from adaptedge.trainer.export.bundle import export_bundle
     from adaptedge.trainer.hpc import fit_hpc
     from adaptedge.trainer.methods.registry import MethodOptions, get_method
@@ -106,11 +106,10 @@ def train_early(out: Path, stream: GasStream, config: DriftConfig) -> Manifest:
     hpc = fit_hpc(ds, seed=config.seed, cache=False)
     options = MethodOptions(seed=config.seed, progress=False, quick=config.quick)
     frontier = pareto_frontier(get_method(config.method)(ds, hpc, options))
-    default, rule = choose_default(frontier, hpc.val_accuracy, None, n_rows=len(ds.y_val))
     meta = {"method": config.method, "dataset": ds.name, "dataset_description": ds.description,
-            "seed": config.seed, "quick": config.quick, "default_rule": rule,
-            "library_versions": library_versions()}
-    return export_bundle(out, ds, hpc, frontier, default=default.name, metadata=meta, force=True)
+            "seed": config.seed, "quick": config.quick, "library_versions": library_versions()}
+    return export_bundle(out, ds, hpc, frontier, metadata=meta, force=True,
+                         choose=default_chooser(list(frontier), None))
 
 
 @dataclass

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from adaptedge.cli.main import main
+from adaptedge.cli.train import render
 from adaptedge.cloud.fleet.drift import FleetDriftMonitor
 from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.costs import hpc_cost
-from adaptedge.protocol.operating_points import wilson_interval
+from adaptedge.protocol.operating_points import PairedCounts, wilson_interval
 from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.methods import registry as methods
 from adaptedge.trainer.policy.graph import Graph
@@ -64,10 +65,24 @@ def test_train_writes_a_verified_frontier_bundle(trained: Path,
     for p in m.operating_points:
         assert p.accuracy_interval == pytest.approx(wilson_interval(p.accuracy, n_val))
         assert p.accuracy_interval[0] < p.accuracy < p.accuracy_interval[1]
-    good = [p for p in m.operating_points if p.accuracy_interval[0] >= m.hpc.accuracy - 0.01]
+    # the default: the paired rule on the validation rows (issue 36), recounted here on the ONNX
+    data = load_dataset("heart")
+    runner = BundleRunner.from_dir(trained)
+    hpc_right = runner.hpc_proba(data.X_val).argmax(axis=1) == data.y_val
+    for p in m.operating_points:
+        right = runner.evaluate(p.policy, data.X_val).labels == data.y_val
+        counts = PairedCounts.of(right.tolist(), hpc_right.tolist())
+        assert counts.n == n_val and p.paired_lower_bound == pytest.approx(counts.lower_bound)
+        assert p.paired_lower_bound <= counts.difference
+    good = [p for p in m.operating_points if (p.paired_lower_bound or -1) >= -0.01]
     want = min(good, key=lambda p: p.cost) if good else max(
-        m.operating_points, key=lambda p: p.accuracy_interval[0])
+        m.operating_points, key=lambda p: (p.accuracy, -p.cost))
     assert m.default_operating_point == want.name
+    assert m.metadata["certified"] is bool(good)
+    if not good:  # heart's 61 validation rows: said in one line, with the rows it would need
+        rule = m.metadata["default_rule"]
+        assert rule.startswith("NOT certified") and "\n" not in rule
+        assert "validation rows" in rule and rule in render(m, trained).splitlines()[-3]
 
 
 def test_trained_bundle_carries_the_drift_reference(trained: Path) -> None:
@@ -111,29 +126,34 @@ def test_evaluate_json(trained: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["evaluate", "--bundle", str(trained), "--data", "heart", "--split", "test",
                  "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == {"hpc", "cost_unit", "points", "best_within_1pct"}
+    assert set(report) == {"hpc", "cost_unit", "points", "best_within_1pct", "not_certified"}
     assert set(report["hpc"]) == {"accuracy", "cost"}
     m = verify(trained)
     d = load_dataset("heart")
     assert report["hpc"]["cost"] == pytest.approx(hpc_cost(m).scalar)
     for point in report["points"]:
         assert set(point) == {"name", "accuracy", "cost", "escalation_rate", "avg_sensors_read",
-                              "energy_mj", "latency_ms", "bytes", "validation_interval"}
+                              "energy_mj", "latency_ms", "bytes", "validation_interval",
+                              "validation_paired_bound"}
         stored = m.operating_point(point["name"]).accuracy_interval
         assert point["validation_interval"] == pytest.approx(list(stored))
         res = evaluate_policy(trained, m.operating_point(point["name"]).policy, d.X_test,
                               d.y_test)
         assert point["accuracy"] == pytest.approx(res.accuracy)
         assert point["cost"] == pytest.approx(res.mean_cost)
-    # best_within_1pct: chosen on validation against the HPC's validation accuracy
+    # best_within_1pct: certified on validation by the paired bound against the HPC
     runner = BundleRunner.from_dir(trained)
-    hpc_acc = runner.evaluate_hpc(d.X_val, d.y_val).accuracy
+    hpc_right = runner.evaluate_hpc(d.X_val, d.y_val).labels == d.y_val
     val = {p.name: runner.evaluate(p.policy, d.X_val, d.y_val) for p in m.operating_points}
-    eligible = [n for n, r in val.items()
-                if wilson_interval(r.accuracy, len(d.y_val))[0] >= hpc_acc - 0.01]
+    bound = {n: PairedCounts.of((r.labels == d.y_val).tolist(), hpc_right.tolist()).lower_bound
+             for n, r in val.items()}
+    assert {p["name"]: p["validation_paired_bound"] for p in report["points"]} == pytest.approx(
+        bound)
+    eligible = [n for n in val if bound[n] >= -0.01]
     best = report["best_within_1pct"]
     if not eligible:
         assert best is None
+        assert report["not_certified"].startswith("NOT certified")
     else:
         name = min(eligible, key=lambda n: (val[n].mean_cost, -val[n].accuracy))
         assert set(best) == {"name", "accuracy", "cost", "cost_reduction"}
@@ -197,3 +217,32 @@ def test_an_out_folder_that_cannot_be_written_fails_before_any_training(
         _one_line_error(capsys, ["train", "--data", "heart", "--method", TINY, "--hpc", "hgb",
                                  "--no-progress", "--out", str(locked / "bundle")],
                         "cannot write a bundle here")
+
+
+def test_val_fraction_gives_validation_more_rows(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``train --val-fraction``: validation holds that share of all rows (test unchanged), the
+    paired counts are on those rows, and ``evaluate`` re-draws the same split from the bundle."""
+    out = tmp_path / "vf"
+    assert main(["train", "--data", "heart", "--method", TINY, "--hpc", "hgb",
+                 "--val-fraction", "0.4", "--no-progress", "--out", str(out)]) == 0
+    capsys.readouterr()
+    m = verify(out)
+    d = load_dataset("heart")
+    n_all = len(d.y_train) + len(d.y_val) + len(d.y_test)
+    assert m.split is not None
+    assert m.split.fractions[1] == pytest.approx(round(0.4 * n_all) / n_all, abs=1e-6)
+    assert m.split.fractions[2] == pytest.approx(len(d.y_test) / n_all, abs=1e-6)
+    assert m.metadata["drift_reference"][m.default_operating_point]["n_rows"] == round(
+        0.4 * n_all)
+    assert main(["evaluate", "--bundle", str(out), "--data", "heart", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    stored = {p.name: p.paired_lower_bound for p in m.operating_points}
+    assert {p["name"]: p["validation_paired_bound"] for p in report["points"]} == pytest.approx(
+        stored)
+    for bad in ("0", "1.5", "nan"):
+        _one_line_error(capsys, ["train", "--data", "heart", "--method", TINY, "--val-fraction",
+                                 bad, "--out", str(tmp_path / "x")], "--val-fraction")
+    _one_line_error(capsys, ["train", "--data", "heart", "--method", TINY, "--hpc", "hgb",
+                             "--val-fraction", "0.9", "--no-progress", "--out",
+                             str(tmp_path / "y")], "--val-fraction 0.9")

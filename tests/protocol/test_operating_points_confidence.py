@@ -1,6 +1,8 @@
-"""Operating points that hold on unseen data (issue 20 item 4): the default point is chosen by
-the Wilson lower bound of its validation accuracy (``protocol.operating_points``), the interval
-is stored with each point and shown by ``inspect`` and ``evaluate``."""
+"""Operating points that hold on unseen data (issue 20 item 4): the Wilson interval of each
+point's validation accuracy (``protocol.operating_points``) is stored with each point and shown by
+``inspect`` and ``evaluate``; the marginal rule on its lower bound (``confidently_near``) stays for
+the benchmarks. The default point is chosen by the paired rule since issue 36
+(``test_operating_points_paired.py``)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from adaptedge.protocol.bundle import verify
 from adaptedge.simulator.network import NetworkConfig, NetworkModel, Outage
 from adaptedge.simulator.replay import replay
 from adaptedge.simulator.scenario import DevicesConfig, Scenario
-from tests.edge import test_walk_route as test_route
+from tests.protocol.walk import test_route
 from tests.support.dataset_bundle import build_dataset_bundle
 
 F32 = npt.NDArray[np.float32]

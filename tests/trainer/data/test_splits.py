@@ -40,3 +40,43 @@ def test_wall_robot_time_is_contiguous_blocks_in_file_order() -> None:
     assert len(timed.y_val) == len(timed.y_test) == round(0.2 * len(body))
     mixed = load_dataset("wall-robot", seed=3)
     assert not np.array_equal(np.concatenate([mixed.X_train, mixed.X_val, mixed.X_test]), X_file)
+
+
+def test_val_fraction_redraws_validation_from_training_rows_only() -> None:
+    """``train --val-fraction``: validation holds that share of all rows, drawn from the
+    training rows; the test rows stay exactly as they were; the same seed, the same split."""
+    from adaptedge.trainer.data.dataset_core import DatasetError
+    from adaptedge.trainer.data.splits import validation_fraction, with_val_fraction
+
+    d = load_dataset("heart", seed=3)
+    n_all = len(d.y_train) + len(d.y_val) + len(d.y_test)
+    v = with_val_fraction(d, 0.4, 3)
+    assert len(v.y_val) == round(0.4 * n_all) > len(d.y_val)
+    assert validation_fraction(v) == round(len(v.y_val) / n_all, 6)
+    assert np.array_equal(v.X_test, d.X_test) and np.array_equal(v.y_test, d.y_test)
+    pool = np.concatenate([d.X_train, d.X_val])
+    got = np.concatenate([v.X_train, v.X_val])
+    assert sorted(map(tuple, pool.tolist())) == sorted(map(tuple, got.tolist()))
+    again = with_val_fraction(d, 0.4, 3)
+    assert np.array_equal(again.X_val, v.X_val)
+    share = np.mean(v.y_val) - np.mean(np.concatenate([d.y_train, d.y_val]))
+    assert abs(share) < 0.02  # stratified
+    for bad in (0.0, 0.85, float("nan")):
+        try:
+            with_val_fraction(d, bad, 3)
+        except DatasetError as exc:
+            assert "--val-fraction" in str(exc)
+        else:
+            raise AssertionError(f"{bad} accepted")
+
+
+def test_val_fraction_recorded_share_redraws_the_same_rows() -> None:
+    """``adaptedge evaluate`` re-draws a ``--val-fraction`` bundle's split from the share the
+    recipe records: it must give the very same rows."""
+    from adaptedge.trainer.data.splits import split_recipe, validation_fraction, with_val_fraction
+
+    d = load_dataset("heart", seed=1)
+    for fraction in (0.3, 0.37, 0.45):
+        v = with_val_fraction(d, fraction, 1)
+        again = with_val_fraction(d, validation_fraction(v), 1)
+        assert split_recipe(again, 1).digest == split_recipe(v, 1).digest

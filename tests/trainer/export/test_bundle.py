@@ -23,7 +23,7 @@ from adaptedge.trainer.hpc import HpcModel, fit_hpc
 from adaptedge.trainer.policy.frontier import (
     BudgetError,
     pareto_frontier,
-    pick_near_accuracy,
+    pick_certified,
     pick_within_budget,
 )
 from adaptedge.trainer.policy.graph import Graph, GraphAction, GraphNode, Metrics
@@ -161,5 +161,9 @@ def test_pareto_frontier_and_picks() -> None:
     assert pick_within_budget(pts, 100).name == "d"
     with pytest.raises(BudgetError, match="the cheapest costs 1"):
         pick_within_budget(pts, 0.5)
-    assert pick_near_accuracy(pts, 0.855, n_rows=10**9).name == "b"
-    assert pick_near_accuracy(pts, 0.99, n_rows=10**9).name == "d"
+    # the paired rule: the cheapest certified (bound >= -0.01), else the most accurate
+    bounds = [-0.2, -0.009, -0.05, -0.001, 0.0, -0.3]
+    assert pick_certified(pts, bounds).name == "b"
+    assert pick_certified(pts, [-0.2] * 6).name == "d"  # nothing certified: most accurate
+    with pytest.raises(BudgetError):
+        pick_certified([], [])

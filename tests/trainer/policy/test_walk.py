@@ -1,5 +1,6 @@
-"""The one float64 walk (``trainer.policy.walk``) on a hand-built graph: stop, acquire,
-route with zero and with several reads, escalate; costs per ``protocol.costs``."""
+"""The trainer's float64 walk (``trainer.policy.walk`` over ``protocol.walk``) on a hand-built
+graph: stop, acquire, route with zero and with several reads, escalate; costs per
+``protocol.costs``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from adaptedge.protocol.costs import decision_costs
 from adaptedge.trainer.policy.graph import Graph, GraphAction, GraphNode, Metrics
-from adaptedge.trainer.policy.walk import CostTable, choose, walk
+from adaptedge.trainer.policy.walk import CostTable, walk
 
 Scores = Callable[[np.ndarray], np.ndarray]
 
@@ -96,15 +97,6 @@ def test_acquire_and_precomputed_outputs() -> None:
     assert result.read[:, :2].all() and not result.read[:, 2].any()
     assert result.cost.tolist() == [3.0] * 5 and result.answer.tolist() == [1] * 5
     assert models["r"].calls == 0
-
-
-def test_ties_within_the_band_take_the_first_action_and_set_the_margin() -> None:
-    scores = np.array([[1.0, 1.00005, 0.0], [0.0, 2.0, 1.0]])
-    choice, margin = choose(scores, 1e-4)
-    assert choice.tolist() == [0, 1]
-    assert margin[0] == pytest.approx(5e-5) and margin[1] == pytest.approx(1e-4)
-    choice, margin = choose(np.array([[-0.5, 0.5], [0.0, 0.0]]), 0.0)
-    assert choice.tolist() == [1, 0] and margin.tolist() == [1.0, 0.0]
 
 
 def test_a_cycle_or_a_dangling_next_is_refused() -> None:

@@ -17,11 +17,11 @@ import numpy as np
 import numpy.typing as npt
 
 from adaptedge.edge.outbox import Outbox, keep_escalation
-from adaptedge.edge.walk import ReadSensor, Trail
 from adaptedge.protocol.audit import AuditPolicy
 from adaptedge.protocol.costs import CostBreakdown, decision_cost
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.messages import InferenceRequest
+from adaptedge.protocol.walk import ReadSensor, Trail
 
 F32 = npt.NDArray[np.float32]
 MakeRequest = Callable[[F32, int, int, float], InferenceRequest]

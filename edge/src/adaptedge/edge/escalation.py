@@ -20,11 +20,11 @@ from adaptedge.edge.counters import count_cloud_error
 from adaptedge.edge.decision import Source
 from adaptedge.edge.outbox import Outbox, keep_escalation
 from adaptedge.edge.uplink import RequestIds, Uplink
-from adaptedge.edge.walk import ReadSensor, Trail
 from adaptedge.protocol.audit import AuditPolicy
 from adaptedge.protocol.features import pack_features
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
+from adaptedge.protocol.walk import ReadSensor, Trail
 
 F32 = npt.NDArray[np.float32]
 _MAX_CACHED_MASKS = 4096

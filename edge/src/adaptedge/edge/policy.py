@@ -1,9 +1,6 @@
-"""A bundle's policy graph compiled for the device: nodes with bound sessions, integer sensor ids.
-
-The rules of the walk are in ``edge.walk`` (the sans-IO step); ``edge.runtime`` drives it.
-``acquire`` and ``route`` compile to one kind, ``MOVE``: the manifest already checked that the
-target holds this node's sensors, so a move reads the target's sensors not read yet, in its
-listed order (none, one or several).
+"""A bundle's policy graph compiled for the device: ``protocol.walk``'s compiled graph with
+each node's model bound to its onnxruntime session (``edge.session``), plus the nodes' visit
+costs. The rules of the walk are ``protocol.walk``'s; ``edge.runtime`` drives it.
 """
 
 from __future__ import annotations
@@ -12,57 +9,28 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-import numpy.typing as npt
-
 from adaptedge.edge.errors import BundleRefused
 from adaptedge.edge.session import NodeSession
 from adaptedge.protocol.costs import CostBreakdown, visit_costs
 from adaptedge.protocol.manifest import Manifest
-from adaptedge.protocol.policy_graph import PolicyGraph
+from adaptedge.protocol.policy_graph import PolicyGraph, PolicyNode
+from adaptedge.protocol.walk import WalkGraph, WalkNode, compile_graph
 
-STOP = 0
-MOVE = 1
-ESCALATE = 2
-_KIND_CODES = {"stop": STOP, "acquire": MOVE, "route": MOVE, "escalate": ESCALATE}
-
-
-@dataclass(slots=True, eq=False)
-class CompiledAction:
-    kind: int
-    next: CompiledNode | None = None
-    """For a move: the node reached."""
-    new_sensor_names: tuple[str, ...] = ()
-    """For a move: the sensors entering ``next`` reads when every sensor of this node was read
-    (always so on the replay path), in ``next``'s listed order."""
-
-
-@dataclass(slots=True, eq=False)
-class CompiledNode:
-    id: str
-    session: NodeSession
-    inputs: npt.NDArray[np.intp]
-    sensors: tuple[int, ...]
-    """Sensor indices in the listed order (the order entering the node reads them)."""
-    sensor_names: tuple[str, ...]
-    sensor_bits: int
-    actions: list[CompiledAction] = field(default_factory=list)
-    single: bool = True
-    """One action only: the walk takes it without looking at scores."""
-    escalate: CompiledAction | None = None
-    """The node's escalate action, if it has one."""
-    all_inputs: bool = False
-    """The model takes every feature column in order: the row is copied as is."""
+CompiledNode = WalkNode[NodeSession]
+"""A node of a compiled policy: ``model`` is its session."""
 
 
 @dataclass(slots=True, eq=False)
 class CompiledPolicy:
     name: str
-    root: CompiledNode
-    nodes: dict[str, CompiledNode]
+    graph: WalkGraph[NodeSession]
     visit_cost: dict[str, CostBreakdown] = field(default_factory=dict)
     """Node id -> what running its model costs per visit (``protocol.costs``; empty when no
     node has a ``compute`` cost)."""
+
+    @property
+    def root(self) -> CompiledNode:
+        return self.graph.root
 
     def visits_cost(self, node_ids: list[str]) -> CostBreakdown:
         """The evaluation cost of a walk that visited ``node_ids``."""
@@ -74,7 +42,8 @@ class CompiledPolicy:
         return total
 
     def session_keys(self) -> set[tuple[str, int, int]]:
-        return {(n.session.file, n.inputs.shape[0], len(n.actions)) for n in self.nodes.values()}
+        return {(n.model.file, n.inputs.shape[0], len(n.actions))
+                for n in self.graph.nodes.values()}
 
 
 class ModelStore:
@@ -121,34 +90,10 @@ class ModelStore:
 
 def compile_policy(manifest: Manifest, name: str, graph: PolicyGraph,
                    sessions: ModelStore) -> CompiledPolicy:
-    index = {spec.name: i for i, spec in enumerate(manifest.sensors)}
-    nodes: dict[str, CompiledNode] = {}
-    for node_id, node in graph.nodes.items():
-        ids = tuple(index[s] for s in node.sensors)
-        nodes[node_id] = CompiledNode(
-            id=node_id,
-            session=sessions.get(node.model.file, len(node.model.inputs), len(node.actions)),
-            inputs=np.asarray(node.model.inputs, dtype=np.intp),
-            sensors=ids,
-            sensor_names=node.sensors,
-            sensor_bits=sum(1 << i for i in ids),
-            all_inputs=node.model.inputs == tuple(range(len(manifest.feature_names))),
-        )
-    for node_id, node in graph.nodes.items():
-        compiled = nodes[node_id]
-        for action in node.actions:
-            kind = _KIND_CODES[action.kind]
-            if kind == MOVE:
-                assert action.next is not None
-                target = nodes[action.next]
-                new = tuple(manifest.sensors[i].name for i in target.sensors
-                            if not compiled.sensor_bits >> i & 1)
-                compiled.actions.append(CompiledAction(kind, target, new))
-            else:
-                compiled.actions.append(CompiledAction(kind))
-            if kind == ESCALATE and compiled.escalate is None:
-                compiled.escalate = compiled.actions[-1]
-        compiled.single = len(compiled.actions) == 1
-    return CompiledPolicy(name=name, root=nodes[graph.root], nodes=nodes,
-                          visit_cost=visit_costs(graph, manifest.cost_weights))
+    def bind(node_id: str, node: PolicyNode) -> NodeSession:
+        return sessions.get(node.model.file, len(node.model.inputs), len(node.actions))
 
+    compiled = compile_graph(graph, [s.name for s in manifest.sensors],
+                             len(manifest.feature_names), bind)
+    return CompiledPolicy(name=name, graph=compiled,
+                          visit_cost=visit_costs(graph, manifest.cost_weights))

@@ -1,6 +1,6 @@
 """``EdgeRuntime``: load a verified bundle, walk its policy on live sensors, escalate hard inputs.
 
-The rules of the walk are the sans-IO step in ``edge.walk``; this module drives it (reads
+The rules of the walk are ``protocol.walk``'s; this module drives its per-row driver (reads
 sensors, runs one onnxruntime call per visited node on pre-bound buffers) and hands escalations
 to ``edge.escalation``. Costs come from a table keyed by the set of sensors read, filled once per
 set by ``protocol.costs.decision_cost`` (the one definition), plus the visited nodes' evaluation
@@ -26,25 +26,16 @@ from adaptedge.edge.decision import Decision, Source
 from adaptedge.edge.errors import BundleRefused, EdgeError, OperatingPointError
 from adaptedge.edge.escalation import SENSOR_FAILURE, Escalation
 from adaptedge.edge.outbox import Outbox
-from adaptedge.edge.policy import (
-    ESCALATE,
-    MOVE,
-    STOP,
-    CompiledAction,
-    CompiledNode,
-    CompiledPolicy,
-    ModelStore,
-    compile_policy,
-)
+from adaptedge.edge.policy import CompiledNode, CompiledPolicy, ModelStore, compile_policy
 from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor, resolve_timeouts
 from adaptedge.edge.sized import BudgetChooser, check_size, point_within_budget, sized_cost
 from adaptedge.edge.uplink import Uplink, resolve_device_id
-from adaptedge.edge.walk import ReadSensor, Trail, best, step
 from adaptedge.protocol.audit import AuditPolicy
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.costs import CostBreakdown, decision_cost
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.walk import ESCALATE, STOP, ReadSensor, walk_live, walk_row
 
 F32 = npt.NDArray[np.float32]
 _MAX_CACHED_SETS = 4096
@@ -269,9 +260,10 @@ class EdgeRuntime:
             size = check_size(size)
         clock = self._clock
         t0 = clock()
-        node, action, trail = (self._walk_replay(values) if read is None
-                               else self._walk_live(values, read))
-        proba = node.session.proba_row
+        root, names = self._policy.graph.root, self._sensor_names
+        node, action, trail = (walk_row(root, values, _run, names) if read is None
+                               else walk_live(root, values, _run, read, names))
+        proba = node.model.proba_row
         t_local = clock() - t0
         kind = -1 if action is None else action.kind
         self._escalation.decided(self._point, values, trail, read, proba, kind == STOP)
@@ -309,50 +301,6 @@ class EdgeRuntime:
             failed_sensors=trail.failed, nodes=tuple(trail.nodes), escalated=kind == ESCALATE,
             cost=cost, request_id=request_id, bundle_id=self.manifest.bundle_id,
             timings={"total": clock() - t0, "local": t_local, "cloud": t_cloud}, error=error)
-
-    def _walk_replay(self, values: F32) -> tuple[CompiledNode, CompiledAction, Trail]:
-        """The walk on a fully measured row: every read succeeds, so no step can fail."""
-        node = self._policy.root
-        trail = Trail(self._sensor_names)
-        order, nodes = trail.order, trail.nodes
-        order.extend(node.sensor_names)
-        while True:
-            nodes.append(node.id)
-            session = node.session
-            if node.all_inputs:
-                session.x_row[...] = values  # cheaper than take for the identity
-            else:
-                values.take(node.inputs, out=session.x_row, mode="clip")
-            session.run()
-            action = best(node, session.scores_row)
-            if action.kind != MOVE:
-                break
-            order.extend(action.new_sensor_names)
-            node = action.next  # type: ignore[assignment]  # a move has a next node
-        trail.read_bits = node.sensor_bits
-        return node, action, trail
-
-    def _walk_live(self, values: F32, read: ReadSensor
-                   ) -> tuple[CompiledNode, CompiledAction | None, Trail]:
-        """The walk on live sensors: a failed read leaves the walk where it is."""
-        node = self._policy.root
-        trail = Trail(self._sensor_names)
-        # The root model runs with failed columns at 0: its scores are not trusted then.
-        trusted = trail.read(node.sensors, read, stop_at_failure=False)
-        while True:
-            trail.nodes.append(node.id)
-            session = node.session
-            values.take(node.inputs, out=session.x_row, mode="clip")
-            session.run()
-            while True:
-                action, sensors = step(node, session.scores_row, trail.read_bits,
-                                       trail.failed_bits, trusted)
-                if action is None or action.kind != MOVE:
-                    return node, action, trail
-                if trail.read(sensors, read, stop_at_failure=True):
-                    break
-            assert action.next is not None
-            node = action.next
 
     def _within(self, budget: float, size: float | None, run: Callable[[], Decision]
                 ) -> Decision:
@@ -393,3 +341,13 @@ class EdgeRuntime:
         return (f"EdgeRuntime(bundle={self.manifest.bundle_id!r}, "
                 f"operating_point={self._point!r}, device={self.device_id!r})")
 
+
+def _run(node: CompiledNode, values: F32) -> F32:
+    """Run ``node``'s model on a decision's feature values; its action scores (bound buffer)."""
+    session = node.model
+    if node.all_inputs:
+        session.x_row[...] = values  # cheaper than take for the identity
+    else:
+        values.take(node.inputs, out=session.x_row, mode="clip")
+    session.run()
+    return session.scores_row

@@ -110,6 +110,10 @@ class OperatingPoint:
     avg_sensors_read: float = 0.0
     params: Mapping[str, float | str] = field(default_factory=dict)
     accuracy_interval: tuple[float, float] | None = None  # optional: Wilson, see split_recipe
+    paired_lower_bound: float | None = None
+    """Optional: the one-sided 97.5% lower bound on (accuracy - the HPC's accuracy) on the same
+    validation rows (``protocol.operating_points.paired_lower_bound``); the default point is
+    certified when it is >= -tolerance. ``None`` in bundles written before it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,4 +401,14 @@ def _parse_point(r: _Reader, policies: Mapping[str, PolicyGraph]) -> OperatingPo
         params=params,
         accuracy_interval=parse_interval(r.raw.get("accuracy_interval"),
                                          r.at("accuracy_interval")),
+        paired_lower_bound=_parse_bound(r),
     )
+
+
+def _parse_bound(r: _Reader) -> float | None:
+    if r.raw.get("paired_lower_bound") is None:
+        return None
+    value = r.number("paired_lower_bound", minimum=-1.0)
+    if value > 1.0:
+        raise BundleError(f"must be in [-1, 1], got {value}", path=r.at("paired_lower_bound"))
+    return value

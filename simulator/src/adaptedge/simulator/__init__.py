@@ -2,7 +2,7 @@
 
 - ``simulator.replay.replay`` — a dataset split through the bundle with a simulated clock, the
   network model and the cloud's ``HpcInference`` in-process (fast, deterministic): by default
-  one batched walk over the ONNX (``edge.batch_walk``, ``simulator.batch_replay``) making the
+  one batched walk over the ONNX (``protocol.walk``, ``simulator.batch_replay``) making the
   decisions the runtime makes (per-item sizes and bandwidth limits included); ``batched=False``
   (and rows holding failed reads) drive the real ``EdgeRuntime`` row by row.
 - ``simulator.hil.run_hil`` — hardware in the loop: a real broker, ``adaptedge cloud serve``

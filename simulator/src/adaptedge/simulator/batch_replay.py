@@ -1,7 +1,7 @@
 """Batched replay: the decisions the per-row replay makes, computed column-wise.
 
-The local walk is ``edge.batch_walk.walk_batch`` (one onnxruntime call per node visit over all
-rows there); every device replays the same rows, so it runs once. Per device only the uplink
+The local walk is ``protocol.walk.walk_manifest`` in float32 (one onnxruntime call per node visit
+over all rows there); every device replays the same rows, so it runs once. Per device only the uplink
 differs: which escalations find the link up, the network model's draws (``NetworkModel.
 take_draws``, the same sequence the per-row calls draw), round trips against the deadline and
 the simulated clock they push forward. The clock is vectorised when no exchange outlasts the
@@ -26,10 +26,10 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
-from adaptedge.edge.batch_walk import ESCALATE, BatchWalk, walk_batch
 from adaptedge.protocol.costs import cost_columns, decision_costs
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Manifest
+from adaptedge.protocol.walk import ESCALATE, BatchWalk, walk_manifest
 from adaptedge.simulator.batch_sized import sized_costs
 from adaptedge.simulator.network import NetworkModel
 from adaptedge.simulator.records import ColumnArrays
@@ -94,7 +94,7 @@ class LocalWalk:
 def walk_local(models: BundleModels, policy: str, X: F32) -> LocalWalk:
     """Walk every row once, and ask the HPC about the rows that escalate."""
     m = models.manifest
-    walk = walk_batch(m, m.policies[policy], X, models.run)
+    walk = walk_manifest(m, policy, X, models.run)
     escalated = walk.kind == ESCALATE
     index = {s.name: i for i, s in enumerate(m.sensors)}
     hpc_bits = sum(1 << index[s] for s in m.hpc.sensors)

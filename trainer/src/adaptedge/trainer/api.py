@@ -3,23 +3,24 @@ validation frontier, choose the default operating point, export and verify the b
 
 from __future__ import annotations
 
+import math
 import platform
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
 from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
-from adaptedge.protocol.operating_points import wilson_interval
+from adaptedge.protocol.operating_points import PairedCounts, rows_to_certify
 from adaptedge.trainer.data.csv_dataset import check_training_classes
 from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.data.frames import tabular_source
-from adaptedge.trainer.data.splits import split_recipe
+from adaptedge.trainer.data.splits import split_recipe, with_val_fraction
 from adaptedge.trainer.errors import TrainError as TrainError
-from adaptedge.trainer.export.bundle import export_bundle
+from adaptedge.trainer.export.bundle import Chooser, export_bundle
 from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.methods.params import check_params
 from adaptedge.trainer.methods.registry import INDEXED_METHODS, MethodOptions, get_method
@@ -28,7 +29,7 @@ from adaptedge.trainer.policy.frontier import (
     BudgetError,
     kept_summary,
     pareto_frontier,
-    pick_near_accuracy,
+    pick_certified,
     pick_within_budget,
 )
 
@@ -36,31 +37,66 @@ DEFAULT_TOLERANCE = 0.01
 """The default operating point is the cheapest within this accuracy of the HPC (validation)."""
 
 
-def choose_default(frontier: list[Any], hpc_accuracy: float, budget: float | None, *,
-                   n_rows: int) -> tuple[Any, str]:
-    """The default operating point and the rule that chose it, in words (``n_rows``: validation
-    rows, for the confidence bound). A budget below every point keeps the finished run: the
-    cheapest point, with a warning on stderr."""
+def choose_default(frontier: list[Any], paired: Sequence[PairedCounts], budget: float | None,
+                   *, total_rows: int | None = None) -> tuple[Any, str, bool | None]:
+    """The default operating point, the rule that chose it in words, and whether the paired
+    rule certified it (``None`` under a budget). ``paired``: each point's outcomes against the
+    HPC on the validation rows (``export.bundle.paired_on_validation``); ``total_rows``: all
+    rows of the data, to suggest ``--val-fraction``. A budget below every point keeps the
+    finished run: the cheapest point, with a warning on stderr."""
     if budget is None:
-        point = pick_near_accuracy(frontier, hpc_accuracy, DEFAULT_TOLERANCE, n_rows=n_rows)
-        low = wilson_interval(point.validation.accuracy, n_rows)[0]
-        near = low >= hpc_accuracy - DEFAULT_TOLERANCE
-        return point, (f"the cheapest point whose validation accuracy is within "
-                       f"{DEFAULT_TOLERANCE:g} of the HPC's ({hpc_accuracy:.4f}) with 97.5% "
-                       f"confidence (Wilson lower bound on {n_rows} rows)" if near else
-                       f"the point with the highest lower confidence bound (none is within "
-                       f"{DEFAULT_TOLERANCE:g} of the HPC's validation accuracy "
-                       f"{hpc_accuracy:.4f} with confidence)")
+        bounds = [c.lower_bound for c in paired]
+        point = pick_certified(frontier, bounds, DEFAULT_TOLERANCE)
+        i = next(k for k, p in enumerate(frontier) if p is point)
+        if bounds[i] >= -DEFAULT_TOLERANCE:
+            return point, (f"the cheapest point within {DEFAULT_TOLERANCE:g} of the HPC's "
+                           f"validation accuracy with 97.5% confidence (paired lower bound "
+                           f"{bounds[i]:+.4f} on its accuracy minus the HPC's, on the same "
+                           f"{int(paired[i].n)} validation rows)"), True
+        return point, not_certified(paired[i], DEFAULT_TOLERANCE, total_rows), False
     try:
         return pick_within_budget(frontier, budget), (
-            f"the most accurate point with validation cost <= --budget {budget:g}")
+            f"the most accurate point with validation cost <= --budget {budget:g}"), None
     except BudgetError as exc:
         point = min(frontier, key=lambda p: p.validation.cost)
         print(f"adaptedge: warning: {exc}; the bundle is written anyway with the cheapest point "
               f"as default (choose another at run time: edge run --budget/--operating-point)",
               file=sys.stderr)
         return point, (f"the cheapest point: --budget {budget:g} is below every point "
-                       f"(the cheapest costs {point.validation.cost:.4g})")
+                       f"(the cheapest costs {point.validation.cost:.4g})"), None
+
+
+def not_certified(counts: PairedCounts, tolerance: float, total_rows: int | None) -> str:
+    """One line: nothing is certified, the default is the most accurate point (``counts``:
+    its paired outcomes), and how many validation rows would certify it."""
+    n = int(counts.n)
+    hpc = (counts.both + counts.hpc_only) / n if n else 0.0
+    head = (f"NOT certified: no point is within {tolerance:g} of the HPC with 97.5% confidence "
+            f"on {n} validation rows; the default is the most accurate point "
+            f"({hpc + counts.difference:.4f} vs the HPC's {hpc:.4f}, "
+            f"exactly one of the two right on {int(counts.point_only + counts.hpc_only)} of "
+            f"them)")
+    rows = rows_to_certify(counts, tolerance)
+    if rows is None:
+        return f"{head}; no number of validation rows would certify it at that difference"
+    hint = ""
+    if total_rows:
+        share = math.ceil(100 * rows / total_rows) / 100
+        hint = (f" (train --val-fraction {share:.2f})" if share <= 0.6 else
+                f" (more than --val-fraction can give: {total_rows} rows in all)")
+    return f"{head}; it would need about {rows} validation rows at its observed discordance{hint}"
+
+
+def default_chooser(frontier: list[Any], budget: float | None, *,
+                    total_rows: int | None = None) -> Chooser:
+    """``export_bundle``'s ``choose``: ``choose_default`` on the points' paired counts, the
+    rule in ``metadata["default_rule"]`` and ``metadata["certified"]``."""
+
+    def choose(paired: list[PairedCounts]) -> tuple[str, dict[str, Any]]:
+        point, rule, certified = choose_default(frontier, paired, budget, total_rows=total_rows)
+        return point.name, {"default_rule": rule, "certified": certified}
+
+    return choose
 
 
 def library_versions() -> dict[str, str]:
@@ -78,16 +114,19 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
                  budget: float | None = None, quick: bool = False, seed: int = 0,
                  n_jobs: int = 1, progress: bool = True, hpc_kind: Any = "auto",
                  hpc_onnx: str | Path | None = None, extra: Mapping[str, Any] | None = None,
-                 force: bool = False, cluster: str | None = None) -> Manifest:
+                 force: bool = False, cluster: str | None = None,
+                 val_fraction: float | None = None) -> Manifest:
     """Train ``method`` on ``data`` and write a verified bundle to ``out``; returns its manifest.
 
     ``data``: a built-in dataset name, a CSV/TSV path (with ``target``), a pandas DataFrame
     (with ``target``) or an ``(X, y)`` pair (``trainer.data.frames``).
 
     The bundle holds the validation frontier of the method's sweep. The default operating
-    point is the most accurate within ``budget`` when given, else the cheapest whose validation
-    accuracy is within 1% of the HPC's with 97.5% confidence (a Wilson lower bound; else the
-    one with the highest bound). Training time, method,
+    point is the most accurate within ``budget`` when given, else the cheapest certified within
+    1% of the HPC's validation accuracy with 97.5% confidence (a paired lower bound on the
+    difference on the same validation rows, ``protocol.operating_points.certified_near``; else
+    the most accurate). ``val_fraction``: re-draw validation from the training rows to hold
+    this share of all rows (test unchanged; default: the dataset's split). Training time, method,
     dataset, seed and library versions go into the manifest metadata. ``out`` must be new, an
     empty directory or, with ``force``, a bundle to replace (checked before training).
     ``cluster``: a Dask scheduler address (``tcp://HOST:PORT``) that runs the sweep's fits
@@ -97,30 +136,35 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
         return _train_bundle(source, method, out, target=column, costs=costs,
                              grouping=grouping, budget=budget, quick=quick, seed=seed,
                              n_jobs=n_jobs, progress=progress, hpc_kind=hpc_kind,
-                             hpc_onnx=hpc_onnx, extra=extra, force=force, cluster=cluster)
+                             hpc_onnx=hpc_onnx, extra=extra, force=force, cluster=cluster,
+                             val_fraction=val_fraction)
 
 
 def _train_bundle(data: str, method: str, out: str | Path, *, target: str | None,
                   costs: str | Path | None, grouping: str | None, budget: float | None,
                   quick: bool, seed: int, n_jobs: int, progress: bool, hpc_kind: Any,
                   hpc_onnx: str | Path | None, extra: Mapping[str, Any] | None,
-                  force: bool, cluster: str | None) -> Manifest:
+                  force: bool, cluster: str | None, val_fraction: float | None) -> Manifest:
     out = check_target(out, force=force)  # absolute: "--out ." stays valid once replaced
     with use_cluster(cluster):
         return _train(data, method, out, target=target, costs=costs, grouping=grouping,
                       budget=budget, quick=quick, seed=seed, n_jobs=n_jobs, progress=progress,
-                      hpc_kind=hpc_kind, hpc_onnx=hpc_onnx, extra=extra, force=force)
+                      hpc_kind=hpc_kind, hpc_onnx=hpc_onnx, extra=extra, force=force,
+                      val_fraction=val_fraction)
 
 
 def _train(data: str, method: str, out: Path, *, target: str | None,
            costs: str | Path | None, grouping: str | None, budget: float | None, quick: bool,
            seed: int, n_jobs: int, progress: bool, hpc_kind: Any, hpc_onnx: str | Path | None,
-           extra: Mapping[str, Any] | None, force: bool) -> Manifest:
+           extra: Mapping[str, Any] | None, force: bool, val_fraction: float | None
+           ) -> Manifest:
     started = time.perf_counter()
     show = progress  # a bar on a terminal, periodic log lines otherwise (trainer.progress)
     method_fn = get_method(method)
     extra = check_params(method, extra or {})  # before any fit: a typo costs no training
     dataset = load_dataset(data, target=target, costs=costs, grouping=grouping, seed=seed)
+    if val_fraction is not None:
+        dataset = with_val_fraction(dataset, val_fraction, seed)
     check_training_classes(data, dataset.classes, dataset.y_train)
     hpc = fit_hpc(dataset, kind=hpc_kind, seed=seed, n_jobs=n_jobs, onnx_path=hpc_onnx,
                   progress=show)
@@ -142,7 +186,7 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
         index = budget_index(method, candidates, dataset)
         frontier = list(candidates)
         kept = f"kept all {swept} candidate models: each may be best at some item size"
-    default, rule = choose_default(frontier, hpc.val_accuracy, budget, n_rows=len(dataset.y_val))
+    total_rows = len(dataset.y_train) + len(dataset.y_val) + len(dataset.y_test)
     meta: dict[str, Any] = {
         "method": method,
         "dataset": dataset.name,
@@ -150,7 +194,6 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
         "seed": seed,
         "quick": quick,
         "budget": budget,
-        "default_rule": rule,
         "n_candidates": swept,
         "frontier_rule": kept,
         "hpc_seconds": round(hpc_seconds, 3),
@@ -159,6 +202,7 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
         "extra": {k: v if isinstance(v, int | float | str | bool) else repr(v)
                   for k, v in sorted((extra or {}).items())},
     }
-    export_bundle(out, dataset, hpc, frontier, default=default.name, metadata=meta, force=force,
-                  budget_index=index, split=split_recipe(dataset, seed))
+    export_bundle(out, dataset, hpc, frontier, metadata=meta, force=force, budget_index=index,
+                  split=split_recipe(dataset, seed),
+                  choose=default_chooser(frontier, budget, total_rows=total_rows))
     return verify(out)

@@ -18,10 +18,12 @@ cost (training scalar), sensors read, and the local answers' agreement (the drif
 reference). Truth labels never reach the cloud, so a recalibrated point's ``accuracy`` is its
 estimated agreement with the HPC (said in ``metadata.recalibration``).
 
-**Rule.** The cheapest candidate whose agreement's Wilson lower bound (95%, on the Kish
-effective number of rows) reaches the target (default: the deployed point's validation
-agreement from ``metadata.drift_reference``, else its validation accuracy) minus
-``tolerance`` (``protocol.operating_points.confidently_near``). If none does (the usual case
+**Rule.** The paired rule (``protocol.operating_points.certified_near``) with the HPC as the
+reference: agreement is itself a paired outcome (the HPC agrees with itself on every row), so
+the bound is ``paired_lower_bound`` on (agreement - 1) on the Kish effective number of rows —
+the same number as agreement's 97.5% Wilson lower bound, minus 1. The cheapest candidate whose
+bound reaches the target (default: the deployed point's validation agreement from
+``metadata.drift_reference``, else its validation accuracy) minus ``tolerance``. If none does (the usual case
 soon after an alarm: a Wilson bound on ~60 effective rows cannot reach 0.99), the one with the
 highest bound — and when the deployed point (bias 0 of the point most rows were collected at — the
 devices may run another point than the bundle's default — else the default) ties for it, the
@@ -47,7 +49,12 @@ from adaptedge.protocol.bundle import verify, write_bundle
 from adaptedge.protocol.drift_reference import REFERENCE_KEY, reference_from_manifest
 from adaptedge.protocol.fleet_rows import LabelledRow
 from adaptedge.protocol.manifest import Manifest, OperatingPoint
-from adaptedge.protocol.operating_points import confidently_near, pareto_front, wilson_interval
+from adaptedge.protocol.operating_points import (
+    PairedCounts,
+    certified_near,
+    pareto_front,
+    wilson_interval,
+)
 from adaptedge.protocol.policy_graph import PolicyGraph
 from adaptedge.trainer.errors import RecalibrationError as RecalibrationError
 from adaptedge.trainer.gate_bias import bias_grid, candidate_bundle, escalation_margins
@@ -202,17 +209,24 @@ def recalibrate(bundle_dir: str | Path, rows: Sequence[LabelledRow], out_dir: st
 def _choose(estimates: list[Estimate], deployed: str, goal: float, tolerance: float,
             n: int) -> int:
     """The rule of the module docstring: an index into ``estimates``."""
-    best = confidently_near(estimates, goal, tolerance, n, fallback=False)
+    bounds = [agreement_bound(e.agreement, n) for e in estimates]
+    margin = tolerance + 1.0 - goal  # bound on (agreement - 1) >= goal - tolerance - 1
+    best = certified_near(estimates, bounds, margin, fallback=False)
     if best is not None:
         return best
-    bounds = [wilson_interval(e.agreement, n)[0] for e in estimates]
     top = max(bounds)
     for i, e in enumerate(estimates):
         if e.name == deployed and bounds[i] >= top - 1e-12:
             return i
-    fallback = confidently_near(estimates, goal, tolerance, n)
+    fallback = certified_near(estimates, bounds, margin)  # the most agreeing, cheaper on ties
     assert fallback is not None  # at least one candidate
     return fallback
+
+
+def agreement_bound(agreement: float, n: float) -> float:
+    """The paired lower bound on (agreement - 1): the HPC as reference, right on every row."""
+    return PairedCounts(both=agreement * n, point_only=0.0, hpc_only=(1.0 - agreement) * n,
+                        neither=0.0).lower_bound
 
 
 def _candidates(manifest: Manifest, files: dict[str, bytes], sample: RowSample
@@ -250,7 +264,8 @@ def _new_manifest(manifest: Manifest, kept: list[Estimate], chosen: Estimate,
         points.append(OperatingPoint(
             name=e.name, policy=e.name, accuracy=e.agreement, cost=e.cost,
             escalation_rate=e.escalation_rate, avg_sensors_read=e.avg_sensors_read,
-            params=params, accuracy_interval=wilson_interval(e.agreement, n)))
+            params=params, accuracy_interval=wilson_interval(e.agreement, n),
+            paired_lower_bound=agreement_bound(e.agreement, n)))
     reference = {e.name: {"escalation_rate": e.escalation_rate, "n_rows": n,
                           "local_agreement": e.local_agreement,
                           "n_local": int(e.n_local_effective)} for e in kept}
@@ -260,9 +275,10 @@ def _new_manifest(manifest: Manifest, kept: list[Estimate], chosen: Estimate,
         "received_at": list(sample.time_range),
         "n_effective": round(sample.n_effective, 2),
         "rule": (f"cheapest candidate (policy x escalation bias) whose estimated agreement with "
-                 f"the HPC has a 95% Wilson lower bound on the effective rows >= "
-                 f"{goal:.4f} - {tolerance:g}; else the highest lower bound, the deployed "
-                 f"point when it ties, else the cheaper"),
+                 f"the HPC has a paired 97.5% lower bound (the HPC as reference; equal to the "
+                 f"Wilson lower bound) on the effective rows >= {goal:.4f} - {tolerance:g}; "
+                 f"else the highest agreement, the deployed point when it ties, else the "
+                 f"cheaper"),
         "weights": "escalated rows 1, audit rows 1/audit fraction (Horvitz-Thompson)",
         "accuracy_meaning": "operating points' accuracy = estimated agreement with the HPC",
         "chosen": {k: v for k, v in asdict(chosen).items()},

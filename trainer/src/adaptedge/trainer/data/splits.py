@@ -4,6 +4,7 @@ split that travels with a bundle (``SplitRecipe``)."""
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,3 +46,57 @@ def split_recipe(dataset: Any, seed: int) -> SplitRecipe:
     return SplitRecipe(dataset=dataset.name, seed=int(seed),
                        fractions=tuple(round(len(y) / total, 6) for _, y in parts),
                        digest=split_digest(parts))
+
+
+def with_val_fraction(dataset: Any, fraction: float, seed: int) -> Any:
+    """``dataset`` with its training and validation rows re-drawn (stratified, seeded) so that
+    validation holds ``fraction`` of ALL rows; the test rows stay as they are. ``adaptedge
+    train --val-fraction``: more validation rows let the paired rule certify a point."""
+    from dataclasses import replace
+
+    from adaptedge.trainer.data.dataset_core import DatasetError
+
+    n_all = len(dataset.y_train) + len(dataset.y_val) + len(dataset.y_test)
+    pool_y = np.concatenate([dataset.y_train, dataset.y_val])
+    n_val = round(fraction * n_all) if math.isfinite(fraction) else 0
+    if not 0 < n_val < len(pool_y) - 1:
+        raise DatasetError(f"--val-fraction {fraction:g} asks for {n_val} validation rows of "
+                           f"{n_all}, but only {len(pool_y)} are not test rows: give a fraction "
+                           f"in (0, {(len(pool_y) - 2) / n_all:.2f})")
+    fit, val = _stratified_take(pool_y, n_val, seed)
+    pool_X = np.concatenate([dataset.X_train, dataset.X_val])
+    sizes = dataset.sizes
+    if sizes is not None:
+        pool_s = np.concatenate([sizes[0], sizes[1]])
+        sizes = (pool_s[fit], pool_s[val], sizes[2])
+    return replace(dataset, X_train=pool_X[fit], y_train=pool_y[fit], X_val=pool_X[val],
+                   y_val=pool_y[val], sizes=sizes,
+                   description=f"{dataset.description} Validation re-drawn from the training "
+                               f"rows: {len(val)} rows ({fraction:g} of all).")
+
+
+def validation_fraction(dataset: Any) -> float:
+    """The share of all rows in ``dataset``'s validation split (as ``split_recipe`` records)."""
+    n_all = len(dataset.y_train) + len(dataset.y_val) + len(dataset.y_test)
+    return round(len(dataset.y_val) / n_all, 6)
+
+
+def _stratified_take(y: npt.NDArray[np.int64], n_take: int, seed: int
+                     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Seeded stratified draw of exactly ``n_take`` of ``range(len(y))`` (largest-remainder
+    quotas per class): (the rest, the drawn), each sorted. Exact, so a recorded share redraws
+    the same rows."""
+    rng = np.random.default_rng(seed)
+    labels, counts = np.unique(y, return_counts=True)
+    exact = counts * n_take / len(y)
+    quota = np.floor(exact).astype(np.int64)
+    order = np.argsort(-(exact - quota), kind="stable")
+    quota[order[: n_take - int(quota.sum())]] += 1
+    rest: list[npt.NDArray[np.int64]] = []
+    taken: list[npt.NDArray[np.int64]] = []
+    for label, q in zip(labels, quota, strict=True):
+        members = rng.permutation(np.flatnonzero(y == label))
+        taken.append(members[:q])
+        rest.append(members[q:])
+    return (np.sort(np.concatenate(rest)).astype(np.int64),
+            np.sort(np.concatenate(taken)).astype(np.int64))

@@ -4,21 +4,25 @@ Node models are stored once each, named by the SHA-256 of their bytes; the HPC i
 ``hpc.onnx``; each policy becomes a ``PolicyGraph`` and an ``OperatingPoint`` carrying its
 validation metrics. The same inputs give byte-identical bundles (and the same bundle id).
 ``export_bundle`` also writes each point's drift reference (``metadata["drift_reference"]``,
-``trainer.validation_reference``), measured on the validation split with the exported ONNX.
+``trainer.validation_reference``), measured on the validation split with the exported ONNX,
+and each point's paired outcomes against the HPC on the same validation rows
+(``paired_on_validation``): its ``paired_lower_bound``, and what ``choose`` picks the default by.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from adaptedge.protocol.bundle import write_bundle
 from adaptedge.protocol.drift_reference import REFERENCE_KEY
 from adaptedge.protocol.manifest import BUNDLE_SCHEMA_VERSION, HpcRef, Manifest, OperatingPoint
-from adaptedge.protocol.operating_points import wilson_interval
+from adaptedge.protocol.operating_points import PairedCounts, wilson_interval
 from adaptedge.protocol.policy_graph import ModelRef, PolicyGraph, PolicyNode
 from adaptedge.protocol.split_recipe import SplitRecipe
 from adaptedge.trainer.data.datasets import Dataset, SplitName
@@ -28,6 +32,9 @@ from adaptedge.trainer.policy.oracle import BundleRunner, PolicyResult
 from adaptedge.trainer.validation_reference import validation_reference
 
 HPC_FILE = "hpc.onnx"
+Chooser = Callable[[list[PairedCounts]], tuple[str, Mapping[str, Any]]]
+"""Picks the default point from each policy's paired counts (in the order given): its name
+and metadata to add (e.g. the rule in words)."""
 
 
 def model_file_name(onnx_model: bytes) -> str:
@@ -91,15 +98,26 @@ def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
                   policies: Sequence[Graph], *, default: str | None = None,
                   metadata: Mapping[str, Any] | None = None, force: bool = False,
                   budget_index: Mapping[str, Any] | None = None,
-                  split: SplitRecipe | None = None, drift_reference: bool = True) -> Manifest:
+                  split: SplitRecipe | None = None, drift_reference: bool = True,
+                  choose: Chooser | None = None) -> Manifest:
     """Write the bundle to ``out_dir`` (an existing bundle there only with ``force``) and
     return the validated manifest (``budget_index``: ``protocol.budget_index`` JSON).
 
+    Every point gets its ``paired_lower_bound`` from ``paired_on_validation``; ``choose``, when
+    given, picks the default from those counts (instead of ``default``).
     ``drift_reference``: add every point's validation figures for the drift monitor
     (``metadata["drift_reference"]``: one walk of the exported ONNX over the validation rows
     per point; never the test split)."""
     manifest, files = build_bundle(dataset, hpc, policies, default=default, metadata=metadata,
                                    split=split)
+    paired = paired_on_validation(manifest, files, dataset)
+    points = tuple(replace(p, paired_lower_bound=c.lower_bound)
+                   for p, c in zip(manifest.operating_points, paired, strict=True))
+    manifest = replace(manifest, operating_points=points)
+    if choose is not None:
+        chosen, extra = choose(paired)
+        manifest = replace(manifest, default_operating_point=chosen,
+                           metadata={**manifest.metadata, **extra})
     if drift_reference:
         X_val, _ = dataset.split("validation")
         figures = validation_reference(manifest, files, X_val)
@@ -107,6 +125,25 @@ def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
     if budget_index is not None:
         manifest = replace(manifest, budget_index=dict(budget_index))
     return write_bundle(out_dir, manifest, files, force=force)
+
+
+def paired_on_validation(manifest: Manifest, files: Mapping[str, bytes],
+                         dataset: Dataset) -> list[PairedCounts]:
+    """Each point's and the HPC's outcomes on the same VALIDATION rows (never test), walked
+    on the exported ONNX (what the device runs; escalated rows get the HPC's answer), in
+    ``manifest.operating_points`` order."""
+    runner = BundleRunner.from_files(manifest, files)
+    X, y = dataset.split("validation")
+    x = np.asarray(X, dtype=np.float32)
+    hpc_right = np.argmax(runner.hpc_proba(x), axis=1) == y
+    out = []
+    for point in manifest.operating_points:
+        right = runner.evaluate(point.policy, x).labels == y
+        out.append(PairedCounts(both=int(np.sum(right & hpc_right)),
+                                point_only=int(np.sum(right & ~hpc_right)),
+                                hpc_only=int(np.sum(~right & hpc_right)),
+                                neither=int(np.sum(~right & ~hpc_right))))
+    return out
 
 
 def evaluate_exports(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph],

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
-from adaptedge.protocol.operating_points import confidently_near, pareto_front, within_budget
+from adaptedge.protocol.operating_points import certified_near, pareto_front, within_budget
 from adaptedge.trainer.errors import BudgetError as BudgetError
 from adaptedge.trainer.policy.graph import Metrics
 
@@ -64,13 +64,12 @@ def pick_within_budget(points: Sequence[V], budget: float) -> V:
     return points[best]
 
 
-def pick_near_accuracy(points: Sequence[V], reference: float, tolerance: float = 0.01, *,
-                       n_rows: int) -> V:
-    """The default operating point (``protocol.operating_points.confidently_near``): the
-    cheapest whose validation accuracy's lower confidence bound on ``n_rows`` validation rows is
-    >= ``reference - tolerance``, else the one with the highest bound."""
+def pick_certified(points: Sequence[V], bounds: Sequence[float], tolerance: float = 0.01) -> V:
+    """The default operating point (``protocol.operating_points.certified_near``): the
+    cheapest whose paired lower bound on (its validation accuracy - the HPC's), ``bounds[i]``,
+    is >= ``-tolerance``, else the most accurate on validation (the cheaper on ties)."""
     if not points:
         raise BudgetError("no operating points to choose from")
-    best = confidently_near([p.validation for p in points], reference, tolerance, n_rows)
+    best = certified_near([p.validation for p in points], bounds, tolerance)
     assert best is not None
     return points[best]

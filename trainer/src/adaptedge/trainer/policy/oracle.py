@@ -1,12 +1,12 @@
 """The reference walk of a policy graph over a batch of rows, run on the exported ONNX models.
 
-numpy + onnxruntime only (the edge parity tests use it). The walk is ``edge.batch_walk.
-walk_batch`` (also the simulator's batched replay): every row starts at the root; at each node
-the node's model runs once on all rows there (columns = ``model.inputs``); the first highest
-``action_scores`` entry picks the action (a single-action node needs no scores): stop -> answer
-argmax ``probabilities``; acquire or route -> the next node, whose sensors the row then holds;
-escalate -> the HPC on the row (its sensors read, unmeasured columns 0) answers. A row pays each sensor it read once, however many
-nodes hold it; costs follow ``protocol.costs`` (``decision_cost`` semantics, vectorised).
+numpy + onnxruntime only (the edge parity tests use it). The walk is ``protocol.walk.
+walk_manifest`` in float32 (also the simulator's batched replay): every row starts at the root;
+at each node the node's model runs once on all rows there (columns = ``model.inputs``); the
+first highest ``action_scores`` entry picks the action (a single-action node needs no scores):
+stop -> answer argmax ``probabilities``; acquire or route -> the next node, whose sensors the
+row then holds; escalate -> the HPC on the row (its sensors read, unmeasured columns 0)
+answers. A row pays each sensor it read once, however many nodes hold it; costs follow ``protocol.costs`` (``decision_cost`` semantics, vectorised).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from adaptedge.edge.batch_walk import ESCALATE, walk_batch
 from adaptedge.protocol.bundle import read_manifest
 from adaptedge.protocol.costs import cost_columns, decision_costs
 from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Manifest
+from adaptedge.protocol.walk import walk_manifest
 
 
 @dataclass(frozen=True)
@@ -164,8 +164,8 @@ class BundleRunner:
         if x.ndim != 2 or x.shape[1] != len(m.feature_names):
             raise ValueError(f"X must be [N, {len(m.feature_names)}] (the bundle's features), "
                              f"got shape {x.shape}")
-        walk = walk_batch(m, m.policies[policy_name], x, self._run_node)
-        escalated = walk.kind == ESCALATE
+        walk = walk_manifest(m, policy_name, x, self._run_node)
+        escalated = walk.escalated
         labels = walk.local_label
         proba_out = walk.probabilities
         read = walk.read_mask(len(self.sensor_names))

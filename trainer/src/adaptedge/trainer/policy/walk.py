@@ -1,15 +1,13 @@
-"""The one float64 walk of a ``Graph`` over a split, batched by node: every method's
-validation metrics (the float32 walk over the exported ONNX is ``trainer.policy.oracle``).
+"""The trainer's float64 walk of a ``Graph`` over a split: every method's validation metrics
+(the float32 walk over the exported ONNX is ``trainer.policy.oracle``).
 
-Rows start at the root. Nodes run in topological order, each ONCE on all the rows that reach
-it: entering a node reads its sensors not read yet; the node takes, per row, the first action
-within its ``tie_band`` of the best score (a one-action node needs none): ``stop`` answers
-with the node's classifier, ``escalate`` with the HPC after reading the HPC's unread sensors
-and paying the link, ``acquire`` and ``route`` move on. Costs are ``protocol.costs``'s (a
-node with a ``compute`` cost charges it on every visit).
-
-Node outputs come from the node models, or from ``outputs`` (e.g. out-of-fold probabilities,
-or one model's outputs shared by many threshold variants), so a sweep never re-runs a model.
+The rules are ``protocol.walk``'s batched driver in float64, the graph's nodes bound to their
+``NodeModel`` and each node's ``tie_band`` kept (the first action within it of the best score).
+Here the escalations are answered by the HPC's probabilities and the rows pay
+``protocol.costs``'s training scalar (a node with a ``compute`` cost charges it on every
+visit). Node outputs come from the node models, or from ``outputs`` (e.g. out-of-fold
+probabilities, or one model's outputs shared by many threshold variants), so a sweep never
+re-runs a model.
 """
 
 from __future__ import annotations
@@ -22,6 +20,8 @@ from numpy.typing import NDArray
 
 from adaptedge.protocol.costs import at_sizes, compute_cost, decision_costs
 from adaptedge.protocol.manifest import CostWeights
+from adaptedge.protocol.policy_graph import ModelRef, PolicyGraph, PolicyNode
+from adaptedge.protocol.walk import WalkNode, compile_graph, walk_batch
 from adaptedge.trainer.policy.graph import FloatArray, Graph, GraphNode, Metrics
 
 IntArray = NDArray[np.int64]
@@ -102,70 +102,44 @@ def model_outputs(X: NDArray[np.floating]) -> NodeOutputs:
     return outputs
 
 
-def choose(scores: FloatArray, band: float) -> tuple[IntArray, FloatArray]:
-    """Each row's action (the first within ``band`` of the best) and its margin."""
-    top = scores.max(axis=1, keepdims=True)
-    edge = top - band
-    choice: IntArray = (scores >= edge).argmax(axis=1).astype(np.int64)
-    if band > 0:
-        margin: FloatArray = np.abs(scores - edge).min(axis=1)
-    else:
-        ranked = np.sort(scores, axis=1)
-        margin = ranked[:, -1] - ranked[:, -2]
-    return choice, margin
-
-
 def walk(graph: Graph, X: NDArray[np.floating], hpc_proba: NDArray[np.floating],
          table: CostTable, outputs: NodeOutputs | None = None,
          sizes: NDArray[np.floating] | None = None) -> WalkResult:
     """Walk every row of ``X`` (full feature rows; ``hpc_proba``: the HPC's answers); with
-    ``sizes`` each row pays its own size's sensor costs (``CostTable.size_poly``)."""
+    ``sizes`` each row pays its own size's sensor costs (``CostTable.size_poly``). A cycle or
+    a sensor the table lacks raises ``ValueError``."""
     n = len(hpc_proba)
     get = outputs or model_outputs(X)
-    answer = np.full(n, -1, dtype=np.int64)
-    escalated = np.zeros(n, dtype=bool)
-    read = np.zeros((n, len(table.sensor_names)), dtype=bool)
-    margin = np.full(n, np.inf)
-    actions: dict[str, IntArray] = {}
-    visits: dict[str, IntArray] = {}
-    arriving: dict[str, list[IntArray]] = {graph.root: [np.arange(n, dtype=np.int64)]}
-    hpc_answer = np.asarray(hpc_proba).argmax(axis=1)
-    compute = np.zeros(n)
-    for nid in graph.topological_order():
-        if nid not in arriving:
-            continue
-        rows = np.concatenate(arriving.pop(nid))
-        node = graph.nodes[nid]
-        if node.sensors:
-            read[np.ix_(rows, table.index(node.sensors))] = True
-        proba, scores = get(nid, node, rows)
-        compute[rows] += table.visit_cost(node)
-        if len(node.actions) == 1 or scores is None:
-            choice = np.zeros(len(rows), dtype=np.int64)
-        else:
-            choice, node_margin = choose(scores, node.tie_band)
-            margin[rows] = np.minimum(margin[rows], node_margin)
-        actions[nid], visits[nid] = choice, rows
-        for index, action in enumerate(node.actions):
-            mask = choice == index
-            sel = rows[mask]
-            if not sel.size:
-                continue
-            if action.kind == "stop":
-                answer[sel] = proba[mask].argmax(axis=1)
-                if proba.shape[1] > 1:
-                    top2 = np.sort(proba[mask], axis=1)[:, -2:]
-                    margin[sel] = np.minimum(margin[sel], top2[:, 1] - top2[:, 0])
-            elif action.kind == "escalate":
-                escalated[sel] = True
-                answer[sel] = hpc_answer[sel]
-                read[np.ix_(sel, np.flatnonzero(table.hpc_sensors))] = True
-            else:
-                assert action.next is not None
-                arriving.setdefault(action.next, []).append(sel)
-    per_sensor = table.item_costs(sizes)
-    cost = decision_costs(read, escalated, per_sensor, table.link_cost)
+    order = graph.topological_order()  # refuses a cycle
+    nodes = {nid: graph.nodes[nid] for nid in order}  # those the root reaches
+    for node in nodes.values():
+        table.index(node.sensors)  # names an unknown sensor
+    policy = PolicyGraph(graph.root, {
+        nid: PolicyNode(node.sensors, ModelRef(nid, node.inputs),
+                        tuple(a.to_manifest() for a in node.actions), node.compute)
+        for nid, node in nodes.items()})
+    compiled = compile_graph(policy, table.sensor_names, np.shape(X)[-1],
+                             lambda nid, _: nodes[nid], order=order,
+                             tie_band={nid: node.tie_band for nid, node in nodes.items()})
+
+    def run(node: WalkNode[GraphNode], rows: IntArray) -> tuple[FloatArray, FloatArray | None]:
+        return get(node.id, node.model, rows)
+
+    visit_cost = {nid: np.array([table.visit_cost(node)]) for nid, node in nodes.items()
+                  if node.compute is not None}
+    hpc = np.asarray(hpc_proba)
+    result = walk_batch(compiled, n, hpc.shape[1], run, dtype=np.float64,
+                        visit_cost=visit_cost, margins=True)
+    escalated = result.escalated
+    answer = np.where(escalated, hpc.argmax(axis=1), result.local_label).astype(np.int64)
+    read = result.read_mask(len(table.sensor_names))
+    read[escalated] |= table.hpc_sensors
+    cost = decision_costs(read, escalated, table.item_costs(sizes), table.link_cost)
     if cost.ndim == 2:
         cost = cost[:, 0]
-    cost = cost + compute
-    return WalkResult(answer, escalated, read, cost, actions, visits, margin)
+    if result.compute is not None:
+        cost = cost + result.compute[:, 0]
+    assert result.margin is not None
+    actions = {nid: choice for nid, (_, choice) in result.visits.items()}
+    visits = {nid: rows for nid, (rows, _) in result.visits.items()}
+    return WalkResult(answer, escalated, read, cost, actions, visits, result.margin)

@@ -30,9 +30,9 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
+from adaptedge.protocol.walk import choose_rows
 from adaptedge.trainer.methods.dag.graph import TIE_BAND
 from adaptedge.trainer.methods.dag.problem import FloatArray, IntArray
-from adaptedge.trainer.policy.walk import choose
 
 DEFAULT_DEGREE = 2
 CONSTANT_LOGIT = 1.0
@@ -94,7 +94,7 @@ class FilterTreePolicy:
         return -(np.maximum(-z, 0.0) @ self.right + np.maximum(z, 0.0) @ self.left)  # type: ignore[no-any-return]
 
     def choose(self, F: FloatArray) -> IntArray:
-        return choose(self.scores(F), TIE_BAND)[0]
+        return choose_rows(self.scores(F), TIE_BAND)
 
     def keep(self, columns: Sequence[int]) -> FilterTreePolicy:
         cols = list(columns)

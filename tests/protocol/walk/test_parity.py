@@ -1,5 +1,6 @@
-"""The edge runtime's per-row walk agrees with the trainer's batched reference walk
-(``trainer.policy.oracle``) on the same bundle: labels, escalations, sensors, final node, costs."""
+"""The walk's two drivers agree on the same bundle: the edge runtime's per-row walk
+(``protocol.walk.walk_row``) and the trainer's batched float32 oracle (``trainer.policy.oracle``
+over ``protocol.walk.walk_batch``): labels, escalations, sensors, final node, costs."""
 
 from __future__ import annotations
 
@@ -10,11 +11,10 @@ import pytest
 
 from adaptedge.edge import EdgeRuntime
 from adaptedge.protocol import Manifest
+from adaptedge.trainer.policy import oracle as policy_eval
 from tests.support.dataset_bundle import build_dataset_bundle
 from tests.support.edge_doubles import HpcUplink
 from tests.support.reference_walk import ReferenceWalk
-
-policy_eval = pytest.importorskip("adaptedge.trainer.policy.oracle")
 
 
 def assert_parity(path: Path, manifest: Manifest, policy: str, X: np.ndarray) -> set[str]:
@@ -63,7 +63,7 @@ def test_dataset_bundle_parity(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_trained_bundle_parity(tmp_path: Path) -> None:
-    api = pytest.importorskip("adaptedge.trainer.api")
+    from adaptedge.trainer import api
     from adaptedge.trainer.data.datasets import load_dataset
 
     manifest = api.train_bundle("letter-binary", "adapt-gbrt", tmp_path / "lb", quick=True,

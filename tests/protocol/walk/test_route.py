@@ -1,7 +1,7 @@
 """The ``route`` action (issue 12, ROUTE_CONTRACT.md): a hand-built graph with a zero-read route,
-multi-read routes, an acquire and escalations walks identically in every walk (the trainer's
-float64 walk, the float32 ONNX oracle, the edge runtime and the tests' reference walk: answers,
-sensors read, costs); the manifest refuses a cycle by name and a route to a node lacking a
+multi-read routes, an acquire and escalations walks identically wherever ``protocol.walk`` is
+driven (the trainer's float64 batched walk, the float32 ONNX oracle, the edge runtime's per-row
+walk) and in the tests' independent reference walk: answers, sensors read, costs; the manifest refuses a cycle by name and a route to a node lacking a
 sensor."""
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import numpy.typing as npt
 import pytest
 
 from adaptedge.edge import EdgeRuntime
-from adaptedge.edge.policy import MOVE, STOP, CompiledAction, CompiledNode
-from adaptedge.edge.walk import choose, step
 from adaptedge.protocol import (
     Action,
     BundleError,
@@ -354,20 +352,3 @@ def test_check_graph_refuses_typed_graphs_before_export(route_graph: RouteGraph)
         with pytest.raises(BundleError, match=message) as info:
             check(node)
         assert info.value.path == f"p.nodes.n.{field}"
-
-
-def test_the_step_skips_moves_into_a_failed_sensor_without_any_io() -> None:
-    def node(node_id: str, sensors: tuple[int, ...]) -> CompiledNode:
-        return CompiledNode(node_id, None, np.zeros(0, np.intp), sensors,  # type: ignore[arg-type]
-                            tuple(map(str, sensors)), sum(1 << s for s in sensors))
-
-    here, wide, same = node("here", (0,)), node("wide", (0, 3, 1)), node("same", (0,))
-    here.actions = [CompiledAction(MOVE, wide, ("3", "1")), CompiledAction(MOVE, same, ()),
-                    CompiledAction(STOP)]
-    here.single = False
-    scores = np.array([3.0, 2.0, 1.0], np.float32)
-    assert step(here, scores, read_bits=0b1) == (here.actions[0], (3, 1))
-    assert step(here, scores, read_bits=0b1001) == (here.actions[0], (1,))  # 3 read already
-    assert choose(here, scores, failed_bits=0b10) is here.actions[1]  # sensor 1 failed
-    assert step(here, scores, read_bits=0b1, failed_bits=0b10) == (here.actions[1], ())
-    assert choose(here, scores, scores_trusted=False) is None  # no escalate at this node
