@@ -27,7 +27,8 @@ def register(sub: Any) -> None:
     s.add_argument("--bundle-dir", action="append", default=[], metavar="DIR",
                    help="serve every bundle (folder or .tar) in DIR too (repeatable)")
     s.add_argument("--max-loaded", type=int, default=4, metavar="N",
-                   help="keep at most N bundles' HPC models loaded (default 4; LRU)")
+                   help="keep at most N bundles' HPC models loaded (default 4; loaded at start "
+                        "in order, then on first use; LRU)")
     s.add_argument("--serve-updates", action="store_true",
                    help="also serve the bundles' chunks to devices downloading an update")
     s.add_argument("--trust", action="append", metavar="PUBKEY",

@@ -15,7 +15,12 @@ import pytest
 from adaptedge.cloud.service.inference import HpcInference
 from adaptedge.edge import EdgeRuntime
 from adaptedge.protocol import BundleError, Manifest, verify
-from adaptedge.protocol.bundle import MANIFEST_NAME, SIGNATURE_NAME, manifest_digest, sha256_file
+from adaptedge.protocol.bundle_digest import (
+    MANIFEST_NAME,
+    SIGNATURE_NAME,
+    manifest_digest,
+    sha256_file,
+)
 from adaptedge.protocol.bundle_signing import sign_bundle
 from adaptedge.protocol.signing import write_keypair
 from tests.support.toy_bundle import build_toy_bundle

@@ -11,11 +11,14 @@ from pathlib import Path
 import pytest
 
 from adaptedge.cloud import CloudService
+from adaptedge.cloud.service.bundle_pool import BundlePool
 from adaptedge.cloud.service.shedding import REBASE_AFTER_S, LoadShedder, RequestAges
 from adaptedge.protocol import ErrorReply, InferenceReply
 from adaptedge.protocol import errors as E
 from adaptedge.simulator.brokers import MosquittoBroker
-from tests.attacks.cloud_helpers import device, request, send
+from tests.attacks.cloud_helpers import bundle_with_hpc, device, loop_model, request, send
+from tests.support.ota_fleet import versioned_bundle
+from tests.support.slow_load import slow_load
 from tests.support.toy_bundle import build_toy_bundle
 
 FLOOD = 3000
@@ -74,6 +77,63 @@ def test_a_flood_gets_overloaded_for_the_excess_and_every_request_one_reply(
         assert svc.inference.answered == codes["answer"]
         assert svc.stats()[f"error.{E.OVERLOADED}"] == codes[E.OVERLOADED]
         dev.close()
+    finally:
+        svc.stop()
+
+
+@pytest.mark.broker
+def test_after_a_7_s_lazy_bundle_load_the_next_request_of_any_device_is_answered(
+        tmp_path: Path, mosquitto: MosquittoBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31 item 1 (a): the load was counted as compute, and every request after it was
+    shed as hopelessly late, forever."""
+    v1, v2 = versioned_bundle(tmp_path / "v1", 1, None, seed=1), \
+        versioned_bundle(tmp_path / "v2", 2, None, seed=2)
+    loads = slow_load(monkeypatch, tmp_path / "v2", 7.0)
+    pool = BundlePool([tmp_path / "v1", tmp_path / "v2"], max_loaded=1)  # v2 loads on use
+    svc = CloudService(pool, mosquitto.url, client_id="worker-lazy")
+    svc.start()
+    try:
+        dev1, dev2 = device(mosquitto.url, "dev1"), device(mosquitto.url, "dev2")
+        send(dev2, request(v1, 1, [1.0, 2.0, 3.0], "dev2", deadline_ms=250.0))
+        assert dev2.pump(5.0, lambda: dev2.answered(1))
+        send(dev1, request(v2, 1, [1.0, 2.0, 3.0], deadline_ms=250.0))  # loads v2: 7 s
+        assert dev1.pump(30.0, lambda: dev1.answered(1)) and len(loads) == 1
+        for rid in (2, 3):  # after the load: both bundles, both devices, computed
+            send(dev2, request(v1, rid, [1.0, 2.0, 3.0], "dev2", deadline_ms=250.0))
+            send(dev1, request(v2, rid, [1.0, 2.0, 3.0], deadline_ms=250.0))
+            assert dev1.pump(5.0, lambda r=rid: dev1.answered(r))  # type: ignore[misc]
+            assert dev2.pump(5.0, lambda r=rid: dev2.answered(r))  # type: ignore[misc]
+            for dev in (dev1, dev2):
+                assert isinstance(dev.replies[rid][0][1], InferenceReply), dev.replies[rid]
+        assert svc.core.shedder.row_s < 0.25
+        dev1.close()
+        dev2.close()
+    finally:
+        svc.stop()
+        pool.close()
+
+
+@pytest.mark.broker
+def test_after_a_run_cut_at_the_limit_the_next_request_is_answered(
+        tmp_path: Path, mosquitto: MosquittoBroker) -> None:
+    """Issue 31 item 1 (b): the cut run's seconds became the time per row."""
+    bundle, manifest = bundle_with_hpc(tmp_path / "loop", tmp_path, loop_model(None))
+    svc = CloudService(bundle, mosquitto.url, client_id="worker-cut", run_limit_s=1.0)
+    svc.start()
+    try:
+        dev1, dev2 = device(mosquitto.url, "dev1"), device(mosquitto.url, "dev2")
+        send(dev1, request(manifest, 1, [3.0, 1.0, 2.0], deadline_ms=250.0))
+        assert dev1.pump(5.0, lambda: dev1.answered(1))
+        send(dev1, request(manifest, 2, [1e12, 1.0, 2.0], deadline_ms=250.0))  # cut at 1 s
+        assert dev1.pump(10.0, lambda: dev1.answered(2))
+        cut = dev1.replies[2][0][1]
+        assert isinstance(cut, ErrorReply) and cut.code == E.INTERNAL, cut
+        for rid, dev in ((3, dev2), (4, dev1), (5, dev2)):
+            send(dev, request(manifest, rid, [3.0, 1.0, 2.0], dev.device, deadline_ms=250.0))
+            assert dev.pump(5.0, lambda d=dev, r=rid: d.answered(r))  # type: ignore[misc]
+            assert isinstance(dev.replies[rid][0][1], InferenceReply), dev.replies[rid]
+        dev1.close()
+        dev2.close()
     finally:
         svc.stop()
 

@@ -93,7 +93,7 @@ def test_the_pool_answers_each_bundle_with_its_own_hpc_and_bounds_what_is_loaded
            for v in (1, 2, 3)]
     pool = BundlePool(bundle_paths([], [tmp_path / "dir"]), max_loaded=2)
     try:
-        assert pool.bundle_ids == tuple(ids) and pool.loaded == (ids[0],)
+        assert pool.bundle_ids == tuple(ids) and pool.loaded == (ids[0], ids[1])  # preloaded
         replies = pool.handle_batch([_request(ids[1], 1), _request("nope", 2),
                                      _request(ids[0], 3), _request(ids[2], 4)])
         assert [type(r).__name__ for r in replies] == ["InferenceReply", "ErrorReply",
@@ -112,7 +112,7 @@ def test_the_pool_answers_each_bundle_with_its_own_hpc_and_bounds_what_is_loaded
     keys = new_keys(tmp_path / "keys")
     with pytest.raises(BundleError, match="is not signed"):  # checked at start, not first use
         BundlePool([tmp_path / "dir" / "b1"], trust=[keys.public])
-    pool = BundlePool([tmp_path / "dir" / "b1", tmp_path / "dir" / "b2"])
+    pool = BundlePool([tmp_path / "dir" / "b1", tmp_path / "dir" / "b2"], max_loaded=1)  # b2 lazily
     try:
         (tmp_path / "dir" / "b2" / "hpc.onnx").write_bytes(b"changed after start")
         reply = pool.handle_batch([_request(ids[1], 5)])[0]

@@ -76,7 +76,7 @@ class OutboxDrainer:
         self._refilled = clock()
         self._was_connected = False
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._runner: threading.Thread | None = None
         self._counters = dict.fromkeys(DRAIN_COUNTERS, 0.0)
         link.add_channel(self.stored_topic, self._on_ack)
 
@@ -196,11 +196,11 @@ class OutboxDrainer:
 
     def start(self, tick_s: float = 0.05) -> OutboxDrainer:
         """Drain in a background thread until ``stop()``."""
-        if self._thread is None:
+        if self._runner is None:
             self._stop.clear()
-            self._thread = threading.Thread(target=self._run, args=(tick_s,), daemon=True,
+            self._runner = threading.Thread(target=self._run, args=(tick_s,), daemon=True,
                                             name=f"edge[{self.device_id}].drain")
-            self._thread.start()
+            self._runner.start()
         return self
 
     def _run(self, tick_s: float) -> None:
@@ -214,6 +214,6 @@ class OutboxDrainer:
 
     def stop(self) -> None:
         self._stop.set()
-        thread, self._thread = self._thread, None
+        thread, self._runner = self._runner, None
         if thread is not None:
             thread.join(timeout=5)

@@ -59,3 +59,9 @@ def close_sockets_of(exc: BaseException) -> None:
 def set_nodelay(client: mqtt.Client, userdata: Any, sock: Any) -> None:
     with contextlib.suppress(OSError, AttributeError):  # not TCP (unix/websocket transports)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def write_queued(client: mqtt.Client, userdata: Any, sock: Any) -> None:
+    """paho's ``on_socket_register_write``: nothing to do. Its presence makes a publish queue
+    the packet for the network loop (woken through paho's socketpair) instead of writing it
+    from the publishing thread."""

@@ -47,6 +47,7 @@ from adaptedge.edge.mqtt_links import (
     close_sockets_of,
     parse_broker_urls,
     set_nodelay,
+    write_queued,
 )
 from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.errors import ProtocolError
@@ -121,7 +122,7 @@ class MqttUplink:
         self._expired = _RecentIds(_REMEMBERED_IDS)
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._runner: threading.Thread | None = None
         self.last_error: str | None = None
         self._channels: dict[str, Callable[[bytes, bool], None]] = {}  # add_channel
         self._counters: dict[str, float] = {
@@ -144,6 +145,10 @@ class MqttUplink:
         # (the decision degrades) instead of queueing without limit.
         client.max_queued_messages_set(max_queued)
         client.on_socket_open = set_nodelay
+        # With a write-registration callback (paho's public external-loop hook) a publish from
+        # another thread only queues its packet and wakes ``client.loop`` in the network thread
+        # (its socketpair), so a single thread ever writes to the socket, as with loop_start.
+        client.on_socket_register_write = write_queued
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
@@ -205,11 +210,11 @@ class MqttUplink:
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> MqttUplink:
         """Start the network thread; it connects (and reconnects) in the background."""
-        if self._thread is None:
+        if self._runner is None:
             self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, daemon=True,
+            self._runner = threading.Thread(target=self._loop, daemon=True,
                                             name=f"edge[{self.device_id}].mqtt_loop")
-            self._thread.start()
+            self._runner.start()
         return self
 
     def wait_connected(self, timeout_s: float) -> bool:
@@ -222,7 +227,7 @@ class MqttUplink:
 
     def close(self) -> None:
         self._stop.set()
-        thread, self._thread = self._thread, None
+        thread, self._runner = self._runner, None
         if thread is not None:
             thread.join(timeout=5)
         with contextlib.suppress(Exception):  # already gone
@@ -241,9 +246,6 @@ class MqttUplink:
         delay = low
         index, failed_in_round = 0, 0
         client = self._client
-        # paho's threaded mode (what loop_start does): other threads' publishes only queue the
-        # packet and wake this thread, so a single thread ever writes to the socket.
-        client._thread = threading.current_thread()
         while not self._stop.is_set():
             self.host, self.port, _ = self.brokers[index]
             try:

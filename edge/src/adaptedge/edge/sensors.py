@@ -122,11 +122,11 @@ class ReaderPool:
         self.max_threads = max_threads
         self._idle: queue.SimpleQueue[queue.SimpleQueue[_Call | None]] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
+        self._readers: list[threading.Thread] = []
 
     @property
     def n_threads(self) -> int:
-        return len(self._threads)
+        return len(self._readers)
 
     def _worker(self) -> queue.SimpleQueue[_Call | None] | None:
         try:
@@ -134,12 +134,12 @@ class ReaderPool:
         except queue.Empty:
             pass
         with self._lock:
-            if len(self._threads) >= self.max_threads:
+            if len(self._readers) >= self.max_threads:
                 return None
             inbox: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
             thread = threading.Thread(target=self._serve, args=(inbox,), daemon=True,
-                                      name=f"edge.sensor_reader[{len(self._threads)}]")
-            self._threads.append(thread)
+                                      name=f"edge.sensor_reader[{len(self._readers)}]")
+            self._readers.append(thread)
         thread.start()
         return inbox
 

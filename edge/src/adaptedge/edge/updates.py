@@ -91,7 +91,7 @@ class UpdateFollower:
         self._verdicts: list[Verdict] = []
         self._download: ChunkDownload | None = None
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._runner: threading.Thread | None = None
         self._rollouts: dict[str, str] = {}
         self.statuses: list[UpdateStatus] = []
         """Every status reported, oldest first (bounded to the last 1000)."""
@@ -102,9 +102,9 @@ class UpdateFollower:
         self.holder.on_verdict = self._on_verdict
         self.carrier.add_channel(topic(self.device, "update", self.prefix), self._on_update)
         self.carrier.add_channel(topic(self.device, "chunk", self.prefix), self._on_chunk)
-        self._thread = threading.Thread(target=self._run, daemon=True,
+        self._runner = threading.Thread(target=self._run, daemon=True,
                                         name=f"edge[{self.device}].updates")
-        self._thread.start()
+        self._runner.start()
         self.report(ACTIVE, self.holder.bundle_id)
         return self
 
@@ -112,8 +112,8 @@ class UpdateFollower:
         self._stop.set()
         with self._cond:
             self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._runner is not None:
+            self._runner.join(timeout=10)
 
     # -- network thread ----------------------------------------------------------------------
     def _on_update(self, payload: bytes, retained: bool) -> None:

@@ -102,28 +102,28 @@ class StoreIngest:
         self.counts = {"records": 0, "stored": 0, "duplicates": 0, "refused": 0,
                        "unlabelled": 0, "commit_failures": 0, "telemetry_stored": 0}
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._runner: threading.Thread | None = None
         self.failure: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> StoreIngest:
         connect(self._client, self.address)
         self._subscribe()
-        self._thread = threading.Thread(target=self._serve, daemon=True,
+        self._runner = threading.Thread(target=self._serve, daemon=True,
                                         name=f"ingest[{self.client_id}]")
-        self._thread.start()
+        self._runner.start()
         self.log.info("store ingest %s labelling records of bundle %s into %s", self.client_id,
                       self.inference.bundle_id, self.store.dialect)
         return self
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+        if self._runner is not None:
+            self._runner.join(timeout_s)
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._runner is not None and self._runner.is_alive()
 
     def _subscribe(self) -> None:
         for f in self._filters:

@@ -2,12 +2,17 @@
 
 During a rollout some devices escalate with the old bundle id and some with the new one; the
 pool answers both. It reads every bundle's manifest at start (cheap: no model is opened) and
-loads a bundle's HPC the first time a request names it, keeping at most ``max_loaded`` of them
-and at most ``max_bytes`` of HPC model files resident (least recently used evicted first; the
-first bundle, the default, is never evicted). A request naming a bundle the pool does not hold
-(or could not load) is answered ``unknown_bundle``, as a single-bundle worker does; requests are
-routed by bundle (``protocol.topics``), so that takes a request that names one bundle on
-another's topic, or a load failure.
+loads the HPCs at start in the order given, as far as ``max_loaded`` and ``max_bytes`` allow
+(a load takes seconds for a large model, and on the request path every request waits behind
+it: the README's rollout ``--bundle v1 --bundle v2`` stalled the worker 7 s at the swap); a
+bundle not resident is loaded the first time a request names it, keeping at most
+``max_loaded`` of them and at most ``max_bytes`` of HPC model files resident (least recently
+used evicted first; the first bundle, the default, is never evicted). ``load_s`` adds up the
+time spent loading, which the service core takes out of its compute time (a load is not the
+time a row takes). A request naming a bundle the pool does not hold (or could not load) is
+answered ``unknown_bundle``, as a single-bundle worker does; requests are routed by bundle
+(``protocol.topics``), so that takes a request that names one bundle on another's topic, or a
+load failure.
 
 Every bundle's hashes (and, with ``trust``, signer) are verified at start. The pool answers
 the same calls as an ``HpcInference`` (``prepare``, ``error``,
@@ -19,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -100,8 +106,20 @@ class BundlePool:
         self._lock = threading.RLock()
         self.loads = 0
         self.evictions = 0
+        self.load_s = 0.0
+        """Seconds spent loading HPCs, ever."""
         self.default = self._load(next(iter(self.entries)))  # verified now: fail fast
         self.bundle_id = self.default.bundle_id
+        self._preload()
+
+    def _preload(self) -> None:
+        """Load the other bundles now, in order, while they fit in the pool's bounds."""
+        resident = self.entries[self.bundle_id].hpc_bytes
+        for entry in list(self.entries.values())[1:]:
+            if len(self._loaded) >= self.max_loaded or resident + entry.hpc_bytes > self.max_bytes:
+                return
+            if self.get(entry.bundle_id) is not None:
+                resident += entry.hpc_bytes
 
     @property
     def bundle_ids(self) -> tuple[str, ...]:
@@ -136,8 +154,12 @@ class BundlePool:
 
     def _load(self, bundle_id: str) -> HpcInference:
         entry = self.entries[bundle_id]
-        inference = HpcInference.load(entry.root, prefix=self.prefix,
-                                      run_limit_s=self._run_limit_s, trust=self._trust)
+        started = time.monotonic()
+        try:
+            inference = HpcInference.load(entry.root, prefix=self.prefix,
+                                          run_limit_s=self._run_limit_s, trust=self._trust)
+        finally:
+            self.load_s += time.monotonic() - started
         inference.error_counts = self.error_counts  # one tally for the worker's stats
         self.loads += 1
         self._loaded[bundle_id] = inference

@@ -22,7 +22,7 @@ from adaptedge.cloud.fleet.telemetry import TelemetryInbox
 from adaptedge.cloud.service.batcher import MicroBatch
 from adaptedge.cloud.service.bundle_pool import BundlePool
 from adaptedge.cloud.service.dedup import PENDING, REUSED, ContentKey, RecentRequests, content_key
-from adaptedge.cloud.service.inference import HpcInference
+from adaptedge.cloud.service.inference import HpcInference, Reply
 from adaptedge.cloud.service.shedding import BacklogProbe, LoadShedder, Pending, shed_late
 from adaptedge.cloud.service.stats import ServiceStats, log_line
 from adaptedge.protocol import errors as E
@@ -73,6 +73,7 @@ class ServiceCore:
         self.backlog: BacklogProbe | None = None
         self.started_at = 0.0
         self._answer_one = inference.answer_one if isinstance(inference, HpcInference) else None
+        self._pool = inference if isinstance(inference, BundlePool) else None
 
     def bind(self, wire: Wire, readable: Callable[[], bool]) -> None:
         """Attach the transport: where to publish, and whether more input is waiting."""
@@ -179,7 +180,8 @@ class ServiceCore:
         self.published += 1
         self.recent.settle(device, request.request_id, digest, payload,
                            answer=type(reply) is InferenceReply)
-        shedder.record_compute(1, done_at - now)
+        shedder.record_compute(1, done_at - now, sample=type(reply) is InferenceReply,
+                               now=done_at)
         self.stats.record_flush([(done_at - received) * 1000.0])
         return True
 
@@ -193,10 +195,8 @@ class ServiceCore:
         self.published += self.backlog.send_if_due(_never if idle else self.readable, now)
         requests = shed_late(items, self.shedder, self.backlog, self.inference.error, now)
         if requests:
-            started = time.monotonic()
-            answers = iter(self.inference.handle_batch(requests))
-            done_at = time.monotonic()
-            self.shedder.record_compute(len(requests), done_at - started)
+            replies, done_at = self._compute(requests)
+            answers = iter(replies)
         else:
             answers, done_at = iter(()), time.monotonic()
         publish, recent = self.wire.publish, self.recent
@@ -213,6 +213,21 @@ class ServiceCore:
         self.published += len(items)
         self.stats.record_flush([(done_at - item[0]) * 1000.0 for item in items])
 
+    def _compute(self, requests: list[InferenceRequest]) -> tuple[list[Reply], float]:
+        """Run the HPC on ``requests`` (their replies and when they were ready) and give the
+        shedder the compute time: a lazy bundle load is not compute, and a batch in which the HPC failed
+        (a run cut at the time limit) is no sample of the time per row."""
+        pool, failures = self._pool, self.inference.error_counts
+        loading, failed = (pool.load_s if pool is not None else 0.0), failures[E.INTERNAL]
+        started = time.monotonic()
+        replies = self.inference.handle_batch(requests)
+        done_at = time.monotonic()
+        if pool is not None:
+            started += pool.load_s - loading
+        self.shedder.record_compute(len(requests), done_at - started,
+                                    sample=failures[E.INTERNAL] == failed, now=done_at)
+        return replies, done_at
+
     # -- stats -------------------------------------------------------------------------------
     def snapshot(self, *, reset_window: bool) -> dict[str, float]:
         snap = self.stats.snapshot(self.inference.error_counts, len(self.batch),
@@ -222,6 +237,7 @@ class ServiceCore:
         backlog = self.backlog.current(time.monotonic()) if self.backlog is not None else 0.0
         snap["backlog_ms"] = backlog * 1000.0
         snap["clock_resets"] = self.shedder.ages.clock_resets
+        snap["shed_reprobes"] = self.shedder.reprobes
         return snap
 
     def report(self, extra: dict[str, float]) -> None:

@@ -21,12 +21,24 @@ what is answered keeps half for the trip back through a broker that is congested
 third kept the 5x overload benchmark's answers further from the deadline but refused the
 tail of an ordinary 200-request burst on a busy machine). Both errors are cheap replies, so a
 worker behind its input catches up instead of computing answers nobody waits for.
+
+A request's answer is ready only after the HPC ran, so ``shed_late`` adds the expected compute
+time (``LoadShedder.row_s`` per row of the batch) to every age. That estimate must never lock
+the worker (issue 31: one 7 s computation put it past every deadline, nothing was computed
+again, so it never moved): it is the lower median of the last ``ROW_SAMPLES`` per-row times,
+so one slow batch does not move it; the core feeds it compute time only (a lazy bundle load is
+subtracted, a batch in which the HPC failed, e.g. a run cut at the time limit, is no sample);
+and when nothing has been computed for ``REPROBE_AFTER_S`` the first request that only the
+estimate would shed (in time on its queueing age alone) is computed anyway (``reprobes``), so
+a stale estimate is measured again: at most one such request per interval, and a wrong
+estimate is gone after at most ``ROW_SAMPLES // 2 + 1`` of them.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -52,6 +64,10 @@ PROBE_EVERY_S: Final = 0.02
 """At most one backlog probe per this interval, and only one in flight."""
 PROBE_LOST_AFTER_S: Final = 30.0
 """A probe not back by then is lost (a reconnection): send another."""
+ROW_SAMPLES: Final = 5
+"""Per-row compute times the estimate is the lower median of: one outlier never moves it."""
+REPROBE_AFTER_S: Final = 0.5
+"""Nothing computed for this long: compute one request only the estimate would shed."""
 
 
 class RequestAges:
@@ -152,13 +168,29 @@ class LoadShedder:
         self.ages = RequestAges()
         self.expired = 0
         self.overloaded = 0
+        self.reprobes = 0
+        """Requests computed although the estimate would have shed them (``REPROBE_AFTER_S``)."""
         self.row_s = 0.0
-        """Moving average of the HPC's time per row: a request's answer is only ready after it."""
+        """The HPC's time per row (lower median of recent samples): an answer is ready after it."""
+        self.computed_at = -math.inf
+        """Monotonic time the HPC last ran (whether or not it gave a sample)."""
+        self._samples: deque[float] = deque(maxlen=ROW_SAMPLES)
 
-    def record_compute(self, rows: int, seconds: float) -> None:
-        if rows > 0:
-            per_row = seconds / rows
-            self.row_s = per_row if self.row_s == 0.0 else 0.8 * self.row_s + 0.2 * per_row
+    def record_compute(self, rows: int, seconds: float, *, sample: bool = True,
+                       now: float | None = None) -> None:
+        """The HPC ran ``rows`` rows in ``seconds`` of compute; ``sample=False``: it ran, but
+        its time says nothing about the next rows (a run cut at the limit, a failure)."""
+        if rows <= 0:
+            return
+        self.computed_at = time.monotonic() if now is None else now
+        if sample and seconds >= 0.0:
+            self._samples.append(seconds / rows)
+            ordered = sorted(self._samples)
+            self.row_s = ordered[(len(ordered) - 1) // 2]
+
+    def reprobe_due(self, now: float) -> bool:
+        """Nothing computed for ``REPROBE_AFTER_S``: the estimate may be stale."""
+        return now - self.computed_at >= REPROBE_AFTER_S
 
     def queue_bound_s(self, deadline_s: float) -> float:
         """How long a request with this deadline may have waited and still be computed."""
@@ -191,12 +223,19 @@ def shed_late(items: list[Pending], shedder: LoadShedder, backlog: BacklogProbe,
     errors (``error(device, request_id, code, message)``); return the requests to compute."""
     if now is None:
         now = time.monotonic()
-    verdict, requests = shedder.verdict, []
+    verdict, in_time, requests = shedder.verdict, shedder.in_time, []
     backlog_s = backlog.current(now)
     compute_s = shedder.row_s * len(items)  # the answer is ready only after the batch ran
+    reprobe = compute_s > 0.0 and shedder.reprobe_due(now)
     for k, (received, reply_to, device, entry, digest, age) in enumerate(items):
         if type(entry) is InferenceRequest:
-            shed = verdict(entry, max(age, backlog_s) + (now - received) + compute_s)
+            waited = max(age, backlog_s) + (now - received)
+            if reprobe and not in_time(entry, waited + compute_s) and in_time(entry, waited):
+                reprobe = False  # only the estimate sheds it: compute it, measure again
+                shedder.reprobes += 1
+                requests.append(entry)
+                continue
+            shed = verdict(entry, waited + compute_s)
             if shed is None:
                 requests.append(entry)
             else:

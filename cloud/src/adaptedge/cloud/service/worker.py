@@ -102,7 +102,7 @@ class CloudService:
                 password=password, tls=tls, stats_every_s=stats_every_s,
                 max_refusals=max_refusals, logger=self.log)
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._runner: threading.Thread | None = None
         self._stop_timeout_s = 5.0
 
     @property
@@ -113,7 +113,7 @@ class CloudService:
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
         """Connect, subscribe, serve in a thread (``CloudError`` if the broker refuses)."""
-        if self._thread is not None:
+        if self._runner is not None:
             raise CloudError("this CloudService was already started; create a new one")
         self.transport.open()
         if self.shared_subscription:
@@ -125,29 +125,29 @@ class CloudService:
                           " (run ONE worker: every worker receives every request)"
                           if self.group is not None else "")
         self.core.started_at = time.monotonic()
-        self._thread = threading.Thread(target=self._serve, daemon=True,
+        self._runner = threading.Thread(target=self._serve, daemon=True,
                                         name=f"svc[{self.worker_id}].serve_loop")
-        self._thread.start()
+        self._runner.start()
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop taking work, answer in-flight requests, wait for their acks, disconnect."""
         self._stop_timeout_s = timeout_s
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s + 1.0)
-            if self._thread.is_alive():
+        if self._runner is not None:
+            self._runner.join(timeout_s + 1.0)
+            if self._runner.is_alive():
                 self.log.warning("worker %s did not stop within %.1f s", self.worker_id, timeout_s)
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._runner is not None and self._runner.is_alive()
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until the serving thread ends; True if it did."""
-        if self._thread is None:
+        if self._runner is None:
             return True
-        self._thread.join(timeout_s)
-        return not self._thread.is_alive()
+        self._runner.join(timeout_s)
+        return not self._runner.is_alive()
 
     def stats(self) -> dict[str, float]:
         """Counters now (the percentile window is not reset)."""

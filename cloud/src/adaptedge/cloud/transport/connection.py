@@ -59,7 +59,7 @@ def parse_broker_url(url: str) -> BrokerAddress:
 
 Loop = Callable[[float], MQTTErrorCode]
 """One pass of a client's network loop with a timeout in seconds (``client.loop`` or
-``mqtt_loop.LoopDriver.step``)."""
+``mqtt_step.NetworkLoop.step``)."""
 
 
 def _nodelay(client: mqtt.Client, userdata: Any, sock: Any) -> None:
@@ -86,7 +86,7 @@ def make_client(client_id: str, *, username: str | None = None, password: str | 
 def connect(client: mqtt.Client, address: BrokerAddress, *, keepalive: int = 30,
             timeout_s: float = 10.0, loop: Loop | None = None) -> None:
     """Connect and wait for the CONNACK, driving the client's loop in this thread with
-    ``loop`` (default ``client.loop``; a worker passes its ``mqtt_loop.LoopDriver.step``).
+    ``loop`` (default ``client.loop``; a worker passes its ``mqtt_step.NetworkLoop.step``).
 
     Raises ``CloudError`` when the broker is unreachable or refuses (e.g. bad credentials).
     """

@@ -1,18 +1,25 @@
 """The service core behind an MQTT broker (paho-mqtt 2, MQTT 3.1.1).
 
-One thread owns the paho client and drives its loop by hand (``mqtt_loop.LoopDriver``), so
-there is no per-message thread handoff. Once subscribed, request PUBLISH packets take the
-driver's fast path (parsed off the buffer, ``_deliver``) instead of paho's per-message
-objects; the core flushes the pending batch when it is full or when no more input is waiting,
-and the loop flushes a batch whose oldest request has waited ``max_wait_ms``. A flush is one
-onnxruntime call and one QoS 1 publish per reply; a request's PUBACK is held until the batch
-holding it is answered, so it always follows the reply. A burst of requests is one ``recv``
-and its replies and PUBACKs leave in one ``send`` (plain TCP; TLS sockets are left to ``ssl``
-and take paho's own path). Workers share one group per request filter when the broker
-delivers shared subscriptions (probed): ``$share/<group>/<prefix>/v1/+/req/<bundle>`` for each
-bundle served (a share is its group and its filter, so each bundle's requests are spread over
-the workers serving it, never handed to another) and ``$share/<group>/<prefix>/v1/+/req`` for
-older devices (``ServiceCore`` forwards what it does not serve).
+One thread owns the paho client and drives it through its public API only (its external-loop
+calls, ``mqtt_step.NetworkLoop``; ``publish``; ``ack``), so there is no per-message thread
+handoff and paho keeps its own keep-alive clock. Each pass reads everything waiting on the socket into the ``Inbox``
+(``mqtt_inbox``), then hands the core up to one batch of it; the core flushes the pending batch
+when it is full or when no more input is waiting; the loop flushes a batch whose oldest request
+has waited ``max_wait_ms``. A flush is one onnxruntime call and one QoS 1 publish per reply.
+Acknowledgements are manual (``manual_ack_set``): a request's PUBACK is sent once the batch
+holding it is answered, so it always follows its reply. At most ``MAX_UNACKED_REPLIES``
+replies wait for the broker's acknowledgement (paho's message ids are 16-bit); past that the
+worker reads but computes nothing more until acknowledgements come. Workers share one group per
+request filter when the broker delivers shared subscriptions (probed):
+``$share/<group>/<prefix>/v1/+/req/<bundle>`` for each bundle served (a share is its group and
+its filter, so each bundle's requests are spread over the workers serving it, never handed to
+another) and ``$share/<group>/<prefix>/v1/+/req`` for older devices (``ServiceCore`` forwards
+what it does not serve). A connection that keeps dropping soon after it was made (another
+client with this client id) is retried after a growing pause (``ReconnectPacer``).
+
+(A hand-written MQTT fast path under paho, which parsed and wrote PUBLISH/PUBACK packets
+itself, was removed: it bypassed paho's activity clock, so under a deep backlog paho's
+keep-alive closed the worker's own connection and the broker discarded its queue; issue 31.)
 """
 
 from __future__ import annotations
@@ -35,8 +42,8 @@ from adaptedge.cloud.transport.connection import (
     make_client,
     reconnect,
 )
-from adaptedge.cloud.transport.mqtt_framing import Publish
-from adaptedge.cloud.transport.mqtt_loop import LoopDriver
+from adaptedge.cloud.transport.mqtt_inbox import Inbox
+from adaptedge.cloud.transport.mqtt_step import NetworkLoop
 from adaptedge.cloud.transport.sharing import probe_shared, pump
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.topics import shared
@@ -46,6 +53,10 @@ _SUCCESS = MQTTErrorCode.MQTT_ERR_SUCCESS
 _IDLE_TICK_S = 0.05
 _DRAIN_QUIET_S = 0.1
 _SUBACK_TIMEOUT_S = 10.0
+_MAX_READS = 10_000
+"""Loop passes in a row while the socket stays readable (bounded)."""
+MAX_UNACKED_REPLIES = 16_384
+"""Replies handed to paho and not yet acknowledged by the broker, at most (ids are 16-bit)."""
 
 
 class MqttTransport:
@@ -62,20 +73,22 @@ class MqttTransport:
         self._tls = tls is not None or address.tls
         self.client = make_client(core.worker_id, username=username, password=password,
                                   tls=tls, use_tls=self._tls)
-        self.client.on_message = self._on_message
+        self._inbox = Inbox()
+        self.client.on_message = self._inbox.put
         self.client.on_connect = self._on_connect
         self.client.on_publish = self._on_publish
         self.client.on_subscribe = self._on_subscribe_ack
         self.client.on_unsubscribe = self._on_subscribe_ack
-        # A request's PUBACK leaves once it is answered (the batch is empty).
-        self._loop = LoopDriver(self.client, buffered=not self._tls,
-                                acks_due=lambda: not core.batch.items)
-        core.bind(self, self._loop.readable)
+        core.bind(self, self.readable)
         self._filters: list[str] = []
         self.shared_subscription = False
-        self._acked = 0
+        self.acked = 0
+        """Publishes the broker has acknowledged."""
         self._acks: set[int] = set()
         self._pacer = ReconnectPacer()
+        self.disconnects = 0
+        self._net = NetworkLoop(self.client)
+        self._step, self._input_waiting = self._net.step, self._net.readable
 
     @property
     def description(self) -> str:
@@ -84,7 +97,7 @@ class MqttTransport:
 
     def open(self) -> None:
         """Connect, pick shared or plain subscription, subscribe (``CloudError`` if refused)."""
-        connect(self.client, self.address, loop=self._loop.step)
+        connect(self.client, self.address, loop=self._step)
         try:
             self.shared_subscription = self._choose_sharing()
             self._filters = [shared(self.group, f)  # type: ignore[arg-type]
@@ -93,11 +106,12 @@ class MqttTransport:
             mid = self._subscribe()
             # Ready means subscribed: a request sent after start() returns is not lost to a
             # SUBSCRIBE the broker has not processed yet.
-            pump(self._loop.step, _SUBACK_TIMEOUT_S, lambda: mid is None or mid in self._acks)
+            pump(self._step, _SUBACK_TIMEOUT_S, lambda: mid is None or mid in self._acks)
             if mid is not None and mid not in self._acks:
                 raise CloudError(f"the broker did not acknowledge the subscriptions to "
                                  f"{', '.join(self._filters)} within {_SUBACK_TIMEOUT_S:g} s")
-            self._loop.deliver = self._deliver  # the probe's callback is done with
+            # From now on a PUBACK follows its request's reply (the probe's callback is done).
+            self.client.manual_ack_set(True)
             self._pacer.connected(time.monotonic())
         except BaseException:
             self.client.disconnect()
@@ -107,17 +121,53 @@ class MqttTransport:
         self.client.disconnect()
 
     def publish(self, topic: str, payload: bytes, qos: int = 0) -> None:
-        """The core's wire: QoS 1 through the loop's outbox on the fast path, else paho."""
-        if qos != 1 or not self._loop.publish(topic, payload):
-            self.client.publish(topic, payload, qos=qos)
+        """The core's wire."""
+        self.client.publish(topic, payload, qos=qos)
 
-    @property
-    def acked(self) -> int:
-        """Publishes the broker has acknowledged (paho's and the outbox's)."""
-        return self._acked + self._loop.outbox.acked
+    def readable(self) -> bool:
+        """More input already waiting, read or on the socket (then keep batching)."""
+        return bool(self._inbox) or self._input_waiting()
+
+    def _ack_answered(self) -> None:
+        """Send the PUBACKs of the messages taken so far once their replies are out."""
+        if self._inbox.owes and not self.core.batch.items:
+            self._inbox.settle(self.client.ack)
+
+    def _read_waiting(self) -> MQTTErrorCode:
+        """Read what the socket holds into the inbox (bounded), so the stream holds no backlog
+        and the broker's acknowledgements of our replies are not queued behind one."""
+        for _ in range(_MAX_READS):
+            if not self._input_waiting():
+                break
+            rc = self._step(0.0)
+            if rc != _SUCCESS:
+                return rc
+        return _SUCCESS
+
+    def _may_feed(self) -> bool:
+        """Fewer than ``MAX_UNACKED_REPLIES`` replies wait for the broker's acknowledgement."""
+        return self.core.published - self.acked < MAX_UNACKED_REPLIES
+
+    def _feed(self, limit: int) -> None:
+        """Hand the core up to ``limit`` messages from the inbox, oldest first, while fewer
+        than ``MAX_UNACKED_REPLIES`` replies wait for the broker. The core receives a message
+        now: its time in the inbox counts as queueing, like its time in the broker (the
+        per-device delay and the backlog probe, which queues here too, both see it)."""
+        inbox, core = self._inbox, self.core
+        for _ in range(min(limit, len(inbox))):
+            if not self._may_feed():
+                return
+            item = inbox.take()
+            if item.topic is None:
+                self._bad_topic()
+            else:
+                core.on_message(item.topic, item.payload, time.monotonic(),
+                                retained=item.retained)
+            self._ack_answered()
 
     def extra_stats(self) -> dict[str, float]:
-        return {"shared_subscription": int(self.shared_subscription)}
+        return {"shared_subscription": int(self.shared_subscription), "inbox": len(self._inbox),
+                "disconnects": self.disconnects}
 
     # -- subscription ------------------------------------------------------------------------
     def _choose_sharing(self) -> bool:
@@ -127,7 +177,7 @@ class MqttTransport:
             return True
         works, published = probe_shared(self.client, self.group or "adaptedge",
                                         self.core.telemetry_topic, self.core.worker_id,
-                                        self._acks, loop=self._loop.step)
+                                        self._acks, loop=self._step)
         self.core.published += published
         self.log.info("broker %s shared subscriptions ($share/%s/...): %s",
                       "delivers" if works else "does NOT deliver", self.group,
@@ -159,24 +209,7 @@ class MqttTransport:
 
     def _on_publish(self, client: mqtt.Client, userdata: Any, mid: int, reason: Any,
                     props: Any) -> None:
-        self._acked += 1
-
-    def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
-        try:
-            topic = message.topic
-        except UnicodeDecodeError:  # paho raises on a topic that is not UTF-8
-            self._bad_topic()
-            return
-        self.core.on_message(topic, message.payload, message.timestamp, retained=message.retain)
-
-    def _deliver(self, packet: Publish, received: float) -> None:
-        """The fast path's PUBLISH (``mqtt_loop.LoopDriver.deliver``): as ``_on_message``."""
-        try:
-            topic = packet.topic.decode()
-        except UnicodeDecodeError:
-            self._bad_topic()
-            return
-        self.core.on_message(topic, packet.payload, received, retained=packet.retain)
+        self.acked += 1
 
     def _bad_topic(self) -> None:
         self.core.stats.received += 1
@@ -190,14 +223,19 @@ class MqttTransport:
         next_stats = time.monotonic() + self.stats_every_s
         while not stopping.is_set():
             now = time.monotonic()
-            timeout = min(batch.time_left(now), _IDLE_TICK_S, max(0.0, next_stats - now))
-            rc = self._loop.step(timeout)
+            timeout = 0.0 if self._inbox and self._may_feed() else \
+                min(batch.time_left(now), _IDLE_TICK_S, max(0.0, next_stats - now))
+            rc = self._step(timeout)
+            if rc == _SUCCESS:
+                rc = self._read_waiting()
             if rc != _SUCCESS:
                 core.flush()
                 self._reconnect(rc, stopping)
                 continue
-            if batch.items and (batch.due(time.monotonic()) or not self._loop.readable()):
+            self._feed(batch.max_batch)
+            if batch.items and (batch.due(time.monotonic()) or not self.readable()):
                 core.flush()
+                self._ack_answered()
             if time.monotonic() >= next_stats:
                 core.report(self.extra_stats())
                 next_stats = time.monotonic() + self.stats_every_s
@@ -206,6 +244,8 @@ class MqttTransport:
     def _reconnect(self, rc: MQTTErrorCode, stopping: threading.Event) -> None:
         """Back off and reconnect; ``BrokerRefused`` after too many refusals in a row."""
         self.log.warning("lost the broker connection (%s); reconnecting", mqtt.error_string(rc))
+        self.disconnects += 1
+        self._inbox.reconnected()  # their PUBACKs were for the lost connection
         pause = self._pacer.lost(time.monotonic())
         if pause > 0:
             self.log.warning("the connection dropped %d times soon after connecting: another "
@@ -215,7 +255,7 @@ class MqttTransport:
                              self._pacer.early_drops, pause)
             stopping.wait(pause)
         if reconnect(self.client, self.address, stopping, self.log,
-                     max_refusals=self._max_refusals, loop=self._loop.step):
+                     max_refusals=self._max_refusals, loop=self._step):
             self._pacer.connected(time.monotonic())
             self._subscribe()  # clean session: subscriptions do not survive a reconnect
             self.log.info("reconnected to %s:%d", self.address.host, self.address.port)
@@ -233,13 +273,16 @@ class MqttTransport:
         quiet_since = time.monotonic()
         while time.monotonic() < deadline:
             received = core.stats.received
-            if self._loop.step(0.01) != _SUCCESS:
+            if self._step(0.0 if self._inbox else 0.01) != _SUCCESS \
+                    or self._read_waiting() != _SUCCESS:
                 break
+            self._feed(len(self._inbox))
             core.flush()
+            self._ack_answered()
             now = time.monotonic()
             if core.stats.received != received:
                 quiet_since = now
-            if ((unsubscribe_mid is None or unsubscribe_mid in self._acks)
+            if (not self._inbox and (unsubscribe_mid is None or unsubscribe_mid in self._acks)
                     and self.acked >= core.published
                     and now - quiet_since >= _DRAIN_QUIET_S):
                 break
@@ -247,7 +290,7 @@ class MqttTransport:
         core.report(self.extra_stats())
         client.disconnect()
         for _ in range(10):  # send the DISCONNECT; loop() fails once the socket is closed
-            if self._loop.step(0.01) != _SUCCESS:
+            if self._step(0.01) != _SUCCESS:
                 break
         self.log.info("worker %s stopped%s", core.worker_id,
                       f" ({unacked} replies not acknowledged by the broker)" if unacked else "")
