@@ -16,6 +16,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from adaptedge.cli.db_options import add_option as add_db_password
+from adaptedge.cli.db_options import db_password
 from adaptedge.cli.fleet_rollout import register_rollout
 
 
@@ -26,12 +28,14 @@ def register(sub: Any) -> None:
     s = cmds.add_parser("status", help="one line per device: records, audits, agreement, "
                         "escalation rate, alarms, records refused over quota")
     s.add_argument("--db", required=True, help="the database of cloud serve --db")
+    add_db_password(s)
     s.add_argument("--json", action="store_true", help="print a JSON list, one object per "
                    "device")
     s.set_defaults(handler=status)
     r = cmds.add_parser("report", help="Markdown + PNGs of agreement and escalation rate over "
                         "time against the bundle's validation expectation")
     r.add_argument("--db", required=True, help="the database of cloud serve --db")
+    add_db_password(r)
     r.add_argument("--out", required=True, type=Path, help="output folder")
     r.add_argument("--bundle", help="the bundle the devices run (its validation figures are "
                    "the expectation; without it no expectation is drawn)")
@@ -41,18 +45,19 @@ def register(sub: Any) -> None:
     register_rollout(cmds)
 
 
-def _open(url: str) -> Any:
+def _open(args: argparse.Namespace) -> Any:
     from sqlalchemy import make_url
 
     from adaptedge.cli.errors import CommandError
     from adaptedge.cloud.fleet.store import FleetStore, database_url
 
+    url, password = args.db, db_password(args)
     parsed = make_url(database_url(url))
     if parsed.get_backend_name() == "sqlite" and parsed.database and \
             not Path(parsed.database).is_file():
         raise CommandError(f"there is no fleet store at {parsed.database} (cloud serve --db "
                            "creates it): check --db")
-    return FleetStore(url)
+    return FleetStore(url, password=password)
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
@@ -64,7 +69,7 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
 def status(args: argparse.Namespace) -> int:
     from adaptedge.cloud.fleet.view import device_status
 
-    with _open(args.db) as store:
+    with _open(args) as store:
         rows = device_status(store)
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -97,7 +102,7 @@ def report(args: argparse.Namespace) -> int:
 
         with open_bundle(args.bundle) as root:
             manifest = verify(root)
-    with _open(args.db) as store:
+    with _open(args) as store:
         path = write_report(store, args.out, manifest, args.window)
     print(f"wrote {path} and its plots")
     return 0

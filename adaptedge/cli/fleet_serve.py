@@ -9,6 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from adaptedge.cli.db_options import add_option as add_db_password
+from adaptedge.cli.db_options import db_password
+
 
 def add_options(s: Any) -> None:
     """The ``cloud serve`` options of the fleet parts."""
@@ -16,6 +19,7 @@ def add_options(s: Any) -> None:
                    help="label and store the devices' outbox records and telemetry in this "
                    "database: sqlite:///FILE, a file path, or postgresql://USER@HOST/DB "
                    "(--db alone: ./fleet.db); needs the 'fleet' extra")
+    add_db_password(s)
     s.add_argument("--store-username", help="broker user of the store ingest (default: "
                    "--username + '-store', the account `cloud acl` creates)")
     s.add_argument("--store-password-file", help="its password file (default: the file named "
@@ -57,7 +61,7 @@ def start(args: argparse.Namespace, svc: Any, root: Any, tls: Any) -> list[Calla
                                "mqtt:// --broker (the store ingest has no NATS transport yet)")
         from adaptedge.cloud.fleet.store import FleetStore
 
-        store = FleetStore(args.db, quota=_quota(args))
+        store = FleetStore(args.db, quota=_quota(args), password=db_password(args))
         stops.append(store.close)
         labeller = _labeller(args, root)
         if hasattr(labeller, "close"):

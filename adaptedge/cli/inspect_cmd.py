@@ -1,6 +1,7 @@
 """``adaptedge inspect BUNDLE``: show a bundle's manifest after verifying every file hash and,
-if present, its signature. Exits 0 only for a bundle that verifies (with ``--trust``: and is
-signed by one of those keys)."""
+if present, its signature, and loading its HPC with the loader ``cloud serve`` uses (when the
+cloud extra is installed). Exits 0 only for a bundle that verifies (with ``--trust``: and is
+signed by one of those keys) and whose HPC ``cloud serve`` would take."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from adaptedge.cli.errors import CommandError
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.manifest import Manifest
 
@@ -26,13 +28,30 @@ def run(args: argparse.Namespace) -> int:
     with open_bundle(args.bundle) as root:
         manifest = verify(root, trust=args.trust)
         signer = signed_by(root)
+        hpc_line = check_hpc(root, args.trust)
     if args.json:
         print(json.dumps(manifest.to_dict(), indent=2, sort_keys=True))
     else:
         print(render(manifest))
         trusted = " (trusted)" if args.trust else ""
         print(f"signature: key {signer}{trusted}" if signer else "signature: none (unsigned)")
+        print(hpc_line)
     return 0
+
+
+def check_hpc(root: Path, trust: list[str] | None) -> str:
+    """Load the HPC exactly as ``cloud serve`` does (``HpcInference.load``: session, contract,
+    one row within the run limit); ``CommandError`` if it would refuse it."""
+    try:
+        from adaptedge.cloud.errors import CloudError
+        from adaptedge.cloud.service.inference import HpcInference
+    except ModuleNotFoundError:
+        return "hpc: not loaded (install adaptedge[cloud] to check it as cloud serve does)"
+    try:
+        HpcInference.load(root, trust=trust).guard.close()
+    except CloudError as exc:
+        raise CommandError(f"cloud serve would refuse this bundle: {exc}") from None
+    return "hpc: loads and answers a row, as cloud serve does"
 
 
 def signed_by(root: Path) -> str | None:

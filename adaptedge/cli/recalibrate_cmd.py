@@ -17,6 +17,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from adaptedge.cli.db_options import add_option as add_db_password
+from adaptedge.cli.db_options import db_password
 from adaptedge.cli.errors import CommandError
 
 
@@ -27,6 +29,7 @@ def register(sub: Any) -> None:
     rows = p.add_mutually_exclusive_group(required=True)
     rows.add_argument("--rows", type=Path, help="labelled rows, JSON Lines (LabelledRow fields)")
     rows.add_argument("--db", help="the fleet store's database URL (adaptedge cloud serve --db)")
+    add_db_password(p)
     p.add_argument("--out", required=True, type=Path, help="directory of the new bundle")
     p.add_argument("--audit-fraction", type=float, default=None,
                    help="the fraction of local decisions the devices audited, for rows that do "
@@ -51,7 +54,7 @@ def _rows(args: argparse.Namespace, bundle_id: str) -> list[Any]:
         return read_rows(args.rows)
     from adaptedge.cloud.fleet.store import FleetStore  # needs the fleet extra (sqlalchemy)
 
-    with FleetStore(args.db, quota=None) as store:
+    with FleetStore(args.db, quota=None, password=db_password(args)) as store:
         return list(store.labelled_rows(bundle_id=bundle_id))
 
 

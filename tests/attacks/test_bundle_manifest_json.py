@@ -74,3 +74,23 @@ def test_inspect_reports_deep_nesting_in_one_line(toy_bundle: tuple[Path, Manife
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "deeper than" in lines[0], out.stderr[-500:]
+
+
+@pytest.mark.parametrize("deadline", [1e300, 3_600_001.0, 0.0, -5.0])
+def test_an_unbounded_link_deadline_is_refused_at_load_in_one_line(
+        toy_bundle: tuple[Path, Manifest], deadline: float,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 31 item 6: ``link.deadline_ms = 1e300`` passed inspect, cloud serve and edge run,
+    then every escalation failed on an OverflowError. Refused where the manifest is read."""
+    from adaptedge.cli.main import main as cli
+
+    path, _ = toy_bundle
+    raw = _body(path)
+    raw["link"]["deadline_ms"] = deadline
+    raw["bundle_id"] = manifest_digest(raw)
+    (path / MANIFEST_NAME).write_text(json.dumps(raw))
+    with pytest.raises(BundleError, match=r"link\.deadline_ms"):
+        read_manifest(path)
+    assert cli(["inspect", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "deadline_ms" in err and "\n" not in err

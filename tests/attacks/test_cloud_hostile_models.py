@@ -86,3 +86,31 @@ def test_through_the_broker_the_looping_request_is_answered_and_the_worker_keeps
         dev.close()
     finally:
         svc.stop()
+
+
+def test_inspect_refuses_a_bundle_whose_hpc_cloud_serve_refuses(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 31 item 6: an HPC whose weights live in an external-data file the bundle does not
+    hold verified (every listed hash matches) yet ``cloud serve`` refused it. ``inspect`` now
+    loads the HPC with the same loader, ``HpcInference.load``."""
+    import onnx
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    from adaptedge.cli.main import main as cli
+    from tests.support.toy_bundle import build_toy_bundle
+
+    source = tmp_path / "src"
+    manifest = build_toy_bundle(source)
+    model = onnx.load(str(source / manifest.hpc.file))
+    convert_model_to_external_data(model, all_tensors_to_one_file=True, location="hpc.data",
+                                   size_threshold=0)
+    onnx.save_model(model, str(tmp_path / "hpc.onnx"))  # writes hpc.data beside it
+    out, _ = bundle_with_hpc(tmp_path / "external", tmp_path,
+                             (tmp_path / "hpc.onnx").read_bytes())
+    with pytest.raises(CloudError, match="External data"):
+        HpcInference.load(out)
+    assert cli(["inspect", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cloud serve would refuse this bundle" in err and "\n" not in err
+    assert cli(["inspect", str(source)]) == 0  # a sound bundle still passes
+    assert "as cloud serve does" in capsys.readouterr().out

@@ -63,3 +63,25 @@ def test_refused_credentials_after_a_restart_end_the_worker_with_one_line(
                 if "retrying in" in line and "refused the connection" in line]
     assert len(backoffs) == MAX_REFUSALS - 1, text  # one line per back-off
     assert len(text) < 20_000
+
+
+def test_two_workers_with_one_client_id_back_off_instead_of_flapping(tmp_path: Path) -> None:
+    """Issue 31 item 6: two workers that share a client id (one account under mosquitto's
+    use_username_as_clientid) take the session from each other; each must pause, growing,
+    instead of reconnecting at once (~56,000 takeovers in minutes were seen)."""
+    from adaptedge.cloud import CloudService
+
+    build_toy_bundle(tmp_path / "toy")
+    with MosquittoBroker() as broker:
+        workers = [CloudService(tmp_path / "toy", broker.url, client_id="same-id",
+                                stats_every_s=60.0) for _ in range(2)]
+        try:
+            for worker in workers:
+                worker.start()
+            time.sleep(4.0)
+            assert all(worker.running for worker in workers)
+        finally:
+            for worker in workers:
+                worker.stop(timeout_s=1.0)
+        takeovers = broker.log_path.read_text().count("already connected, closing old connection")
+    assert 1 <= takeovers <= 20, takeovers

@@ -116,7 +116,7 @@ class ErrorCloud:
             socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         client.on_message = self._on_message
         client.connect(host, int(port))
-        client.subscribe(wildcard("req"), qos=1)
+        client.subscribe([(wildcard("req"), 1), (f"{wildcard('req')}/+", 1)])  # plain, per bundle
         client.loop_start()
         self.client = client
         time.sleep(0.2)  # let the SUBSCRIBE reach the broker

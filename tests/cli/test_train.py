@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -201,6 +202,28 @@ def test_cli_errors_are_one_line(trained: Path, tmp_path: Path,
     _one_line_error(capsys, ["evaluate", "--bundle", str(tmp_path / "none"), "--data", "heart"],
                     "neither a bundle directory")
     assert not Path(out).exists()
+
+
+def test_an_out_folder_that_cannot_be_written_fails_before_any_training(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 31 item 6: checked before fitting anything, in one line (not a traceback after
+    the whole training). A file where a folder should be refuses even root."""
+    def must_not_train(*args: Any) -> list[Graph]:
+        raise AssertionError("training started although --out cannot be written")
+
+    monkeypatch.setitem(methods._REGISTRY, TINY, must_not_train)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    _one_line_error(capsys, ["train", "--data", "heart", "--method", TINY, "--hpc", "hgb",
+                             "--no-progress", "--out", str(blocker / "bundle")],
+                    "cannot write a bundle here")
+    if os.geteuid() != 0:  # root writes through a read-only folder's mode
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        _one_line_error(capsys, ["train", "--data", "heart", "--method", TINY, "--hpc", "hgb",
+                                 "--no-progress", "--out", str(locked / "bundle")],
+                        "cannot write a bundle here")
 
 
 def test_val_fraction_gives_validation_more_rows(tmp_path: Path,

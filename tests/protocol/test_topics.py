@@ -28,7 +28,8 @@ def test_bad_device_ids(device: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["other/v1/d/req", "adaptedge/v2/d/req", "adaptedge/v1/d/x",
-                                  "adaptedge/v1/d/req/extra", "adaptedge/v1//req"])
+                                  "adaptedge/v1/d/resp/extra", "adaptedge/v1/d/req/a/b",
+                                      "adaptedge/v1/d/req/+", "adaptedge/v1//req"])
 def test_parse_rejects_foreign_topics(name: str) -> None:
     with pytest.raises(ProtocolError):
         T.parse(name)

@@ -73,7 +73,7 @@ class MqttResponder:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def on_connect(c: mqtt.Client, *args: object) -> None:
-            c.subscribe(wildcard("req"), qos=1)
+            c.subscribe([(wildcard("req"), 1), (f"{wildcard('req')}/+", 1)])  # plain, per bundle
 
         def on_message(c: mqtt.Client, userdata: object, message: mqtt.MQTTMessage) -> None:
             request = decode(message.payload)

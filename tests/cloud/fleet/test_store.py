@@ -150,3 +150,31 @@ def test_a_device_past_its_row_quota_is_refused_and_counted(tmp_path: Path) -> N
         assert status["dev1"]["quota_refused"] == 2 and status["dev2"]["quota_refused"] == 0
     with pytest.raises(ValueError, match="max_rows >= 1"):
         RowQuota(max_rows=0)
+
+
+def test_the_database_password_comes_from_a_file_never_the_command_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 31 item 6: ``--db postgresql://user:pass@...`` shows the password in the process
+    list. ``--db-password-file`` (or libpq's PGPASSWORD / ~/.pgpass) keeps it off; a password
+    left in the URL is warned about in one line."""
+    from adaptedge.cli.main import main as cli
+    from tests.support.fleet import postgres_database
+
+    reason = postgres_unreachable()
+    if reason is not None:
+        pytest.skip(reason)
+    secret = tmp_path / "db-password"
+    secret.write_text("s3cret\n")
+    with postgres_database() as url:
+        with FleetStore(url, password="s3cret") as store:
+            assert store.engine.url.password == "s3cret"
+            assert "s3cret" not in store._shown()
+        assert cli(["fleet", "status", "--db", url, "--db-password-file", str(secret)]) == 0
+        assert "process list" not in capsys.readouterr().err
+        in_url = url.replace("postgres@", "postgres:visible@")
+        assert cli(["fleet", "status", "--db", in_url]) == 0
+        err = capsys.readouterr().err
+        assert err.count("process list") == 1 and "--db-password-file" in err
+    assert cli(["fleet", "status", "--db", url, "--db-password-file",
+                str(tmp_path / "missing")]) == 2
+    assert "cannot read the password file" in capsys.readouterr().err

@@ -164,7 +164,7 @@ def test_bad_bundles_are_refused_and_the_device_keeps_answering(fleet: Fleet) ->
 
 
 def test_a_bundle_failing_probation_is_rolled_back(fleet: Fleet) -> None:
-    fleet.cloud()  # serves v1 only: every escalation of v3 is answered unknown_bundle
+    fleet.cloud()  # serves v1 only: no worker takes v3's requests, they degrade at the deadline
     dev = fleet.device("dev1").start(rate_hz=150)
     b1 = dev.holder.bundle_id
     v3 = fleet.tmp / "v3"
@@ -177,7 +177,7 @@ def test_a_bundle_failing_probation_is_rolled_back(fleet: Fleet) -> None:
     tail = dev.records[-20:]
     assert {r.bundle_id for r in tail} == {b1}
     degraded = {r.error for r in dev.records if r.source == "degraded"}
-    assert degraded == {"unknown_bundle"}
+    assert degraded == {"deadline"}
     assert {r.bundle_id for r in dev.records if r.source == "degraded"} == {b3}
     assert fleet.watch.wait_settled(["dev1"], b3, 10.0)
     row = fleet.watch.rows(b3)[0]

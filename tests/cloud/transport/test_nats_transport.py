@@ -1,24 +1,24 @@
 """The cloud service on a NATS cluster: `cloud nats-config` output in real nats-server nodes,
-devices confined to their own subjects (through MQTT and through NATS), workers in a queue
-group answering MQTT devices, and a node killed mid-run."""
+devices confined to their own subjects and accounts (MQTT only; no session takeover), workers
+in queue groups per bundle answering MQTT devices, and a node killed mid-run."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import shutil
 import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from adaptedge.cli.main import main as cli
-from adaptedge.cloud import CloudService
+from adaptedge.cloud import CloudError, CloudService
 from adaptedge.cloud.transport.client import RequestClient
-from adaptedge.protocol import InferenceReply, InferenceRequest, Manifest, decode, encode
+from adaptedge.protocol import InferenceReply, InferenceRequest, Manifest, encode
 from adaptedge.protocol.features import pack_features
+from adaptedge.protocol.topics import request_topic
 from tests.support.toy_bundle import build_toy_bundle
 
 pytest.importorskip("nats")
@@ -49,7 +49,10 @@ def test_nats_config_writes_private_node_files_with_routes_to_the_others(
     assert "10.0.0.2:6222" in n1 and "10.0.0.3:6222" in n1 and "10.0.0.1:6222\"]" not in n1
     accounts = (out / "accounts.conf").read_text()
     assert ('publish: {allow: ["adaptedge.v1.dev1.req", "adaptedge.v1.dev1.telemetry", '
-            '"adaptedge.v1.dev1.fetch", "adaptedge.v1.dev1.store"]}') in accounts
+            '"adaptedge.v1.dev1.fetch", "adaptedge.v1.dev1.store", "adaptedge.v1.dev1.req.*"]}'
+            ) in accounts
+    assert '"DEV_dev1": {' in accounts and '{user: "dev1", password: ' in accounts
+    assert 'allowed_connection_types: ["MQTT"]' in accounts  # devices: MQTT only
     assert ('subscribe: {allow: ["adaptedge.v1.dev1.resp", "adaptedge.v1.dev1.update", '
             '"adaptedge.v1.dev1.chunk", "adaptedge.v1.dev1.stored"]}') in accounts
     for name in ("n1.conf", "accounts.conf", "secrets/dev1", "secrets/adaptedge-cloud-2"):
@@ -77,26 +80,6 @@ def mqtt_device(cluster: LocalNatsCluster, user: str, device: str | None = None
                            password=cluster.password(user), client_id=f"{user}-{time.monotonic_ns()}")
     client.connect(subscribe=False)
     return client
-
-
-async def nats_as(cluster: LocalNatsCluster, user: str, actions: Any) -> tuple[list[str], Any]:
-    """Run ``actions(nc)`` as ``user`` over plain NATS; returns the server's errors too."""
-    import nats
-
-    errors: list[str] = []
-
-    async def on_error(exc: Exception) -> None:
-        errors.append(str(exc))
-
-    nc = await nats.connect(cluster.worker_url, user=user, password=cluster.password(user),
-                            error_cb=on_error, allow_reconnect=False)
-    try:
-        result = await actions(nc)
-        await nc.flush()
-        await asyncio.sleep(0.2)  # permission errors arrive asynchronously
-    finally:
-        await nc.close()
-    return errors, result
 
 
 def test_a_device_reaches_only_its_own_subjects_through_mqtt_and_nats(
@@ -127,37 +110,16 @@ def test_a_device_reaches_only_its_own_subjects_through_mqtt_and_nats(
         assert isinstance(dev1.replies[2][0][1], InferenceReply)
         assert svc.stats()["received"] == 2  # the forged request never reached the worker
 
-        # NATS: the same account over the client port is held to the same subjects.
-        async def as_dev1(nc: Any) -> list[bytes]:
-            got: list[bytes] = []
-
-            async def keep(msg: Any) -> None:
-                got.append(msg.data)
-
-            for subject in ("adaptedge.v1.dev2.resp", "adaptedge.v1.*.resp", ">",
-                            "$MQTT.sub.>", "adaptedge.v1.*.req"):
-                await nc.subscribe(subject, cb=keep)
-            await nc.subscribe("adaptedge.v1.dev1.resp", cb=keep)
-            await nc.publish("adaptedge.v1.dev2.req", request(manifest, 4, "dev2"))
-            await nc.publish("adaptedge.v1.dev1.req", request(manifest, 5, "dev1"))
-            await nc.flush()
-            dev2.send(request(manifest, 6, "dev2"), qos=0)  # its reply must not reach dev1
-            for _ in range(100):
-                dev2.pump(0.02)
-                if dev2.answered(6) and got:
-                    break
-                await asyncio.sleep(0.02)
-            return got
-
-        errors, got = asyncio.run(nats_as(cluster, "dev1", as_dev1))
-        assert dev2.answered(6)
-        assert [decode(x).request_id for x in got] == [5]  # type: ignore[union-attr]
-        violations = " ".join(errors).lower()  # nats-py lower-cases the server's message
-        for subject in ("adaptedge.v1.dev2.resp", "adaptedge.v1.*.resp", "$MQTT.sub.>",
-                        "adaptedge.v1.*.req"):
-            assert f'subscription to "{subject.lower()}"' in violations, (subject, errors)
-        assert 'publish to "adaptedge.v1.dev2.req"' in violations, errors
-        assert svc.stats()["received"] == 4  # 2 before, then request 5 and request 6
+        # The bundle-scoped request topic too: dev1 reaches workers on its own, not on dev2's.
+        dev1.send(request(manifest, 4, "dev2"), qos=0,
+                  topic=request_topic("dev2", bundle_id=manifest.bundle_id))
+        dev1.send(request(manifest, 5, "dev1"), qos=0,
+                  topic=request_topic("dev1", bundle_id=manifest.bundle_id))
+        assert dev1.pump(10.0, lambda: dev1.answered(5))
+        dev1.pump(0.3)
+        assert sorted(dev1.replies) == [2, 5] and svc.stats()["received"] == 3
+        # A device's user may not use the NATS client port at all (MQTT connections only):
+        # test_a_worker_with_wrong_credentials_or_permissions_is_refused_in_one_line.
         dev1.close()
         dev2.close()
     finally:
@@ -168,18 +130,20 @@ def test_a_device_reaches_only_its_own_subjects_through_mqtt_and_nats(
 def test_a_node_killed_mid_run_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     """Three nodes, three MQTT devices (one per node), two workers on nodes 1 and 2; node 1
     (a device's and a worker's) is killed 2 s in. Every request gets exactly one final
-    answer; the cloud-answer rate is back within 10 s (a device whose node died must wait
-    for JetStream to re-elect the MQTT session stream's leader: 4-9 s when it was there)."""
+    answer; the cloud-answer rate is back within 15 s (a device whose node died must wait
+    for JetStream to re-elect its account's MQTT stream leaders: with one account per device
+    there are three streams per device, so that is the common case; 2-9 s measured at load
+    5-9, once more than 11 s, against 0-6 s with the one shared account of before)."""
     from adaptedge.simulator.nats_failover import run_node_failure
 
     manifest = build_toy_bundle(tmp_path / "toy")
     result = run_node_failure(tmp_path / "toy", manifest, rate_per_device=30.0,
-                              duration_s=13.0, kill_after_s=2.0, deadline_ms=300.0)
+                              duration_s=20.0, kill_after_s=2.0, deadline_ms=300.0)
     assert result["lost"] == 0 and result["duplicated"] == 0, result
     assert result["requests"] == result["answered_cloud"] + result["answered_degraded"]
     assert result["requests"] >= 3 * 30 * 2, result  # the devices kept going
     assert result["failovers"] >= 1 and all(n > 0 for n in result["worker_replies"]), result
-    assert result["recovery_s"] is not None and result["recovery_s"] <= 10.0, result
+    assert result["recovery_s"] is not None and result["recovery_s"] <= 15.0, result
     assert not result["device_errors"], result
 
 
@@ -229,8 +193,8 @@ def test_a_worker_with_wrong_credentials_or_permissions_is_refused_in_one_line(
     with pytest.raises(CloudError, match="refused the worker's credentials"):
         CloudService(bundle, cluster.worker_url, username=cluster.workers[0], password="wrong",
                      client_id="bad-password").start()
-    with pytest.raises(CloudError, match="refused the worker's subscriptions"):
-        CloudService(bundle, cluster.worker_url, username="dev1",  # a device's account
+    with pytest.raises(CloudError, match="refused the worker's credentials"):
+        CloudService(bundle, cluster.worker_url, username="dev1",  # a device: MQTT only
                      password=cluster.password("dev1"), client_id="not-a-worker").start()
     assert time.monotonic() - started < 8.0
 
@@ -279,3 +243,69 @@ def test_without_nats_py_cloud_serve_names_the_extra(
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
     assert "pip install 'adaptedge[nats]'" in capsys.readouterr().err
+
+
+def test_a_device_cannot_take_another_devices_session_over(
+        single_node: tuple[LocalNatsCluster, Path, Manifest]) -> None:
+    """Issue 31 item 5: dev2 connecting with dev1's MQTT client id leaves dev1 connected (each
+    device has its own account, and MQTT sessions are per account)."""
+    cluster, bundle, manifest = single_node
+    worker = cluster.workers[0]
+    svc = CloudService(bundle, cluster.worker_url, username=worker,
+                       password=cluster.password(worker), client_id="takeover-w", stats_every_s=3600)
+    svc.start()
+    victim = RequestClient(cluster.mqtt_url(0), "dev1", username="dev1",
+                           password=cluster.password("dev1"), client_id="adaptedge-edge-dev1")
+    victim.connect(subscribe=False)
+    attacker = RequestClient(cluster.mqtt_url(0), "dev2", username="dev2",
+                             password=cluster.password("dev2"), client_id="adaptedge-edge-dev1")
+    try:
+        assert not any(code.is_failure for code in victim.subscribe(victim.reply_topic, qos=0))
+        with contextlib.suppress(CloudError):  # refused, or accepted in dev2's own account
+            attacker.connect(subscribe=False)
+        victim.pump(2.0)  # raises CloudError if the broker closed the victim's connection
+        assert victim.client.is_connected()
+        victim.send(request(manifest, 11, "dev1"), qos=0,
+                    topic=request_topic("dev1", bundle_id=manifest.bundle_id))
+        assert victim.pump(10.0, lambda: victim.answered(11))
+        assert isinstance(victim.replies[11][0][1], InferenceReply)
+    finally:
+        attacker.close()
+        victim.close()
+        svc.stop()
+
+
+def test_queue_groups_per_bundle_route_each_request_to_its_bundle(
+        single_node: tuple[LocalNatsCluster, Path, Manifest], tmp_path: Path) -> None:
+    """Issue 31 item 3 on NATS: two workers of different bundles; devices of both, on the
+    bundle-scoped and on the plain request subject, get 0 ``unknown_bundle``."""
+    cluster, bundle, m1 = single_node
+    other = tmp_path / "other"
+    m2 = build_toy_bundle(other, seed=5)
+    worker = cluster.workers[0]
+    services = [CloudService(b, cluster.worker_url, username=worker, stats_every_s=3600,
+                             password=cluster.password(worker), client_id=f"w-{i}")
+                for i, b in enumerate((bundle, other))]
+    for svc in services:
+        svc.start()
+    devices = [(mqtt_device(cluster, "dev1"), m1), (mqtt_device(cluster, "dev2"), m2)]
+    try:
+        for dev, manifest in devices:
+            assert not any(code.is_failure for code in dev.subscribe(dev.reply_topic, qos=0))
+            for rid in range(20):
+                scoped = request_topic(dev.device, bundle_id=manifest.bundle_id)
+                feats, mask = pack_features([1.0, 2.0, 3.0], [True] * 3)
+                payload = encode(InferenceRequest(rid, dev.device, manifest.bundle_id,
+                                                  time.time(), 60_000.0, feats, mask))
+                dev.send(payload, qos=0, topic=scoped if rid % 2 else None)
+        for dev, manifest in devices:
+            assert dev.pump(10.0, lambda d=dev: len(d.replies) >= 20), dev.replies.keys()
+            replies = [r[0][1] for r in dev.replies.values()]
+            assert all(isinstance(r, InferenceReply) and r.bundle_id == manifest.bundle_id
+                       for r in replies), replies
+        assert all(s.stats().get("error.unknown_bundle", 0) == 0 for s in services)
+    finally:
+        for dev, _ in devices:
+            dev.close()
+        for svc in services:
+            svc.stop()

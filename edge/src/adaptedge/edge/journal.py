@@ -16,6 +16,7 @@ journal, a killed run's included (``adaptedge edge summary FILE``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -33,7 +34,8 @@ COST_UNITS = ("scalar", "energy_mj", "latency_ms", "money", "bytes")
 
 
 class DecisionJournal:
-    """Append JSON lines to ``path`` (created or truncated); use as a context manager.
+    """Append JSON lines to ``path`` (created or truncated, mode 0600); use as a context
+    manager.
 
     A daemon thread fsyncs every ``fsync_every_s`` seconds when lines were written since the
     last one, so a slow disk never stalls the caller; ``fsync_every_s=0`` fsyncs each line in
@@ -45,10 +47,14 @@ class DecisionJournal:
             raise ValueError(f"fsync_every_s must be >= 0 and finite, got {fsync_every_s}")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] = self.path.open("w", encoding="utf-8")
-        self._fd = self._file.fileno()
+        # Sensor readings: the owner's only (0600), an existing file's mode included.
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self._file: IO[str] = os.fdopen(self._fd, "w", encoding="utf-8")
         # a pipe or terminal (/dev/stdout) cannot be fsynced (EINVAL): flushing is all there is
         self._durable = stat.S_ISREG(os.fstat(self._fd).st_mode)
+        if self._durable:
+            with contextlib.suppress(PermissionError):  # another user's file we may write
+                os.fchmod(self._fd, 0o600)
         self._fsync_every_s = fsync_every_s
         self._dirty = False
         self._stop = threading.Event()

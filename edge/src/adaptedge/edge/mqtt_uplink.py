@@ -1,6 +1,7 @@
 """``MqttUplink``: the device's uplink over MQTT 3.1.1 with paho-mqtt 2.
 
-Requests go to ``request_topic(device)`` at QoS 1; replies arrive on ``reply_topic(device)`` and
+Requests go to ``request_topic(device, bundle_id=...)`` (bundle-scoped: the broker hands them
+only to workers serving that bundle) at QoS 1; replies arrive on ``reply_topic(device)`` and
 are matched to the waiting ``exchange`` by request id (one slot per id, removed in ``finally``).
 A reply for an id that already had its answer is a duplicate; one for an id whose wait ended
 is late; both are counted and dropped. A background thread named ``edge[<device>].mqtt_loop``
@@ -58,12 +59,12 @@ log = logging.getLogger("edge.mqtt")
 
 
 class _Slot:
-    __slots__ = ("deadline", "event", "info", "payload", "reply")
+    __slots__ = ("deadline", "event", "info", "payload", "reply", "topic")
 
-    def __init__(self, payload: bytes, deadline: float) -> None:
+    def __init__(self, topic: str, payload: bytes, deadline: float) -> None:
         self.event = threading.Event()
         self.reply: InferenceReply | ErrorReply | None = None
-        self.payload, self.deadline = payload, deadline
+        self.topic, self.payload, self.deadline = topic, payload, deadline
         self.info: mqtt.MQTTMessageInfo | None = None
 
 
@@ -109,7 +110,7 @@ class MqttUplink:
         self.host, self.port = host, port
         """The broker in use (or being tried)."""
         self.device_id = device_id
-        self.request_topic = request_topic(device_id, prefix)
+        self.prefix = prefix
         self.reply_topic = reply_topic(device_id, prefix)
         self.telemetry_topic = telemetry_topic(device_id, prefix)
         self._clock = clock
@@ -161,11 +162,12 @@ class MqttUplink:
     def exchange(self, request: InferenceRequest,
                  deadline: float) -> InferenceReply | ErrorReply | None:
         rid = request.request_id
-        slot = _Slot(encode(request), deadline)
+        slot = _Slot(request_topic(self.device_id, self.prefix, request.bundle_id),
+                     encode(request), deadline)
         with self._lock:
             self._pending[rid] = slot
         try:
-            info = slot.info = self._client.publish(self.request_topic, slot.payload,
+            info = slot.info = self._client.publish(slot.topic, slot.payload,
                                                     qos=self.qos)
             if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
                 return None
@@ -335,7 +337,7 @@ class MqttUplink:
             slots = [s for s in self._pending.values() if s.reply is None and s.deadline > now
                      and (self.qos == 0 or acknowledged(s.info))]
         for slot in slots:
-            slot.info = self._client.publish(self.request_topic, slot.payload,
+            slot.info = self._client.publish(slot.topic, slot.payload,
                                              qos=self.qos)
             self._counters["resent"] += 1
 

@@ -7,7 +7,8 @@ wire encoding of the ``InferenceRequest`` with the row's kind, operating point a
 fraction the device used there; files of
 older devices hold the bare request and read as escalations). The oldest files go first when
 the outbox exceeds ``max_files`` or ``max_bytes``, and files older than ``max_age_s`` are
-dropped. Writing never fails a decision: an ``OSError`` is counted in ``errors`` and the record
+dropped. Records are written 0600 (in a folder created 0700): they hold sensor readings.
+Writing never fails a decision: an ``OSError`` is counted in ``errors`` and the record
 is skipped. ``edge.drain`` forwards the files to the cloud and removes each one only once the
 cloud acknowledged it; a lock makes recording and removing safe from two threads.
 """
@@ -35,7 +36,7 @@ class Outbox:
         if max_files < 1 or max_bytes < 1 or max_age_s <= 0:
             raise ValueError("outbox limits must be positive (max_files, max_bytes, max_age_s)")
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.max_files = max_files
         self.max_bytes = max_bytes
         self.max_age_s = max_age_s
@@ -76,7 +77,9 @@ class Outbox:
         path = self.directory / f"{time.time_ns():020d}-{request.request_id}{SUFFIX}"
         tmp = path.with_suffix(".tmp")
         try:
-            tmp.write_bytes(data)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # sensor readings
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
             tmp.replace(path)
         except OSError:
             self.errors += 1

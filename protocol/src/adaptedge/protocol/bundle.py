@@ -59,6 +59,7 @@ def check_target(out_dir: str | os.PathLike[str], *, force: bool = False) -> Pat
     out = Path(os.path.abspath(out_dir))
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise BundleError(f"exists and is not a directory: {REPLACE_HINT}", path=str(out))
+    _check_writable(out.parent)
     if not out.exists():
         return out
     entries = list(out.iterdir())
@@ -68,6 +69,20 @@ def check_target(out_dir: str | os.PathLike[str], *, force: bool = False) -> Pat
     if entries and not force:
         raise BundleError(f"already holds a bundle: {REPLACE_HINT}", path=str(out))
     return out
+
+
+def _check_writable(folder: Path) -> None:
+    """BundleError unless a folder can be made in ``folder`` (or, if it does not exist yet,
+    in its nearest existing parent): the bundle is staged there, and this is known before
+    anything is trained or written."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".adaptedge-probe-", dir=existing))
+    except OSError as exc:
+        raise BundleError(f"cannot write a bundle here ({exc.strerror}): choose a folder you "
+                          "can write to", path=str(existing)) from None
 
 
 def _move_into_place(staging: Path, out: Path, force: bool) -> None:

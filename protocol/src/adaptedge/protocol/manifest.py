@@ -321,7 +321,6 @@ def _parse_manifest(raw: Any) -> Manifest:
     )
 
 
-
 def _parse_sensor(raw: Any, path: str, n_features: int) -> SensorSpec:
     r = _Reader(raw, path)
     features = r.ints("features")
@@ -348,6 +347,8 @@ def _parse_sensor(raw: Any, path: str, n_features: int) -> SensorSpec:
 
 def _parse_link(r: _Reader) -> LinkSpec:
     values: dict[str, Any] = {k: r.number(k, v) for k, v in asdict(LinkSpec()).items()}
+    if not 0 < values["deadline_ms"] <= 3_600_000:  # 1e300 overflowed the clocks it met
+        raise BundleError("must be > 0 and <= 3600000 ms (one hour)", path=r.at("deadline_ms"))
     return LinkSpec(**{k: int(v) if k.endswith("_bytes") else v for k, v in values.items()})
 
 

@@ -44,7 +44,7 @@ class RequestMonitor:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def on_connect(c: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
-            c.subscribe(self.topic, qos=0)
+            c.subscribe([(self.topic, 0), (f"{self.topic}/+", 0)])  # plain and per bundle
 
         def on_subscribe(c: Any, userdata: Any, mid: Any, reasons: Any, props: Any) -> None:
             self._subscribed.set()

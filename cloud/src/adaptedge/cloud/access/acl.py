@@ -111,6 +111,9 @@ def acl_text(devices: Sequence[str], service_user: str | Sequence[str],
             "",
             f"user {worker}",
             f"topic read {wildcard('req', prefix)}",
+            # per bundle; written too: a plain-topic request of a bundle served elsewhere is
+            # forwarded there (``ServiceCore``)
+            f"topic readwrite {wildcard('req', prefix)}/+",
             f"topic write {wildcard('resp', prefix)}",
             f"topic readwrite {wildcard('telemetry', prefix)}",
             f"topic write {wildcard('update', prefix)}",  # over-the-air: protocol.ota
@@ -130,6 +133,7 @@ def acl_text(devices: Sequence[str], service_user: str | Sequence[str],
             "",
             f"user {device}",
             f"topic write {request_topic(device, prefix)}",
+            f"topic write {request_topic(device, prefix)}/+",  # per bundle
             f"topic read {reply_topic(device, prefix)}",
             f"topic write {telemetry_topic(device, prefix)}",
             f"topic read {topic(device, 'update', prefix)}",

@@ -9,6 +9,14 @@ channels; a worker may subscribe to every device's device -> cloud channels (als
 group) and publish every device's cloud -> device channels. The two channel tables below are
 the whole policy: a new channel is one entry in one of them.
 
+Every device has an account of its own, its user limited to MQTT connections: nats-server
+(2.9) keeps MQTT sessions per account and has no rule binding a client id to a user, so in a
+shared account device B connecting with A's client id would close A's connection. The
+accounts are joined by stream exports and imports of exactly the subjects above. The cost:
+each device account holds its own MQTT JetStream streams (created at its first connection),
+and retained MQTT messages are per account too (an announcement published in the workers'
+account does not reach a device account's retained store).
+
 Passwords are written in clear into 0600 files (``accounts.conf`` and ``secrets/<user>``):
 nats-server accepts bcrypt hashes too, but the standard library has no bcrypt.
 """
@@ -89,35 +97,88 @@ def _quoted(subjects: Sequence[str]) -> str:
     return "[" + ", ".join(f'"{s}"' for s in subjects) + "]"
 
 
+def _with_bundles(subjects: list[str], prefix: str, device: str) -> list[str]:
+    """``subjects`` and the bundle-scoped request subject ``<prefix>.v1.<device>.req.*``."""
+    return [*subjects, f"{_subject(prefix, device, 'req')}.*"]
+
+
 def device_permissions(device: str, prefix: str = DEFAULT_PREFIX) -> dict[str, list[str]]:
-    return {"publish": [_subject(prefix, device, c) for c in DEVICE_TO_CLOUD],
+    return {"publish": _with_bundles([_subject(prefix, device, c) for c in DEVICE_TO_CLOUD],
+                                     prefix, device),
             "subscribe": [_subject(prefix, device, c) for c in CLOUD_TO_DEVICE]}
 
 
 def worker_permissions(worker: str, prefix: str = DEFAULT_PREFIX) -> dict[str, list[str]]:
-    reads = [_subject(prefix, "*", c) for c in DEVICE_TO_CLOUD]
+    reads = _with_bundles([_subject(prefix, "*", c) for c in DEVICE_TO_CLOUD], prefix, "*")
     return {"publish": [_subject(prefix, "*", c) for c in CLOUD_TO_DEVICE]
-            + [_subject(prefix, worker, c) for c in WORKER_OWN],
+            + [_subject(prefix, worker, c) for c in WORKER_OWN]
+            + [f"{_subject(prefix, '*', 'req')}.*"],  # forwarding to a bundle's workers
             "subscribe": reads + [f"{s} *" for s in reads]  # also as a queue-group member
             + [_subject(prefix, worker, c) for c in WORKER_OWN]}
 
 
+def device_account(device: str) -> str:
+    """The NATS account of one device (``DEV_<device>``): MQTT sessions, hence client ids,
+    live per account, so no other account's client can take this device's session over."""
+    return f"DEV_{device}"
+
+
+def _user_line(user: str, password: str, perms: dict[str, list[str]], kinds: str) -> list[str]:
+    return [f'      {{user: "{user}", password: "{password}", '
+            f"allowed_connection_types: {kinds}, permissions: {{",
+            f"        publish: {{allow: {_quoted(perms['publish'])}}}",
+            f"        subscribe: {{allow: {_quoted(perms['subscribe'])}}}",
+            "      }}"]
+
+
+def _service_account(passwords: dict[str, str], workers: Sequence[str],
+                     devices: Sequence[str], prefix: str) -> list[str]:
+    """The workers' account: exports the cloud -> device channels to the device accounts,
+    imports each device's device -> cloud channels."""
+    lines = [f"  {ACCOUNT}: {{", "    jetstream: enabled", "    users: ["]
+    for user in workers:  # MQTT too: probes and retained announcements
+        lines += _user_line(user, passwords[user], worker_permissions(user, prefix),
+                            '["STANDARD", "MQTT"]')
+    accounts = _quoted([device_account(d) for d in devices])
+    lines += ["    ]", "    exports: ["]
+    lines += [f'      {{stream: "{_subject(prefix, "*", c)}", accounts: {accounts}}}'
+              for c in CLOUD_TO_DEVICE]
+    lines += ["    ]", "    imports: ["]
+    lines += [f'      {{stream: {{account: "{device_account(d)}", subject: "{subject}"}}}}'
+              for d in devices for subject in device_permissions(d, prefix)["publish"]]
+    return [*lines, "    ]", "  }"]
+
+
+def _device_account(device: str, password: str, prefix: str) -> list[str]:
+    """One device's account: its user (MQTT connections only), its device -> cloud subjects
+    exported to the workers' account, its own cloud -> device subjects imported."""
+    perms = device_permissions(device, prefix)
+    lines = [f'  "{device_account(device)}": {{', "    jetstream: enabled", "    users: ["]
+    lines += _user_line(device, password, perms, '["MQTT"]')
+    lines += ["    ]", "    exports: ["]
+    lines += [f'      {{stream: "{subject}", accounts: ["{ACCOUNT}"]}}'
+              for subject in perms["publish"]]
+    lines += ["    ]", "    imports: ["]
+    lines += [f'      {{stream: {{account: "{ACCOUNT}", subject: "{subject}"}}}}'
+              for subject in perms["subscribe"]]
+    return [*lines, "    ]", "  }"]
+
+
 def accounts_text(passwords: dict[str, str], workers: Sequence[str],
                   prefix: str = DEFAULT_PREFIX) -> str:
-    """The ``accounts { ... }`` block every node includes (one account for the fleet)."""
+    """The ``accounts { ... }`` block every node includes: one account for the workers and
+    one per device (``device_account``), joined by stream exports and imports of exactly the
+    channels of the two tables above."""
+    devices = [user for user in passwords if user not in workers]
     lines = ["# adaptedge NATS accounts: generated by `adaptedge cloud nats-config`.",
              "# A device publishes only its own device->cloud subjects and reads only its own",
              "# cloud->device subjects; workers read every device's requests and answer them.",
-             "accounts {", f"  {ACCOUNT}: {{", "    jetstream: enabled", "    users: ["]
-    for user, password in passwords.items():
-        perms = worker_permissions(user, prefix) if user in workers else \
-            device_permissions(user, prefix)
-        lines += [f'      {{user: "{user}", password: "{password}", permissions: {{',
-                  f"        publish: {{allow: {_quoted(perms['publish'])}}}",
-                  f"        subscribe: {{allow: {_quoted(perms['subscribe'])}}}",
-                  "      }}"]
-    lines += ["    ]", "  }", "}"]
-    return "\n".join(lines) + "\n"
+             "# Each device has its own account: MQTT client ids are per account, so no device",
+             "# can take another's session over (knock it offline) with its client id.",
+             "accounts {", *_service_account(passwords, workers, devices, prefix)]
+    for device in devices:
+        lines += _device_account(device, passwords[device], prefix)
+    return "\n".join([*lines, "}"]) + "\n"
 
 
 def node_text(node: NodeSpec, nodes: Sequence[NodeSpec], store_dir: Path, accounts: Path,

@@ -9,8 +9,10 @@ bundle not resident is loaded the first time a request names it, keeping at most
 ``max_loaded`` of them and at most ``max_bytes`` of HPC model files resident (least recently
 used evicted first; the first bundle, the default, is never evicted). ``load_s`` adds up the
 time spent loading, which the service core takes out of its compute time (a load is not the
-time a row takes). A request naming a bundle the pool does not hold
-is answered ``unknown_bundle``, as a single-bundle worker does.
+time a row takes). A request naming a bundle the pool does not hold (or could not load) is
+answered ``unknown_bundle``, as a single-bundle worker does; requests are routed by bundle
+(``protocol.topics``), so that takes a request that names one bundle on another's topic, or a
+load failure.
 
 Every bundle's hashes (and, with ``trust``, signer) are verified at start. The pool answers
 the same calls as an ``HpcInference`` (``prepare``, ``error``,
@@ -122,6 +124,10 @@ class BundlePool:
     @property
     def bundle_ids(self) -> tuple[str, ...]:
         return tuple(self.entries)
+
+    def serves(self, bundle_id: str) -> bool:
+        """Whether a request of ``bundle_id`` is answered here (held, and not failed to load)."""
+        return bundle_id in self.entries and bundle_id not in self.failed
 
     @property
     def loaded(self) -> tuple[str, ...]:

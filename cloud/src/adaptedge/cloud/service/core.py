@@ -28,7 +28,7 @@ from adaptedge.cloud.service.stats import ServiceStats, log_line
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.codec import encode
 from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest, Telemetry
-from adaptedge.protocol.topics import telemetry_topic, wildcard
+from adaptedge.protocol.topics import bundle_requests, request_topic, telemetry_topic, wildcard
 
 
 class Wire(Protocol):
@@ -55,6 +55,11 @@ class ServiceCore:
         self.log = logger
         self.telemetry_topic = telemetry_topic(worker_id, prefix)
         self.request_filter = wildcard("req", prefix)
+        """Requests on the plain topic of older devices (any bundle: forwarded if not ours)."""
+        self.request_filters = (self.request_filter,
+                                *(bundle_requests(b, prefix) for b in inference.bundle_ids))
+        """Every filter a worker subscribes for requests: the plain one, then one per bundle
+        served (``<prefix>/v1/+/req/<bundle>``: the broker routes by bundle)."""
         self.telemetry_filter = wildcard("telemetry", prefix) if collect_telemetry else None
         self.batch: MicroBatch[Pending] = MicroBatch(max_batch, max_wait_ms)
         self.recent = RecentRequests(dedup_capacity)
@@ -110,6 +115,9 @@ class ServiceCore:
         digest: ContentKey = b""
         age = 0.0
         if type(item) is InferenceRequest:
+            if topic[-4:] == "/req" and not self.inference.serves(item.bundle_id):
+                self._forward(item, payload)
+                return
             digest = content_key(item)
             cached = self.recent.seen(device, item.request_id, digest)
             if cached is None:
@@ -137,6 +145,16 @@ class ServiceCore:
         elif not self._answer_alone(pending):  # a lone fresh request
             batch.add(pending, received)
             self.flush(idle=True)
+
+    def _forward(self, request: InferenceRequest, payload: bytes | bytearray) -> None:
+        """A plain-topic request of a bundle this worker does not serve goes to the bundle's
+        topic, where the workers serving it are (nobody answers it if none runs)."""
+        if self.wire is None:
+            return
+        self.wire.publish(request_topic(request.device, self.prefix, request.bundle_id),
+                          bytes(payload), qos=1)
+        self.published += 1
+        self.stats.forwarded += 1
 
     # -- output ------------------------------------------------------------------------------
     def _answer_alone(self, pending: Pending) -> bool:

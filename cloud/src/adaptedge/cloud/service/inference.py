@@ -126,6 +126,14 @@ class HpcInference:
                              f"{self.guard.limit_s:g} s (a huge Loop or a hostile graph?); "
                              "re-export the bundle")
 
+    @property
+    def bundle_ids(self) -> tuple[str, ...]:
+        """The bundles this worker answers (one here; several in a ``BundlePool``)."""
+        return (self.bundle_id,)
+
+    def serves(self, bundle_id: str) -> bool:
+        return bundle_id == self.bundle_id
+
     # -- one message (decode, validate, answer) ------------------------------------------------
     def handle_payload(self, topic: str, payload: bytes, now: float | None = None
                        ) -> tuple[str, bytes] | None:

@@ -35,6 +35,8 @@ class ServiceStats:
         self.batches = 0
         self.dropped_topics = 0
         self.retained = 0
+        self.forwarded = 0
+        """Plain-topic requests of a bundle served elsewhere, republished on its topic."""
         self._window_ms: list[float] = []
         self._window_batches: list[int] = []
 
@@ -67,6 +69,7 @@ class ServiceStats:
             "duplicates": self.duplicates,
             "resent": self.resent,
             "retained_ignored": self.retained,
+            "forwarded": self.forwarded,
             "batches": self.batches,
             "queue_depth": queue_depth,
             "window_requests": int(times.size),

@@ -4,9 +4,10 @@ One service core (``cloud/core.py``: decode, dedup, deadlines, shedding, micro-b
 HPC call, stats) behind one of two thin transports, chosen by the broker URL:
 
 - ``mqtt://`` / ``mqtts://``: an MQTT broker through paho (``cloud/mqtt_transport.py``),
-  workers in one shared-subscription group (``$share/<group>/<prefix>/v1/+/req``);
+  workers in one shared-subscription group, one share per bundle served
+  (``$share/<group>/<prefix>/v1/+/req/<bundle>``, and the plain ``.../req`` of older devices);
 - ``nats://HOST:PORT[,nats://...]``: a NATS cluster through nats-py
-  (``cloud/nats_transport.py``), workers in one queue group on ``<prefix>.v1.*.req`` — the
+  (``cloud/nats_transport.py``), workers in queue groups on ``<prefix>.v1.*.req.<bundle>`` — the
   subjects the devices' MQTT topics map to on a NATS server's MQTT listener.
 
 Before computing, a batch loses what can no longer be answered in time: those requests get

@@ -134,6 +134,35 @@ def _close(client: mqtt.Client, loop: Loop) -> None:
             return
 
 
+class ReconnectPacer:
+    """Backs off when connections keep dropping soon after they are made: another client with
+    the same client id (two workers given one account under mosquitto's
+    ``use_username_as_clientid``, or one ``--client-id``) takes the session over each time,
+    and without a pause the two would disconnect each other thousands of times a minute."""
+
+    def __init__(self, *, stable_s: float = 10.0, first_s: float = 0.5,
+                 max_delay_s: float = 30.0) -> None:
+        self.stable_s, self.first_s, self.max_delay_s = stable_s, first_s, max_delay_s
+        self._connected_at: float | None = None
+        self.delay_s = 0.0
+        self.early_drops = 0
+
+    def connected(self, now: float) -> None:
+        self._connected_at = now
+
+    def lost(self, now: float) -> float:
+        """Seconds to wait before reconnecting: 0 after a connection that lasted
+        ``stable_s``, else doubling from ``first_s`` up to ``max_delay_s``."""
+        lasted = None if self._connected_at is None else now - self._connected_at
+        self._connected_at = None
+        if lasted is None or lasted >= self.stable_s:
+            self.delay_s = 0.0
+            return 0.0
+        self.early_drops += 1
+        self.delay_s = min(self.max_delay_s, max(self.first_s, 2 * self.delay_s))
+        return random.uniform(0.75, 1.0) * self.delay_s
+
+
 def reconnect(client: mqtt.Client, address: BrokerAddress, stopping: threading.Event,
               log: logging.Logger, *, max_refusals: int = MAX_REFUSALS, min_delay_s: float = 0.1,
               max_delay_s: float = 5.0, loop: Loop | None = None) -> bool:

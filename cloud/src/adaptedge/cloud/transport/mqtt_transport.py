@@ -9,8 +9,13 @@ has waited ``max_wait_ms``. A flush is one onnxruntime call and one QoS 1 publis
 Acknowledgements are manual (``manual_ack_set``): a request's PUBACK is sent once the batch
 holding it is answered, so it always follows its reply. At most ``MAX_UNACKED_REPLIES``
 replies wait for the broker's acknowledgement (paho's message ids are 16-bit); past that the
-worker reads but computes nothing more until acknowledgements come. Workers share one group
-(``$share/<group>/<prefix>/v1/+/req``) when the broker delivers shared subscriptions (probed).
+worker reads but computes nothing more until acknowledgements come. Workers share one group per
+request filter when the broker delivers shared subscriptions (probed):
+``$share/<group>/<prefix>/v1/+/req/<bundle>`` for each bundle served (a share is its group and
+its filter, so each bundle's requests are spread over the workers serving it, never handed to
+another) and ``$share/<group>/<prefix>/v1/+/req`` for older devices (``ServiceCore`` forwards
+what it does not serve). A connection that keeps dropping soon after it was made (another
+client with this client id) is retried after a growing pause (``ReconnectPacer``).
 
 (A hand-written MQTT fast path under paho, which parsed and wrote PUBLISH/PUBACK packets
 itself, was removed: it bypassed paho's activity clock, so under a deep backlog paho's
@@ -31,6 +36,7 @@ from adaptedge.cloud.errors import CloudError
 from adaptedge.cloud.service.core import ServiceCore
 from adaptedge.cloud.transport.connection import (
     BrokerAddress,
+    ReconnectPacer,
     TlsFiles,
     connect,
     make_client,
@@ -74,11 +80,12 @@ class MqttTransport:
         self.client.on_subscribe = self._on_subscribe_ack
         self.client.on_unsubscribe = self._on_subscribe_ack
         core.bind(self, self.readable)
-        self._filter: str | None = None
+        self._filters: list[str] = []
         self.shared_subscription = False
         self.acked = 0
         """Publishes the broker has acknowledged."""
         self._acks: set[int] = set()
+        self._pacer = ReconnectPacer()
         self.disconnects = 0
         self._net = NetworkLoop(self.client)
         self._step, self._input_waiting = self._net.step, self._net.readable
@@ -86,25 +93,26 @@ class MqttTransport:
     @property
     def description(self) -> str:
         kind = "shared" if self.shared_subscription else "plain"
-        return f"{kind} subscription {self._filter}"
+        return f"{kind} subscriptions {', '.join(self._filters)}"
 
     def open(self) -> None:
         """Connect, pick shared or plain subscription, subscribe (``CloudError`` if refused)."""
         connect(self.client, self.address, loop=self._step)
         try:
             self.shared_subscription = self._choose_sharing()
-            request_filter = self.core.request_filter
-            self._filter = (shared(self.group, request_filter)  # type: ignore[arg-type]
-                            if self.shared_subscription else request_filter)
+            self._filters = [shared(self.group, f)  # type: ignore[arg-type]
+                             if self.shared_subscription else f
+                             for f in self.core.request_filters]
             mid = self._subscribe()
             # Ready means subscribed: a request sent after start() returns is not lost to a
             # SUBSCRIBE the broker has not processed yet.
             pump(self._step, _SUBACK_TIMEOUT_S, lambda: mid is None or mid in self._acks)
             if mid is not None and mid not in self._acks:
-                raise CloudError(f"the broker did not acknowledge the subscription to "
-                                 f"{self._filter} within {_SUBACK_TIMEOUT_S:g} s")
+                raise CloudError(f"the broker did not acknowledge the subscriptions to "
+                                 f"{', '.join(self._filters)} within {_SUBACK_TIMEOUT_S:g} s")
             # From now on a PUBACK follows its request's reply (the probe's callback is done).
             self.client.manual_ack_set(True)
+            self._pacer.connected(time.monotonic())
         except BaseException:
             self.client.disconnect()
             raise
@@ -179,8 +187,8 @@ class MqttTransport:
     def _subscribe(self) -> int | None:
         """Subscribe to requests, probes and telemetry; the request subscription's message id."""
         mid = None
-        if self._filter is not None:
-            mid = self.client.subscribe(self._filter, qos=1)[1]
+        if self._filters:
+            mid = self.client.subscribe([(f, 1) for f in self._filters])[1]
             self.client.subscribe(self.core.telemetry_topic, qos=1)  # backlog probes return
         telemetry = self.core.telemetry_filter
         if telemetry is not None:
@@ -238,8 +246,17 @@ class MqttTransport:
         self.log.warning("lost the broker connection (%s); reconnecting", mqtt.error_string(rc))
         self.disconnects += 1
         self._inbox.reconnected()  # their PUBACKs were for the lost connection
+        pause = self._pacer.lost(time.monotonic())
+        if pause > 0:
+            self.log.warning("the connection dropped %d times soon after connecting: another "
+                             "client probably uses this worker's client id (or, with mosquitto's "
+                             "use_username_as_clientid, its account): give every worker its own "
+                             "account (cloud acl --workers N); waiting %.1f s",
+                             self._pacer.early_drops, pause)
+            stopping.wait(pause)
         if reconnect(self.client, self.address, stopping, self.log,
                      max_refusals=self._max_refusals, loop=self._step):
+            self._pacer.connected(time.monotonic())
             self._subscribe()  # clean session: subscriptions do not survive a reconnect
             self.log.info("reconnected to %s:%d", self.address.host, self.address.port)
 
@@ -247,8 +264,8 @@ class MqttTransport:
         """Stop taking work: unsubscribe, answer everything received, wait for acks, disconnect."""
         client, core = self.client, self.core
         deadline = time.monotonic() + timeout_s
-        unsubscribe_mid = None if self._filter is None else \
-            client.unsubscribe([self._filter, core.telemetry_topic])[1]
+        unsubscribe_mid = None if not self._filters else \
+            client.unsubscribe([*self._filters, core.telemetry_topic])[1]
         if core.backlog is not None:
             core.backlog.close()  # its probes no longer come back
         # Messages the broker routed to us before the UNSUBACK still arrive: answer them all,

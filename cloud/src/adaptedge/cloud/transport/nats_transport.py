@@ -1,8 +1,10 @@
 """The service core behind a NATS cluster (nats-py, the ``nats`` extra).
 
 Devices keep speaking MQTT 3.1.1 to the NATS servers' MQTT listeners; a topic ``a/b/c`` is
-the NATS subject ``a.b.c``. Workers join one queue group on ``<prefix>.v1.*.req`` (the server
-delivers each request to one member) and publish replies on ``<prefix>.v1.<device>.resp``,
+the NATS subject ``a.b.c``. Workers join one queue group on ``<prefix>.v1.*.req.<bundle>`` for
+each bundle they serve (a queue group is its name and its subject: the server delivers each
+request to one member among the workers serving its bundle) and one on ``<prefix>.v1.*.req``
+for older devices (``ServiceCore`` forwards what it does not serve), and publish replies on ``<prefix>.v1.<device>.resp``,
 which reach the device's MQTT subscription on whichever node it is connected to. nats-py
 reconnects to another server of the list (and the ones the cluster announces) by itself and
 re-subscribes; requests in flight on a node that dies are lost there and resent by devices.
@@ -90,7 +92,7 @@ class NatsTransport:
         self._arrived: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._nc: Client | None = None
-        self._request_sub: Subscription | None = None
+        self._request_subs: list[Subscription] = []
         self._refusals = 0
         self._permission_errors = 0
         self.last_error: str | None = None
@@ -100,7 +102,8 @@ class NatsTransport:
     @property
     def description(self) -> str:
         queue = f" in queue group {self.group}" if self.group is not None else ""
-        return f"NATS subject {to_subject(self.core.request_filter).replace('+', '*')}{queue}"
+        subjects = ", ".join(to_subject(f).replace("+", "*") for f in self.core.request_filters)
+        return f"NATS subjects {subjects}{queue}"
 
     def extra_stats(self) -> dict[str, float]:
         return {"shared_subscription": int(self.shared_subscription),
@@ -173,9 +176,9 @@ class NatsTransport:
         except (OSError, nats.errors.Error) as exc:
             raise CloudError(f"cannot connect to the NATS servers: {exc}") from None
         queue = self.group or ""
-        request_subject = to_subject(self.core.request_filter).replace("+", "*")
-        self._request_sub = await self._nc.subscribe(request_subject, queue=queue,
-                                                     cb=self._enqueue)
+        for request_filter in self.core.request_filters:
+            self._request_subs.append(await self._nc.subscribe(
+                to_subject(request_filter).replace("+", "*"), queue=queue, cb=self._enqueue))
         await self._nc.subscribe(to_subject(self.core.telemetry_topic), cb=self._enqueue)
         if self.core.telemetry_filter is not None:
             await self._nc.subscribe(to_subject(self.core.telemetry_filter).replace("+", "*"),
@@ -209,8 +212,7 @@ class NatsTransport:
         self.log.info("reconnected to NATS server %s", url.netloc if url else "?")
 
     def _readable(self) -> bool:
-        sub = self._request_sub
-        return bool(self._inbox) or (sub is not None and sub.pending_msgs > 0)
+        return bool(self._inbox) or any(sub.pending_msgs > 0 for sub in self._request_subs)
 
     # -- the loop ----------------------------------------------------------------------------
     async def _send(self) -> None:
@@ -259,8 +261,8 @@ class NatsTransport:
         if core.backlog is not None:
             core.backlog.close()
         try:
-            if self._request_sub is not None:  # no more routed to us; what came is handed on
-                await asyncio.wait_for(self._request_sub.drain(), timeout_s)  # type: ignore[no-untyped-call]
+            for sub in self._request_subs:  # no more routed to us; what came is handed on
+                await asyncio.wait_for(sub.drain(), timeout_s)  # type: ignore[no-untyped-call]
             while (self._readable() or core.batch.items) and time.monotonic() < deadline:
                 await self._step(0.0)
             core.report(self.extra_stats())

@@ -97,19 +97,24 @@ def _sqlite_pragmas(dbapi_connection: Any, record: Any) -> None:
 class FleetStore:
     """The fleet's database. Open with a URL (``database_url``); ``schema`` puts the tables
     in a PostgreSQL schema of that name (it must exist); ``quota``: each device's row quota
-    (None: unbounded)."""
+    (None: unbounded); ``password`` (e.g. read from a file) replaces the URL's, so it need not
+    be on a command line."""
 
     def __init__(self, url: str | os.PathLike[str] | None = None, *,
-                 schema: str | None = None, quota: RowQuota | None = DEFAULT_QUOTA) -> None:
+                 schema: str | None = None, quota: RowQuota | None = DEFAULT_QUOTA,
+                 password: str | None = None) -> None:
         self.url = database_url(url)
         self.quota = quota
-        backend = make_url(self.url).get_backend_name()
+        parsed = make_url(self.url)
+        backend = parsed.get_backend_name()
         if backend not in ("sqlite", "postgresql"):
             raise StoreError(f"the fleet store supports SQLite and PostgreSQL, not {backend} "
                              f"({url}): give --db sqlite:///FILE, a file path or "
                              "postgresql://USER@HOST/DB")
         try:
-            self.engine: Engine = create_engine(self.url, pool_pre_ping=True)
+            self.engine: Engine = create_engine(  # a password from a file, not the URL
+                parsed if password is None else parsed.set(password=password),
+                pool_pre_ping=True)
         except (SQLAlchemyError, ImportError, ValueError) as exc:
             raise StoreError(f"cannot open the fleet store {url!r}: {exc} (give --db "
                              "sqlite:///FILE, a file path or postgresql://USER@HOST/DB)") from exc
