@@ -32,8 +32,9 @@ def register(sub: Any) -> None:
                    "rows (test unchanged; default: the dataset's split): more validation rows "
                    "let the default point be certified within 1%% of the HPC")
     p.add_argument("--seed", type=int, default=0, help="seed of splits and models (default 0)")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="parallel jobs on this machine (default 1)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="processes for the sweep's fits on this machine (default: the usable "
+                        "cores; 1: all in this process); the bundle is the same for any N")
     p.add_argument("--cluster", metavar="tcp://HOST:PORT",
                    help="run the sweep's fits on this Dask scheduler (default "
                         "$ADAPTEDGE_CLUSTER; needs the 'cluster' extra)")
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if args.method not in METHOD_MODULES:
         raise CommandError(f"unknown method {args.method!r}; choose one of "
                            f"{', '.join(sorted(METHOD_MODULES))}")
-    if args.jobs < 1:
+    if args.jobs is not None and args.jobs < 1:
         raise CommandError(f"--jobs must be >= 1, got {args.jobs}")
     if args.val_fraction is not None and not 0 < args.val_fraction < 1:
         raise CommandError(f"--val-fraction must be in (0, 1), got {args.val_fraction:g}")
@@ -79,14 +80,15 @@ def run(args: argparse.Namespace) -> int:
 
     from adaptedge.trainer.api import train_bundle
     from adaptedge.trainer.errors import ParamError
-    from adaptedge.trainer.parallel import cluster_address
+    from adaptedge.trainer.parallel import cluster_address, usable_cores
 
+    jobs = usable_cores() if args.jobs is None else args.jobs
     started = time.perf_counter()
     try:
         manifest = train_bundle(
             args.data, args.method, args.out, target=args.target, costs=args.costs,
             grouping=args.grouping, budget=args.budget, quick=args.quick, seed=args.seed,
-            n_jobs=args.jobs, progress=not args.no_progress, hpc_kind=args.hpc,
+            n_jobs=jobs, progress=not args.no_progress, hpc_kind=args.hpc,
             hpc_onnx=args.hpc_onnx, extra=extra, force=args.force,
             cluster=cluster_address(args.cluster), val_fraction=args.val_fraction)
     except ParamError as exc:

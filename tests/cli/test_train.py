@@ -253,3 +253,18 @@ def test_val_fraction_gives_validation_more_rows(tmp_path: Path,
     _one_line_error(capsys, ["train", "--data", "heart", "--method", TINY, "--hpc", "hgb",
                              "--val-fraction", "0.9", "--no-progress", "--out",
                              str(tmp_path / "y")], "--val-fraction 0.9")
+
+
+def test_the_bundle_is_the_same_for_any_jobs(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # a quick ADAPT-GBRT sweep (6 fits through parallel_map), each run on a cold cache so
+    # that the HPC and its out-of-fold folds are refitted too; no --jobs: the core count
+    ids, onnx = [], []
+    for jobs in (["--jobs", "1"], ["--jobs", "2"], []):
+        run = tmp_path / (jobs[-1] if jobs else "default")
+        monkeypatch.setenv("ADAPTEDGE_CACHE_DIR", str(run / "cache"))
+        assert main(["train", "--data", "heart", "--method", "adapt-gbrt", "--quick",
+                     "--hpc", "hgb", "--no-progress", *jobs, "--out", str(run / "b")]) == 0
+        ids.append(verify(run / "b").bundle_id)
+        onnx.append({p.name: p.read_bytes() for p in sorted((run / "b").glob("*.onnx"))})
+    assert ids == [ids[0]] * 3 and onnx == [onnx[0]] * 3 and len(onnx[0]) > 2

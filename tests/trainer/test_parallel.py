@@ -152,7 +152,7 @@ def _private_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Tem
 
 @pytest.fixture(scope="module")
 def local_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The quick sweep trained here (``--jobs 1``); its HPC is cached for later runs."""
+    """The quick sweep trained here (local processes); its HPC is cached for later runs."""
     out = tmp_path_factory.mktemp("local") / "heart"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ADAPTEDGE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))

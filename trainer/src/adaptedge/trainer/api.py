@@ -132,6 +132,9 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
     seed and library versions go into the manifest metadata; wall-clock timings do not (the same
     inputs and seed give the same bundle id; time the call to know how long it took). ``out`` must be new, an
     empty directory or, with ``force``, a bundle to replace (checked before training).
+    ``n_jobs``: local processes for the sweep's fits (default 1: all in this process, as a
+    library call should not take the machine unasked; ``adaptedge train --jobs`` defaults to
+    ``trainer.parallel.usable_cores()``). The bundle is the same for any ``n_jobs``.
     ``cluster``: a Dask scheduler address (``tcp://HOST:PORT``) that runs the sweep's fits
     (``trainer.parallel``); ``n_jobs`` still sizes the work done here.
     """

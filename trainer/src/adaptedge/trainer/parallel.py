@@ -115,10 +115,21 @@ def _close(client: Any) -> None:
         logger.setLevel(level)
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the OS reports one (a
+    container's or ``taskset``'s limit), else ``os.cpu_count()``, else 1. The default of
+    ``adaptedge train --jobs``."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        with suppress(OSError):
+            return max(1, len(affinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], n_jobs: int, progress: bool,
                  desc: str) -> list[R]:
     """``[fn(i) for i in items]``: on the active Dask cluster (see ``use_cluster``), else on at
-    most ``n_jobs`` (<= 2 here) local processes; with a progress bar when ``progress``."""
+    most ``n_jobs`` local processes (``local_map``); with a progress bar when ``progress``."""
     cluster = _CLUSTER.get()
     if cluster is not None:
         return dask_map(cluster, fn, items, progress, desc)
@@ -128,10 +139,15 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], n_jobs: int, progress
 def local_map(fn: Callable[[T], R], items: Sequence[T], n_jobs: int, progress: bool,
               desc: str) -> list[R]:
     """``[fn(i) for i in items]`` here (one job) or on joblib's process pool, reporting
-    progress (``trainer.progress``: a bar on a terminal, log lines otherwise)."""
+    progress (``trainer.progress``: a bar on a terminal, log lines otherwise).
+
+    The pool is capped at ``usable_cores()`` (and at the number of items): the fits are
+    CPU-bound, so processes beyond the cores only add memory (each holds its own copy of the
+    training arrays) and contention, never speed. Results come back in item order.
+    """
     from adaptedge.trainer.progress import track
 
-    jobs = max(1, min(int(n_jobs), 2, len(items)))
+    jobs = max(1, min(int(n_jobs), usable_cores(), len(items)))
     if jobs == 1:
         return list(track((fn(item) for item in items), desc, len(items), progress))
     from joblib import Parallel, delayed
