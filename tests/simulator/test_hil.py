@@ -28,21 +28,30 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _children_gone(run: RunResult) -> None:
+@pytest.fixture()
+def children_before() -> set[int]:
+    """This process's children before the test (a CLI run earlier in the session may keep
+    joblib's idle workers alive): the HIL run must leave none of its own behind."""
     import psutil
 
-    me = psutil.Process()
-    assert me.children(recursive=True) == [], "HIL left child processes behind"
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def _children_gone(run: RunResult, before: set[int]) -> None:
+    import psutil
+
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert left == [], "HIL left child processes behind"
 
 
 @pytest.mark.parametrize("broker", ["mosquitto", "amqtt"])
-def test_replay_and_hil_make_the_same_decisions(bundle: Path, tmp_path: Path,
-                                                broker: str) -> None:
+def test_replay_and_hil_make_the_same_decisions(bundle: Path, tmp_path: Path, broker: str,
+                                                children_before: set[int]) -> None:
     X, y = load_dataset(DATA).split("test")
     scenario = Scenario(seed=3, devices=DevicesConfig(count=2, rate_hz=100, limit=80))
     hil = run_hil(bundle, DATA, scenario=scenario, truth=y,
                   options=HilOptions(devices=2, broker=broker, workdir=tmp_path, timeout_s=120))
-    _children_gone(hil)
+    _children_gone(hil, children_before)
     sim = replay(bundle, X, y, scenario=scenario)
     assert hil.n == sim.n == 160
     assert set(hil.columns.source) == {"local", "cloud"}
@@ -52,8 +61,8 @@ def test_replay_and_hil_make_the_same_decisions(bundle: Path, tmp_path: Path,
 
 
 @pytest.mark.parametrize("mode", ["proxy", "pause"])
-def test_outage_every_request_gets_exactly_one_answer(bundle: Path, tmp_path: Path,
-                                                      mode: str) -> None:
+def test_outage_every_request_gets_exactly_one_answer(bundle: Path, tmp_path: Path, mode: str,
+                                                      children_before: set[int]) -> None:
     X, y = load_dataset(DATA).split("test")
     limit, rate = 200, 50.0
     scenario = Scenario(seed=1, devices=DevicesConfig(count=1, rate_hz=rate, limit=limit),
@@ -61,7 +70,7 @@ def test_outage_every_request_gets_exactly_one_answer(bundle: Path, tmp_path: Pa
     hil = run_hil(bundle, DATA, scenario=scenario, truth=y,
                   options=HilOptions(devices=1, broker="mosquitto", workdir=tmp_path / "w",
                                      timeout_s=120, outage_mode=mode))  # type: ignore[arg-type]
-    _children_gone(hil)
+    _children_gone(hil, children_before)
     assert sorted(hil.columns.row) == list(range(limit))  # none lost, none twice
     escalated = np.asarray(hil.columns.escalated)
     sources = hil.sources()
@@ -83,7 +92,8 @@ def test_outage_every_request_gets_exactly_one_answer(bundle: Path, tmp_path: Pa
     assert "## Outages" in report["markdown"].read_text()
 
 
-def test_devices_on_remote_sensors_decide_like_replay(bundle: Path, tmp_path: Path) -> None:
+def test_devices_on_remote_sensors_decide_like_replay(bundle: Path, tmp_path: Path,
+                                                     children_before: set[int]) -> None:
     """Devices that read every sensor over MQTT from the simulator (as real hardware would)
     make the replay's decisions; the sensor latency is really waited for."""
     X, y = load_dataset(DATA).split("test")
@@ -91,7 +101,7 @@ def test_devices_on_remote_sensors_decide_like_replay(bundle: Path, tmp_path: Pa
     hil = run_hil(bundle, DATA, scenario=scenario, truth=y, rows=X,
                   options=HilOptions(devices=2, broker="mosquitto", workdir=tmp_path,
                                      timeout_s=120, remote_sensors=True))
-    _children_gone(hil)
+    _children_gone(hil, children_before)
     sim = replay(bundle, X, y, scenario=scenario)
     assert hil.n == sim.n == 80
     assert hil.keyed() == sim.keyed()
