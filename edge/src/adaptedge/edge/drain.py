@@ -114,10 +114,13 @@ class OutboxDrainer:
             name = {"stored": "drain_stored", "duplicate": "drain_duplicates"}.get(
                 ack.status, "drain_refused")
             self._counters[name] += 1
+            # Removed while the lock is held: ``step`` marks what is in flight under the lock and
+            # then lists the outbox, so it never sees an acknowledged record's file as fresh and
+            # sends (and counts) it a second time.
+            self.outbox.remove(entry.path)
         if ack.status == "refused":
             log.warning("edge %s: the cloud refused record %d for good (%s); dropping it",
                         self.device_id, ack.request_id, ack.message)
-        self.outbox.remove(entry.path)
 
     # -- sending -------------------------------------------------------------------------------
     def step(self) -> int:
