@@ -95,6 +95,15 @@ def test_train_writes_the_device_bundle_beside_the_full_one(
     assert set(device.files) == set(full.files) - {full.hpc.file}
 
 
+def test_evaluate_refuses_a_device_bundle_in_one_line(
+        trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["evaluate", "--bundle", str(trained.with_name("heart-device")), "--data",
+                 "heart", "--split", "test"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a device bundle" in err and "an evaluation against " \
+        "the HPC needs the full bundle it was cut from" in err
+
+
 def test_trained_bundle_carries_the_drift_reference(trained: Path) -> None:
     """Every point's validation figures for the drift monitor, walked on the exported ONNX
     over the validation rows (not test), so the live monitor runs the agreement chart too."""

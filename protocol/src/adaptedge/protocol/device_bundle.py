@@ -84,6 +84,15 @@ def write_device_bundle(full_root: str | os.PathLike[str], full: Manifest,
     return written
 
 
+def require_hpc(manifest: Manifest, where: str | os.PathLike[str], use: str) -> None:
+    """``BundleError`` (one line) when ``manifest`` is a device bundle, since ``use`` (e.g.
+    "an evaluation") needs the HPC's file."""
+    if not manifest.carries_hpc:
+        raise BundleError(f"is a device bundle: it names its HPC ({manifest.hpc.cloud_bundle}/"
+                          f"{manifest.hpc.file}) but does not hold it; {use} needs the full "
+                          "bundle it was cut from", path=str(where))
+
+
 def check_answers_for(cloud: Manifest, device: Manifest) -> None:
     """``BundleError`` (one line) unless the HPC of ``cloud`` is the one ``device`` names and
     the two bundles agree on what a request carries (classes, features, the HPC's sensors)."""
