@@ -6,8 +6,9 @@ The bundle is ``--bundle DIR`` or, without it, ``adaptedge train --data letter-b
 adapt-gbrt`` (the default sweep, minutes) into a temporary folder. Each record: ``bundle``
 (full / device-all / device-one), ``points``, ``files``, ``bytes`` (every file, manifest
 included), ``image_bytes`` (the uncompressed ``.tar`` an OTA rollout sends),
-``image_xz_bytes`` (that tar through ``xz -9e``, with ``--xz``: what a compressed transfer would
-send; none for the full bundle), ``load_ms_median`` and ``load_ms`` (``--loads`` loads, each a
+``image_xz_bytes`` and ``image_xz_seconds`` (with ``--xz``: the ``fleet deploy --xz`` image, the
+tar through ``xz -9e``, and the time compressing it took; none for the full bundle, which never
+travels), ``load_ms_median`` and ``load_ms`` (``--loads`` loads, each a
 fresh ``EdgeRuntime.load``: manifest, hashes of every file, sessions of the default point).
 ``c_export`` gives the estimated Cortex-M0+ flash of the default point and, when it is over 256
 KB, the most accurate point that fits (``adaptedge export c --flash-limit 256K``). The numbers
@@ -21,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
 import os
 import statistics
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -33,20 +32,17 @@ from typing import Any
 FLASH_LIMIT = 256 * 1024
 
 
-def _image_bytes(root: Path, out: Path, xz: bool) -> tuple[int, int | None]:
-    """The bytes of the bundle's uncompressed tar (as OTA packs it) and of it through xz."""
-    with tarfile.open(out, "w", format=tarfile.USTAR_FORMAT) as tar:
-        for path in sorted(root.iterdir()):
-            tar.add(path, arcname=f"b/{path.name}")
-    size = out.stat().st_size
+def _image_bytes(root: Path, out: Path, xz: bool) -> tuple[int, int | None, float | None]:
+    """The bytes of the OTA image of a bundle (``build_image``: the uncompressed tar) and, with
+    ``xz``, of the ``fleet deploy --xz`` image and the seconds its compression took."""
+    from adaptedge.cloud.rollout.announce import build_image
+
+    size = build_image(root, out).size
     if not xz:
-        return size, None
-    comp = lzma.LZMACompressor(preset=9 | lzma.PRESET_EXTREME)
-    packed = 0
-    with out.open("rb") as fh:
-        while block := fh.read(1 << 20):
-            packed += len(comp.compress(block))
-    return size, packed + len(comp.flush())
+        return size, None, None
+    started = time.perf_counter()
+    packed = build_image(root, out, xz=True).size
+    return size, packed, round(time.perf_counter() - started, 2)
 
 
 def _record(name: str, root: Path, work: Path, loads: int, xz: bool) -> dict[str, Any]:
@@ -55,8 +51,8 @@ def _record(name: str, root: Path, work: Path, loads: int, xz: bool) -> dict[str
 
     manifest = verify(root)
     files = [p for p in root.iterdir() if p.is_file()]
-    image, packed = _image_bytes(root, work / f"{name}.tar", xz and manifest.hpc.file not in
-                                 {p.name for p in files})
+    image, packed, xz_s = _image_bytes(root, work / f"image-{name}",
+                                       xz and not manifest.carries_hpc)
     times = []
     for _ in range(loads):
         started = time.perf_counter()
@@ -65,7 +61,7 @@ def _record(name: str, root: Path, work: Path, loads: int, xz: bool) -> dict[str
     return {"bundle": name, "bundle_id": manifest.bundle_id,
             "points": len(manifest.operating_points), "files": len(files),
             "bytes": sum(p.stat().st_size for p in files), "image_bytes": image,
-            "image_xz_bytes": packed, "load_ms_median": round(statistics.median(times), 2),
+            "image_xz_bytes": packed, "image_xz_seconds": xz_s, "load_ms_median": round(statistics.median(times), 2),
             "load_ms": [round(t, 2) for t in times]}
 
 

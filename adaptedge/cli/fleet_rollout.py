@@ -48,6 +48,9 @@ def register_rollout(fleet_sub: Any) -> None:
                    "(devices whose adaptedge predates device bundles); by default a full "
                    "bundle ships as its device part (an unsigned one only: a signed bundle's "
                    "device part is cut and signed with `adaptedge export device --key`)")
+    d.add_argument("--xz", action="store_true", help="send the image xz-compressed (.tar.xz: "
+                   "a device bundle's points share most trees, so it shrinks many times; the "
+                   "device needs ~65 MiB to unpack it and an adaptedge that reads .tar.xz)")
     d.add_argument("--trust", action="append", type=Path, metavar="PUBKEY",
                    help="refuse to announce a bundle not signed by this key (repeatable)")
     d.add_argument("--work-dir", type=Path, help="where a bundle directory is packed (default: "
@@ -128,7 +131,7 @@ def deploy(args: argparse.Namespace) -> int:
     rollout = args.rollout or f"r{int(time.time())}"
     with tempfile.TemporaryDirectory(prefix="adaptedge-deploy-") as tmp:
         image = build_image(args.bundle, args.work_dir or tmp, chunk_size=args.chunk_size,
-                            trust=args.trust, device_only=not args.full)
+                            trust=args.trust, device_only=not args.full, xz=args.xz)
         watch = RolloutWatch(args.prefix)
         client, login = _client(args, "deploy", watch)
         server = None

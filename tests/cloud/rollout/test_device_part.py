@@ -55,14 +55,15 @@ def test_a_signed_full_bundle_is_not_shipped_as_an_unsigned_part(tmp_path: Path)
 
 
 @pytest.mark.broker
+@pytest.mark.parametrize("xz", [False, True])
 def test_the_bytes_sent_over_the_air_are_the_device_bundle_not_the_hpc(
-        mosquitto: MosquittoBroker, tmp_path: Path) -> None:
+        mosquitto: MosquittoBroker, tmp_path: Path, xz: bool) -> None:
     keys = new_keys(tmp_path / "keys")
     versioned_bundle(tmp_path / "v1", 1, keys, seed=1)
     _full_with_big_hpc(tmp_path / "v2", 2, seed=2)
     device = write_device_bundle(tmp_path / "v2", verify(tmp_path / "v2"), tmp_path / "d2")
     sign_bundle(tmp_path / "d2", keys.private)
-    image = build_image(tmp_path / "d2", tmp_path / "images", chunk_size=4096)
+    image = build_image(tmp_path / "d2", tmp_path / "images", chunk_size=4096, xz=xz)
     with ChunkServer(mosquitto.url) as server:
         server.add(image)
         dev = start_device("dev1", tmp_path / "v1", mosquitto.url, keys, tmp_path / "updates",
@@ -77,13 +78,15 @@ def test_the_bytes_sent_over_the_air_are_the_device_bundle_not_the_hpc(
             assert dev.wait_state("active", device.bundle_id, 60.0), dev.follower.statuses[-1]
         finally:
             dev.close()
-    data = (tmp_path / "images" / f"{device.bundle_id}.tar").read_bytes()
+    tar = (tmp_path / "images" / f"{device.bundle_id}.tar").stat().st_size
+    data = image.path.read_bytes()
     chunks = [data[i:i + 4096] for i in range(0, len(data), 4096)]
     # each chunk once, but those of zeros only (the tar's end), which a device's empty part
     # file already holds (ota_download resumes them)
     files = list((tmp_path / "d2").iterdir())  # the tar: the files, a header and padding
     size = sum(p.stat().st_size for p in files)  # each, the top folder, end and record padding
-    assert len(data) == image.size and size < image.size <= size + 1024 * len(files) + 11264
+    assert len(data) == image.size and size < tar <= size + 1024 * len(files) + 11264
+    assert image.size < tar / 2 if xz else image.size == tar  # xz: the tar compressed
     assert server.counters["bytes_sent"] == sum(len(c) for c in chunks if c.strip(b"\0"))
     assert image.size < HPC_BYTES // 20  # the 2 MB HPC did not travel
     kept = tmp_path / "updates" / "dev1" / "bundles" / device.bundle_id
