@@ -3,6 +3,7 @@ line (exit status 2). ``adaptedge export device``: the chosen points, signed on 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,20 @@ def test_export_c_of_a_device_bundle_is_the_full_bundles(
     full_c = (tmp_path / "c-full" / "adaptedge_policy.c").read_text()
     dev_c = (tmp_path / "c-dev" / "adaptedge_policy.c").read_text()
     assert dev_c == full_c.replace(manifest.bundle_id, device.bundle_id)
+
+
+def test_export_c_refuses_size_dependent_costs_in_one_line(
+        toy_bundle: tuple[Path, Manifest], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from adaptedge.protocol.bundle import read_manifest_body
+    from adaptedge.protocol.bundle_digest import MANIFEST_NAME, manifest_digest
+
+    path, _ = toy_bundle
+    body = read_manifest_body(path)
+    body["sensors"][1]["size_poly"] = {"energy_mj": [1.0, 0.5]}  # sensor "b"
+    body["bundle_id"] = manifest_digest(body)
+    (path / MANIFEST_NAME).write_text(json.dumps(body))
+    assert main(["export", "c", "--bundle", str(path), "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "sensor 'b' costs more for a bigger item (size_poly)" in err
+    assert "C exporter cannot express" in err and not (tmp_path / "c").exists()
