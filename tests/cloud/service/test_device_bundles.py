@@ -37,6 +37,9 @@ def test_a_full_bundle_answers_its_device_bundles_under_their_own_ids(tmp_path: 
             np.testing.assert_allclose(np.frombuffer(reply.probabilities, np.float32), want,
                                        rtol=1e-6)
         assert pool.loads == 1  # one HPC behind the three ids
+        for b in (full, all_points, one):  # what drift monitoring compares each device with
+            assert pool.manifest_of(b.bundle_id) == b
+        assert pool.manifest_of("nope") is None
     finally:
         pool.close()
 
@@ -49,6 +52,9 @@ def test_a_lone_full_bundle_answers_its_all_points_device_bundle(tmp_path: Path)
         reply = inference.handle_batch([request(full, 7, ROW,
                                                 bundle_id=device_bundle_id(full))])[0]
         assert isinstance(reply, InferenceReply) and reply.bundle_id == device_bundle_id(full)
+        assert inference.manifest_of(full.bundle_id) == full
+        every = inference.manifest_of(device_bundle_id(full))
+        assert every is not None and every.operating_points == full.operating_points
         one = device_bundle_id(full, ["gate"])  # not given: not answered
         refused = inference.handle_batch([request(full, 8, ROW, bundle_id=one)])[0]
         assert getattr(refused, "code", None) == E.UNKNOWN_BUNDLE

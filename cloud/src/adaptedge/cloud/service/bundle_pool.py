@@ -41,7 +41,11 @@ from adaptedge.cloud.service.guard import DEFAULT_RUN_LIMIT_S
 from adaptedge.cloud.service.inference import HpcInference, Reply
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.bundle import open_bundle, verify
-from adaptedge.protocol.device_bundle import check_answers_for, device_bundle_id
+from adaptedge.protocol.device_bundle import (
+    check_answers_for,
+    device_bundle_id,
+    device_manifest,
+)
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.messages import ErrorReply, InferenceRequest
@@ -165,6 +169,16 @@ class BundlePool:
                 return
             if self.get(entry.bundle_id) is not None:
                 resident += entry.hpc_bytes
+
+    def manifest_of(self, bundle_id: str) -> Manifest | None:
+        """The manifest a device running ``bundle_id`` holds, or None if not answered here."""
+        cloud = self.entries.get(self.aliases.get(bundle_id, bundle_id))
+        if cloud is None:
+            return None
+        if bundle_id == cloud.bundle_id:
+            return cloud.manifest
+        given = next((d for d in cloud.devices if d.bundle_id == bundle_id), None)
+        return given or device_manifest(cloud.manifest)
 
     @property
     def bundle_ids(self) -> tuple[str, ...]:

@@ -32,7 +32,7 @@ from adaptedge.cloud.service.single_row import BoundRow, first_argmax
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.codec import decode, encode
-from adaptedge.protocol.device_bundle import check_answers_for, device_bundle_id
+from adaptedge.protocol.device_bundle import check_answers_for, device_manifest
 from adaptedge.protocol.errors import ProtocolError
 from adaptedge.protocol.features import all_finite
 from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT, Manifest
@@ -64,10 +64,12 @@ class HpcInference:
                  prefix: str = DEFAULT_PREFIX, run_limit_s: float = DEFAULT_RUN_LIMIT_S) -> None:
         self.manifest = manifest
         self.bundle_id = manifest.bundle_id
-        self._ids = {manifest.bundle_id}
-        """This bundle and the device bundles answered with its HPC (``answer_for``)."""
+        self._devices: dict[str, Manifest] = {}
+        """The device bundles answered with this HPC (``answer_for``), by id."""
         if manifest.carries_hpc:  # its own all-points device bundle, as train and OTA cut it
-            self._ids.add(device_bundle_id(manifest))
+            every = device_manifest(manifest)
+            self._devices[every.bundle_id] = every
+        self._ids = {manifest.bundle_id, *self._devices}
         self.model_id = f"{manifest.bundle_id}/{manifest.hpc.file}"
         self.prefix = prefix
         self.n_features = len(manifest.feature_names)
@@ -148,7 +150,13 @@ class HpcInference:
         """Answer the requests of device bundle ``device`` too; ``BundleError`` (one line) when
         it names another HPC or another request layout (``device_bundle.check_answers_for``)."""
         check_answers_for(self.manifest, device)
+        self._devices[device.bundle_id] = device
         self._ids.add(device.bundle_id)
+
+    def manifest_of(self, bundle_id: str) -> Manifest | None:
+        """The manifest a device running ``bundle_id`` holds (its points are the ones its
+        records number), or None if not answered here."""
+        return self.manifest if bundle_id == self.bundle_id else self._devices.get(bundle_id)
 
     # -- one message (decode, validate, answer) ------------------------------------------------
     def handle_payload(self, topic: str, payload: bytes, now: float | None = None
