@@ -72,6 +72,8 @@ def test_an_unknown_point_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(BundleError, match=r"no operating point 'fast'.*gate, walk"):
         write_device_bundle(tmp_path / "full", full, tmp_path / "dev", ["walk", "fast"])
     assert not (tmp_path / "dev").exists()
+    with pytest.raises(BundleError, match="no operating point chosen: name at least one"):
+        write_device_bundle(tmp_path / "full", full, tmp_path / "dev", [])
 
 
 def test_another_hpc_or_layout_is_refused_in_one_line(tmp_path: Path) -> None:

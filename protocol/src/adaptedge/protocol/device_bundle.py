@@ -34,9 +34,9 @@ def _chosen(full: Manifest, points: Sequence[str] | None) -> list[str]:
     unknown = [p for p in chosen if p not in names]
     if unknown or not chosen:
         shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-        what = f"no operating point {unknown[0]!r}" if unknown else "no point chosen"
-        raise BundleError(f"the bundle has {what} (it has {shown}; `adaptedge inspect` lists "
-                          "them)")
+        what = (f"the bundle has no operating point {unknown[0]!r}" if unknown
+                else "no operating point chosen: name at least one")
+        raise BundleError(f"{what} (it has {shown}; `adaptedge inspect` lists them)")
     return chosen
 
 
