@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -90,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
     from adaptedge.trainer.errors import ParamError
     from adaptedge.trainer.parallel import cluster_address, usable_cores
 
-    device_out = args.device_out or args.out.with_name(f"{args.out.name}-device")
-    if Path(device_out).absolute() == Path(args.out).absolute():
+    out = Path(os.path.abspath(args.out))
+    device_out = Path(os.path.abspath(args.device_out or out.with_name(f"{out.name}-device")))
+    if device_out == out:
         raise CommandError("--device-out must differ from --out")
     check_target(device_out, force=args.force)  # before hours of training, not after
     jobs = usable_cores() if args.jobs is None else args.jobs
