@@ -33,8 +33,9 @@ def serve_pool(args: argparse.Namespace, stack: ExitStack, password: str | None,
     stack.callback(pool.close)
     if args.serve_updates:
         _serve_updates(args, stack, pool, password, tls)
-    print(f"adaptedge cloud: serving {len(pool.entries)} bundle(s): "
-          f"{', '.join(pool.bundle_ids)}", file=sys.stderr, flush=True)
+    devices = len(pool.bundle_ids) - len(pool.entries)
+    print(f"adaptedge cloud: serving {len(pool.entries)} bundle(s) and {devices} device "
+          f"bundle(s) cut from them: {', '.join(pool.bundle_ids)}", file=sys.stderr, flush=True)
     return pool
 
 
