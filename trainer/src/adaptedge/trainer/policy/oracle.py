@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from adaptedge.protocol.bundle import read_manifest
 from adaptedge.protocol.costs import cost_columns, decision_costs
+from adaptedge.protocol.device_bundle import require_hpc
 from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Manifest
 from adaptedge.protocol.walk import walk_manifest
 
@@ -100,7 +101,14 @@ class BundleRunner:
     @classmethod
     def from_dir(cls, bundle_dir: str | Path) -> BundleRunner:
         root = Path(bundle_dir)
-        return cls(read_manifest(root), lambda name: (root / name).read_bytes())
+        manifest = read_manifest(root)
+
+        def read(name: str) -> bytes:
+            if name == manifest.hpc.file:
+                require_hpc(manifest, root, "an evaluation against the HPC")
+            return (root / name).read_bytes()
+
+        return cls(manifest, read)
 
     @classmethod
     def from_files(cls, manifest: Manifest, files: Mapping[str, bytes]) -> BundleRunner:
