@@ -369,8 +369,9 @@ def _check_inputs(
     P = np.asarray(hpc_proba, dtype=np.float64)
     if X32.ndim != 2 or X32.shape[0] == 0:
         raise ValueError(f"X must be a non-empty 2-D array, got shape {X32.shape}")
-    if not np.all(np.isfinite(X32)):
-        raise ValueError("X contains NaN or infinite values; impute them before fitting")
+    if np.isinf(X32).any():
+        raise ValueError("X contains infinite values; give finite numbers, or NaN for a "
+                         "sensor not measured on a row (the trees send NaN right)")
     if P.ndim != 2 or P.shape[0] != X32.shape[0] or P.shape[1] < 2:
         raise ValueError(
             f"hpc_proba must be [n_samples, n_classes>=2] matching X's {X32.shape[0]} rows, "
