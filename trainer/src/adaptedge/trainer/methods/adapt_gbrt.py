@@ -197,8 +197,10 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
                 allowed = bought[feature_sensor].copy()
                 if not allowed.any():
                     break
-            excess = cross_entropy(logits, yi, n_classes) + softplus(gate) - loss_hpc - softplus(-gate)
-            q, _beta = q_step(excess, p_full)
+            if p_full > 0:  # else nothing is escalated (Greedy Miser): q stays 0
+                excess = (cross_entropy(logits, yi, n_classes) + softplus(gate) - loss_hpc
+                          - softplus(-gate))
+                q, _beta = q_step(excess, p_full)
             for _t in range(self.n_trees):
                 r, h = lpc_gradients(logits, yi, n_classes, 1.0 - q)
                 tree, fitted = grow_tree(  # fitted: tree.predict(X32), without the walk
