@@ -6,7 +6,8 @@ feature accuracies and cost polynomials (``trainer.methods.polydom.simulation``)
    NaiveExpandAll (2^n); mean over seeds.
 2. ``index``: index size (stored entries: breaks + skyline slots) and retrieval time (p50 µs per
    (size, budget) query, one process) of PolyDom (Algorithm 3's sweep), PolyDomIndexAll (every
-   crossing) and NaiveLookup (a scan of the candidates), with the crossings Algorithm 3 popped.
+   crossing) and NaiveLookup (a scan of the candidates), with the adjacent swaps Algorithm 3
+   popped and the distinct crossing sizes of all pairs (what PolyDomIndexAll stores).
 3. ``accuracy``: accuracy of the set each method retrieves vs budget at fixed item sizes, for
    PolyDom (candidates at epsilon 0: exact), Greedy, GreedyAcc and GreedyCost; mean over seeds,
    and each method's mean over the budget grid (the ordering checked in ``check``).
@@ -77,7 +78,7 @@ def index_rows(features: list[int], seeds: int, queries: int) -> list[dict[str, 
                           rng.uniform(0, top, queries).tolist(), strict=True))
             row = {"candidates": len(cands), "polydom_size": index.size_of_index(),
                    "index_all_size": every.size_of_index(), "naive_size": len(cands),
-                   "crossings_popped": popped, "crossings_all": len(every.breaks)}
+                   "swaps_popped": popped, "crossing_sizes_all": len(every.breaks)}
             for name, fn in (("polydom", index.lookup), ("index_all", every.lookup),
                              ("naive", lambda s, b, m=index.models: naive_lookup(m, s, b))):
                 times = []

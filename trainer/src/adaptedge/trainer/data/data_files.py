@@ -41,8 +41,9 @@ def read_rows(path: Path, delimiter: str | None) -> tuple[tuple[str, ...], ...]:
                            "CSV/TSV, optionally gzipped") from None
 
 
-MISSING_HINT = ("missing values are learnt by --method adapt-gbrt, greedy-miser and dag "
-                "(unmeasured sensors); for another method pass --impute median, or fill them in")
+MISSING_HINT = ("missing values are accepted only by train --method adapt-gbrt, greedy-miser "
+                "or dag (unmeasured sensors) or train --impute median; else fill them in or "
+                "drop the row")
 """What to do about a missing cell, in every refusal of one."""
 
 

@@ -198,9 +198,7 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
                 if not allowed.any():
                     break
             if p_full > 0:  # else nothing is escalated (Greedy Miser): q stays 0
-                excess = (cross_entropy(logits, yi, n_classes) + softplus(gate) - loss_hpc
-                          - softplus(-gate))
-                q, _beta = q_step(excess, p_full)
+                q = _q_of(logits, yi, n_classes, gate, loss_hpc, p_full)
             for _t in range(self.n_trees):
                 r, h = lpc_gradients(logits, yi, n_classes, 1.0 - q)
                 tree, fitted = grow_tree(  # fitted: tree.predict(X32), without the walk
@@ -332,6 +330,13 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         if margin_weight is not None:
             other.margin_weight = margin_weight
         return other
+
+
+def _q_of(logits: FloatArray, yi: NDArray[np.int64], n_classes: int, gate: FloatArray,
+          loss_hpc: FloatArray, p_full: float) -> FloatArray:
+    """The q-step: each row's oracle probability of escalating (``gating.q_step``)."""
+    excess = cross_entropy(logits, yi, n_classes) + softplus(gate) - loss_hpc - softplus(-gate)
+    return q_step(excess, p_full)[0]
 
 
 def gate_score_from(raw: FloatArray, margin: FloatArray | None, gate_threshold: float,
