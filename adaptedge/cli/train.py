@@ -36,6 +36,10 @@ def register(sub: Any) -> None:
                    help="re-draw validation from the training rows to hold this share of all "
                    "rows (test unchanged; default: the dataset's split): more validation rows "
                    "let the default point be certified within 1%% of the HPC")
+    p.add_argument("--impute", choices=("median",),
+                   help="fill missing (empty or nan) cells with their feature's training median, "
+                   "for methods that cannot learn from unmeasured sensors (adapt-gbrt, "
+                   "greedy-miser and dag learn them without it)")
     p.add_argument("--seed", type=int, default=0, help="seed of splits and models (default 0)")
     p.add_argument("--jobs", type=int, default=None,
                    help="processes for the sweep's fits on this machine (default: the usable "
@@ -104,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
             grouping=args.grouping, budget=args.budget, quick=args.quick, seed=args.seed,
             n_jobs=jobs, progress=not args.no_progress, hpc_kind=args.hpc,
             hpc_onnx=args.hpc_onnx, extra=extra, force=args.force,
-            cluster=cluster_address(args.cluster), val_fraction=args.val_fraction)
+            cluster=cluster_address(args.cluster), val_fraction=args.val_fraction,
+            impute=args.impute)
     except ParamError as exc:
         raise CommandError(f"bad --param: {exc}") from exc
     print(render(manifest, args.out, seconds=time.perf_counter() - started))
