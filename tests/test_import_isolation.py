@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from adaptedge.protocol import Manifest
+from adaptedge.protocol.device_bundle import write_device_bundle
 
 HEAVY = ("sklearn", "scipy", "skl2onnx", "onnx", "matplotlib")
 
@@ -24,6 +25,12 @@ PATHS = {
         "rt = e.EdgeRuntime.load(BUNDLE)\n"
         "rt.predict_row([0.1, 0.2, 0.3])\n"
         "rt.predict({'a': lambda: [0.1, 0.2], 'b': lambda: [0.3]})\n"),
+    "device": (  # a device bundle (no HPC) needs protocol + edge only
+        "import adaptedge.edge as e\n"
+        "rt = e.EdgeRuntime.load(DEVICE)\n"
+        "rt.predict_row([0.1, 0.2, 0.3])\n"
+        "assert not [m for m in sys.modules if m.startswith(('adaptedge.trainer', "
+        "'adaptedge.cloud', 'adaptedge.simulator'))]\n"),
     "cloud": (
         "import adaptedge.cloud as c, adaptedge.cloud.access.acl, adaptedge.cloud.transport.client\n"
         "import adaptedge.cloud.service.worker, adaptedge.cli.cloud_cmd\n"
@@ -44,7 +51,10 @@ PATHS = {
 @pytest.mark.parametrize("path", sorted(PATHS))
 def test_path_loads_no_heavy_library(path: str, toy_bundle: tuple[Path, Manifest],
                                      tmp_path: Path) -> None:
-    code = (f"import sys\nBUNDLE = {str(toy_bundle[0])!r}\n{PATHS[path]}"
+    device = tmp_path / "device"
+    write_device_bundle(toy_bundle[0], toy_bundle[1], device)
+    code = (f"import sys\nBUNDLE = {str(toy_bundle[0])!r}\nDEVICE = {str(device)!r}\n"
+            f"{PATHS[path]}"
             f"heavy = {{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})\n"
             "print('heavy=' + ','.join(sorted(heavy)))\n")
     # cwd outside the repository: only the adaptedge package resolves, not its folders.

@@ -33,14 +33,16 @@ def serve_pool(args: argparse.Namespace, stack: ExitStack, password: str | None,
     stack.callback(pool.close)
     if args.serve_updates:
         _serve_updates(args, stack, pool, password, tls)
-    print(f"adaptedge cloud: serving {len(pool.entries)} bundle(s): "
-          f"{', '.join(pool.bundle_ids)}", file=sys.stderr, flush=True)
+    devices = len(pool.bundle_ids) - len(pool.entries)
+    print(f"adaptedge cloud: serving {len(pool.entries)} bundle(s) and {devices} device "
+          f"bundle(s) cut from them: {', '.join(pool.bundle_ids)}", file=sys.stderr, flush=True)
     return pool
 
 
 def _serve_updates(args: argparse.Namespace, stack: ExitStack, pool: Any,
                    password: str | None, tls: Any) -> None:
     from adaptedge.cloud.rollout.announce import ChunkServer, build_image
+    from adaptedge.protocol.bundle_digest import SIGNATURE_NAME
 
     work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="adaptedge-images-")))
     server = ChunkServer(args.broker, prefix=args.prefix, username=args.username,
@@ -48,5 +50,9 @@ def _serve_updates(args: argparse.Namespace, stack: ExitStack, pool: Any,
                          client_id=f"{args.client_id}-updates" if args.client_id else None)
     for entry in pool.entries.values():
         server.add(build_image(entry.root, work / entry.bundle_id, trust=args.trust))
+        if args.trust is None and not (entry.root / SIGNATURE_NAME).exists():
+            server.add(build_image(entry.root, work / entry.bundle_id, device_only=True))
+    for bundle_id, root in pool.device_roots.items():  # given device bundles ship as they are
+        server.add(build_image(root, work / bundle_id, trust=args.trust))
     server.start()
     stack.callback(server.stop)

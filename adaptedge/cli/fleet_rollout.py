@@ -1,6 +1,7 @@
 """``adaptedge fleet deploy`` and ``adaptedge fleet rollout-status``: over-the-air rollouts.
 
-``deploy`` announces a signed bundle to chosen devices (retained, per device) and, with
+``deploy`` announces a signed bundle to chosen devices (retained, per device; a full bundle
+travels as its device part, without the HPC, unless ``--full``) and, with
 ``--serve``, serves its chunks until every chosen device is active on it, refused it or rolled
 it back (or ``--timeout``). ``rollout-status`` prints each device's state from the retained
 announcements and statuses on the broker.
@@ -43,6 +44,13 @@ def register_rollout(fleet_sub: Any) -> None:
     d.add_argument("--min-decisions", type=int, default=20, metavar="N")
     d.add_argument("--max-degraded-rate", type=float, default=0.2, metavar="R",
                    help="roll back when more than this share of the first decisions degrade")
+    d.add_argument("--full", action="store_true", help="ship the whole bundle, HPC included "
+                   "(devices whose adaptedge predates device bundles); by default a full "
+                   "bundle ships as its device part (an unsigned one only: a signed bundle's "
+                   "device part is cut and signed with `adaptedge export device --key`)")
+    d.add_argument("--xz", action="store_true", help="send the image xz-compressed (.tar.xz: "
+                   "a device bundle's points share most trees, so it shrinks many times; the "
+                   "device needs ~65 MiB to unpack it and an adaptedge that reads .tar.xz)")
     d.add_argument("--trust", action="append", type=Path, metavar="PUBKEY",
                    help="refuse to announce a bundle not signed by this key (repeatable)")
     d.add_argument("--work-dir", type=Path, help="where a bundle directory is packed (default: "
@@ -123,7 +131,7 @@ def deploy(args: argparse.Namespace) -> int:
     rollout = args.rollout or f"r{int(time.time())}"
     with tempfile.TemporaryDirectory(prefix="adaptedge-deploy-") as tmp:
         image = build_image(args.bundle, args.work_dir or tmp, chunk_size=args.chunk_size,
-                            trust=args.trust)
+                            trust=args.trust, device_only=not args.full, xz=args.xz)
         watch = RolloutWatch(args.prefix)
         client, login = _client(args, "deploy", watch)
         server = None

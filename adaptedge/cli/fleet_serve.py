@@ -96,10 +96,7 @@ def _live_drift(store: Any, labeller: Any) -> Any:
     """Drift alarms on the stored rows and telemetry, against the served bundles' figures."""
     from adaptedge.cloud.fleet.live_drift import LiveDrift
 
-    entries = getattr(labeller, "entries", None)  # a BundlePool
-    if entries is not None:
-        return LiveDrift(store, lambda b: entries[b].manifest if b in entries else None)
-    return LiveDrift(store, lambda b: labeller.manifest if b == labeller.bundle_id else None)
+    return LiveDrift(store, labeller.manifest_of)  # device bundles' own points too
 
 
 def _labeller(args: argparse.Namespace, root: Any) -> Any:
@@ -108,7 +105,8 @@ def _labeller(args: argparse.Namespace, root: Any) -> Any:
     from adaptedge.cloud.service.inference import HpcInference
 
     if isinstance(root, BundlePool):
-        return BundlePool([e.root for e in root.entries.values()], prefix=args.prefix,
+        return BundlePool([*(e.root for e in root.entries.values()),
+                           *root.device_roots.values()], prefix=args.prefix,
                           trust=args.trust, max_loaded=args.max_loaded)
     return HpcInference.load(root, prefix=args.prefix)
 

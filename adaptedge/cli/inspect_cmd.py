@@ -28,7 +28,9 @@ def run(args: argparse.Namespace) -> int:
     with open_bundle(args.bundle) as root:
         manifest = verify(root, trust=args.trust)
         signer = signed_by(root)
-        hpc_line = check_hpc(root, args.trust)
+        hpc_line = check_hpc(root, args.trust) if manifest.carries_hpc else (
+            f"hpc: not held (a device bundle): the cloud answers it with "
+            f"{manifest.hpc.cloud_bundle}/{manifest.hpc.file}, SHA-256 {manifest.hpc_sha256}")
     if args.json:
         print(json.dumps(manifest.to_dict(), indent=2, sort_keys=True))
     else:

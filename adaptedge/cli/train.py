@@ -1,10 +1,15 @@
 """``adaptedge train``: fit the HPC, run a method's sweep, export the validation frontier as a
-bundle, and print the frontier."""
+bundle, and print the frontier.
+
+Two bundles are written: ``--out`` (the full bundle: policies and HPC; the cloud serves it) and
+its device bundle beside it (``--device-out``, default ``<out>-device``: every point, no HPC;
+what devices load and OTA ships; ``protocol.device_bundle``)."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +36,10 @@ def register(sub: Any) -> None:
                    help="re-draw validation from the training rows to hold this share of all "
                    "rows (test unchanged; default: the dataset's split): more validation rows "
                    "let the default point be certified within 1%% of the HPC")
+    p.add_argument("--impute", choices=("median",),
+                   help="fill missing (empty or nan) cells with their feature's training median, "
+                   "for methods that cannot learn from unmeasured sensors (adapt-gbrt, "
+                   "greedy-miser and dag learn them without it)")
     p.add_argument("--seed", type=int, default=0, help="seed of splits and models (default 0)")
     p.add_argument("--jobs", type=int, default=None,
                    help="processes for the sweep's fits on this machine (default: the usable "
@@ -48,7 +57,10 @@ def register(sub: Any) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--out", required=True, type=Path,
                    help="bundle directory to write: new or empty (or a bundle, with --force)")
-    p.add_argument("--force", action="store_true", help="replace the bundle already in --out")
+    p.add_argument("--device-out", type=Path, metavar="DIR",
+                   help="device bundle directory to write (default: <out>-device)")
+    p.add_argument("--force", action="store_true",
+                   help="replace the bundles already in --out and --device-out")
     p.set_defaults(handler=run)
 
 
@@ -78,10 +90,16 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--budget must be a finite cost >= 0, got {args.budget:g}")
     extra = parse_params(args.param)
 
+    from adaptedge.protocol.bundle import check_target
     from adaptedge.trainer.api import train_bundle
     from adaptedge.trainer.errors import ParamError
     from adaptedge.trainer.parallel import cluster_address, usable_cores
 
+    out = Path(os.path.abspath(args.out))
+    device_out = Path(os.path.abspath(args.device_out or out.with_name(f"{out.name}-device")))
+    if device_out == out:
+        raise CommandError("--device-out must differ from --out")
+    check_target(device_out, force=args.force)  # before hours of training, not after
     jobs = usable_cores() if args.jobs is None else args.jobs
     started = time.perf_counter()
     try:
@@ -90,11 +108,25 @@ def run(args: argparse.Namespace) -> int:
             grouping=args.grouping, budget=args.budget, quick=args.quick, seed=args.seed,
             n_jobs=jobs, progress=not args.no_progress, hpc_kind=args.hpc,
             hpc_onnx=args.hpc_onnx, extra=extra, force=args.force,
-            cluster=cluster_address(args.cluster), val_fraction=args.val_fraction)
+            cluster=cluster_address(args.cluster), val_fraction=args.val_fraction,
+            impute=args.impute)
     except ParamError as exc:
         raise CommandError(f"bad --param: {exc}") from exc
     print(render(manifest, args.out, seconds=time.perf_counter() - started))
+    print(write_device(args.out, manifest, device_out, args.force))
     return 0
+
+
+def write_device(out: Path, manifest: Any, device_out: Path, force: bool) -> str:
+    """Write the all-points device bundle of the bundle just trained; the line to print."""
+    from adaptedge.cli.export_cmd import bundle_bytes
+    from adaptedge.protocol.device_bundle import write_device_bundle
+
+    device = write_device_bundle(out, manifest, device_out, force=force)
+    return (f"Device bundle {device.bundle_id} written to {device_out} "
+            f"({bundle_bytes(Path(device_out))} bytes, every point, no HPC; the full bundle: "
+            f"{bundle_bytes(Path(out))} bytes): devices load it and OTA ships it; the cloud "
+            f"serves {out}")
 
 
 def render(m: Any, out: Path, *, seconds: float) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import lzma
 import os
 import subprocess
 import sys
@@ -63,6 +64,47 @@ def test_a_gzip_bomb_is_refused_quickly_without_unpacking(tmp_path: Path) -> Non
     started = time.monotonic()
     _refused(archive, "gzip-compressed")
     assert time.monotonic() - started < 1.0
+
+
+def _xz(data: bytes, archive: Path, preset: int = 6) -> Path:
+    archive.write_bytes(lzma.compress(data, format=lzma.FORMAT_XZ, preset=preset))
+    return archive
+
+
+def test_an_xz_tar_opens(toy_bundle: tuple[Path, Manifest], tmp_path: Path) -> None:
+    path, written = toy_bundle
+    archive = _xz(_tar_of(path, tmp_path / "toy.tar").read_bytes(), tmp_path / "toy.tar.xz")
+    with open_bundle(archive) as root:
+        assert verify(root) == written
+
+
+def test_an_xz_bomb_is_refused_before_it_is_unpacked(tmp_path: Path) -> None:
+    """A 2 GiB member claimed by a header (refused before its data is read), and a pax header
+    far longer than the archive's byte budget (refused at the budget, not read whole)."""
+    header = _info("toy/hpc.onnx", size=2 * GIB).tobuf(format=tarfile.USTAR_FORMAT)
+    started = time.monotonic()
+    _refused(_xz(header + bytes(1 << 20), tmp_path / "big.tar.xz"), "over the limit")
+    assert time.monotonic() - started < 1.0
+    info = _info("a.onnx", size=1)
+    info.pax_headers = {"comment": "x" * (4 << 20)}
+    pax = _xz(_tar_with(tmp_path / "pax.tar", [(info, b"x")]).read_bytes(), tmp_path / "p.xz")
+    assert pax.stat().st_size < 4096
+    with pytest.raises(BundleError, match="unpacks to more than the 37648 bytes"), \
+            open_bundle(pax, ArchiveLimits(max_members=10, max_total_bytes=10_000)):
+        pass
+
+
+def test_an_xz_stream_needing_too_much_memory_or_cut_short_is_refused(
+        toy_bundle: tuple[Path, Manifest], tmp_path: Path) -> None:
+    tar = _tar_of(toy_bundle[0], tmp_path / "toy.tar").read_bytes()
+    big_window = _xz(tar, tmp_path / "w.tar.xz", preset=9)  # a 64 MiB dictionary
+    with pytest.raises(BundleError, match=r"not a readable bundle archive.*[Mm]emory"), \
+            open_bundle(big_window, ArchiveLimits(max_xz_memory=8 << 20)):
+        pass
+    whole = big_window.read_bytes()
+    cut = tmp_path / "cut.tar.xz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    _refused(cut, "not a readable|truncated")
 
 
 def test_a_huge_member_in_a_plain_tar_is_refused(tmp_path: Path) -> None:

@@ -26,3 +26,20 @@ def test_a_bad_option_is_refused(item: str, capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(SystemExit):
         _params([item], _parser())
     assert "--param" in capsys.readouterr().err
+
+
+def test_the_certified_row_is_the_paired_rules_cheapest_point() -> None:
+    from benchmarks.adapt import _certified, _most_accurate
+
+    def point(name: str, acc: float, cost: float, bound: float | None) -> dict[str, object]:
+        return {"name": name, "validation": {"accuracy": acc, "cost": cost,
+                                             "escalation_rate": 0.0, "paired_lower_bound": bound},
+                "test": {"accuracy": acc - 0.01, "cost": cost, "escalation_rate": 0.0}}
+
+    points = [point("cheap", 0.90, 2.0, -0.05), point("mid", 0.95, 5.0, -0.008),
+              point("dear", 0.97, 9.0, 0.001), point("unknown", 0.99, 1.0, None)]
+    got = _certified(points, hpc_cost=10.0)
+    assert got is not None and got["name"] == "mid" and got["cost_reduction"] == 0.5
+    assert _certified(points[:1], hpc_cost=10.0) is None
+    best = _most_accurate(points)
+    assert best is not None and best["name"] == "unknown"

@@ -1,6 +1,6 @@
 """The rollout from the command line, as separate processes on a real mosquitto:
-``cloud serve`` with two bundles, ``edge run --follow-updates``, ``fleet deploy --serve``,
-``fleet rollout-status``."""
+``cloud serve`` with two bundles, ``edge run --follow-updates``, ``fleet deploy --serve`` of a
+signed device bundle (``export device --key``), ``fleet rollout-status``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from adaptedge.cli.main import main
 from adaptedge.edge.journal import read_journal
+from adaptedge.protocol.bundle import read_manifest_body
 from adaptedge.protocol.bundle_signing import sign_bundle
 from adaptedge.protocol.bundle_version import stamp_version
 from adaptedge.simulator.brokers import MosquittoBroker
@@ -50,6 +52,9 @@ def test_deploy_from_the_command_line_to_a_running_device(tmp_path: Path,
         stamp_version(out, version)
         sign_bundle(out, keys.private)
         bundles.append(out)
+    device_part = tmp_path / "v2-device"  # what travels: the full bundle's part without HPC
+    assert main(["export", "device", "--bundle", str(bundles[1]), "--out", str(device_part),
+                 "--key", str(keys.private)]) == 0
     url = mosquitto.url
     cloud = subprocess.Popen(
         cli("cloud", "serve", "--bundle", str(bundles[0]), "--bundle", str(bundles[1]),
@@ -70,7 +75,7 @@ def test_deploy_from_the_command_line_to_a_running_device(tmp_path: Path,
                                                or journal.read_text().count("decision") < 50):
             time.sleep(0.05)
         deploy = subprocess.run(
-            cli("fleet", "deploy", "--bundle", str(bundles[1]), "--devices", "dev1",
+            cli("fleet", "deploy", "--bundle", str(device_part), "--devices", "dev1",
                 "--broker", url, "--serve", "--timeout", "60", "--probation-decisions", "100",
                 "--trust", str(keys.public), "--rollout", "canary-1"),
             capture_output=True, text=True, timeout=120, cwd=ROOT)
@@ -108,3 +113,6 @@ def test_deploy_from_the_command_line_to_a_running_device(tmp_path: Path,
     assert not [d for d in decisions if d["source"] == "degraded"]
     assert {d["source"] for d in decisions[switch:]} >= {"cloud"}
     assert f"bundle {b2}" in again.stdout  # the summary names the bundle that answered
+    assert b2 == read_manifest_body(device_part)["bundle_id"]
+    kept = tmp_path / "updates" / "bundles" / b2
+    assert (kept / "manifest.json").is_file() and not (kept / "hpc.onnx").exists()

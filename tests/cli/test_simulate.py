@@ -64,3 +64,18 @@ def test_simulate_refuses_data_of_another_shape(toy_bundle: tuple[Path, Manifest
                  str(tmp_path / "rep")])
     assert code == 2
     assert "features" in capsys.readouterr().err
+
+
+def test_simulate_refuses_a_device_bundle_in_one_line(toy_bundle: tuple[Path, Manifest],
+                                                      tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from adaptedge.protocol.device_bundle import write_device_bundle
+
+    write_device_bundle(*toy_bundle, tmp_path / "dev")
+    code = main(["simulate", "--bundle", str(tmp_path / "dev"), "--data",
+                 str(_csv(tmp_path / "d.csv")), "--target", "target", "--report",
+                 str(tmp_path / "rep"), "--no-progress"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a device bundle" in err and "a replay needs the full " \
+        "bundle it was cut from" in err

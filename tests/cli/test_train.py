@@ -85,6 +85,25 @@ def test_train_writes_a_verified_frontier_bundle(trained: Path,
         assert "validation rows" in rule and rule in render(m, trained, seconds=0.0).splitlines()[-3]
 
 
+def test_train_writes_the_device_bundle_beside_the_full_one(
+        trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    full, device = verify(trained), verify(trained.with_name("heart-device"))
+    assert full.carries_hpc and not device.carries_hpc
+    assert device.hpc.cloud_bundle == full.bundle_id and device.hpc_sha256 == full.hpc_sha256
+    assert device.operating_points == full.operating_points
+    assert device.default_operating_point == full.default_operating_point
+    assert set(device.files) == set(full.files) - {full.hpc.file}
+
+
+def test_evaluate_refuses_a_device_bundle_in_one_line(
+        trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["evaluate", "--bundle", str(trained.with_name("heart-device")), "--data",
+                 "heart", "--split", "test"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a device bundle" in err and "an evaluation against " \
+        "the HPC needs the full bundle it was cut from" in err
+
+
 def test_trained_bundle_carries_the_drift_reference(trained: Path) -> None:
     """Every point's validation figures for the drift monitor, walked on the exported ONNX
     over the validation rows (not test), so the live monitor runs the agreement chart too."""

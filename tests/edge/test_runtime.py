@@ -286,3 +286,21 @@ def test_an_uplink_that_raises_degrades(toy_bundle: Bundle) -> None:
                              for d in escalated)
     assert rt.counters["uplink_errors"] == len(escalated)
     assert rt.counters["cloud_errors"] == 0
+
+
+def test_a_device_bundle_decides_as_its_full_bundle(toy_bundle: Bundle, tmp_path: Path,
+                                                     global_random_seed: int) -> None:
+    from adaptedge.protocol.device_bundle import write_device_bundle
+
+    path, manifest = toy_bundle
+    device = write_device_bundle(path, manifest, tmp_path / "dev", ["walk"])
+    ref = ReferenceWalk(path, manifest)
+    full = EdgeRuntime.load(path, operating_point="walk", uplink=HpcUplink(ref))
+    dev = EdgeRuntime.load(tmp_path / "dev", uplink=HpcUplink(ref))
+    assert dev.manifest.bundle_id == device.bundle_id and dev.operating_point == "walk"
+    for row in rows(200, global_random_seed):
+        a, b = full.predict_row(row), dev.predict_row(row)
+        assert (a.label, a.nodes, a.sensors_read, a.escalated, a.cost) == \
+            (b.label, b.nodes, b.sensors_read, b.escalated, b.cost)
+    with pytest.raises(OperatingPointError, match="gate"):
+        dev.set_operating_point("gate")  # not kept

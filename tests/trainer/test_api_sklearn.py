@@ -49,6 +49,35 @@ def test_every_estimator_in_a_pipeline_and_cross_val_score(estimator: Any) -> No
     assert fitted.score(X, y) > 0.7
 
 
+def test_dag_classifier_follows_the_conventions() -> None:
+    """The DAG method as an estimator: labels of any kind, Pipeline, cross_val_score, clone,
+    NaN cells as unmeasured sensors, and what its decisions cost."""
+    from sklearn.base import clone
+
+    from adaptedge.trainer import DagClassifier
+
+    X, y = data(n=240)
+    est = DagClassifier(quick=True, lam=0.05, escalation_price=1.0, hpc=FAST_HPC, **LAYOUT)
+    scores = cross_val_score(make_pipeline(StandardScaler(), est), X, np.where(y, "yes", "no"),
+                             cv=2, error_score="raise")
+    assert scores.shape == (2,) and scores.mean() > 0.7, scores
+    fitted = clone(est).fit(X, np.where(y == 1, 7, 3))
+    assert list(fitted.classes_) == [3, 7] and set(fitted.predict(X)) <= {3, 7}
+    assert fitted.predict_proba(X).shape == (len(X), 2)
+    cost = fitted.decision_cost(X)
+    read = fitted.sensors_used_
+    assert read.dtype == bool and read.any() and cost.shape == (len(X),)
+    assert 0 < cost.mean() <= 4 + 1e-9 and fitted.validation_.cost >= 0
+    escalated = fitted.escalate(X)  # pays every sensor (the HPC's) and the free link
+    assert np.allclose(cost[escalated], 4.0) and (cost[~escalated] <= 4.0).all()
+    Xn = X.copy()
+    Xn[np.random.default_rng(1).random(X.shape) < 0.05] = np.nan
+    nan_fit = DagClassifier(quick=True, **LAYOUT).fit(Xn, y)  # hpc="auto" learns NaN too
+    assert nan_fit.score(Xn, y) > 0.7 and np.isfinite(nan_fit.decision_cost(Xn)).all()
+    with pytest.raises(ValueError, match="infinite"):
+        DagClassifier(quick=True).fit(np.where(np.isnan(Xn), np.inf, Xn), y)
+
+
 def test_adapt_in_grid_search_with_its_hpc_parameter() -> None:
     X, y = data()
     grid = GridSearchCV(AdaptGbrtClassifier(n_rounds=2, n_trees=4, **LAYOUT, hpc=FAST_HPC),

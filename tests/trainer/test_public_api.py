@@ -34,7 +34,9 @@ def test_every_estimator_and_train_bundle_are_public() -> None:
     assert classes <= set(trainer.__all__), sorted(classes - set(trainer.__all__))
     for name in trainer.__all__:
         assert getattr(trainer, name) is not None
-    from adaptedge.trainer import AdaptGbrtClassifier, train_bundle
+    from adaptedge.trainer import AdaptGbrtClassifier, DagClassifier, train_bundle
+
+    assert "DagClassifier" in classes and DagClassifier.__module__.endswith("dag.estimator")
 
     assert AdaptGbrtClassifier.__name__ == "AdaptGbrtClassifier" and callable(train_bundle)
     with pytest.raises(AttributeError, match="public names"):

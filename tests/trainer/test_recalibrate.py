@@ -94,6 +94,20 @@ def test_recalibrate_restores_agreement_after_drift(toy_bundle: tuple[Path, Mani
     assert after > before and after >= 0.995
 
 
+def test_a_device_bundle_is_refused_in_one_line(toy_bundle: tuple[Path, Manifest],
+                                                tmp_path: Path) -> None:
+    from adaptedge.protocol.device_bundle import write_device_bundle
+    from adaptedge.protocol.errors import BundleError
+
+    bundle, manifest = toy_bundle
+    write_device_bundle(bundle, manifest, tmp_path / "dev")
+    rows, _, _ = _field(bundle, manifest, 300, seed=2)
+    with pytest.raises(BundleError, match=r"is a device bundle.*recalibration .* needs the full "
+                       r"bundle it was cut from"):
+        recalibrate(tmp_path / "dev", rows, tmp_path / "dev2", audit=AUDIT)
+    assert not (tmp_path / "dev2").exists()
+
+
 def test_rows_need_audits_and_the_right_bundle(toy_bundle: tuple[Path, Manifest]) -> None:
     bundle, manifest = toy_bundle
     rows, _, _ = _field(bundle, manifest, 300, seed=4)

@@ -1,5 +1,5 @@
-"""Greedy Miser at the paper's protocol (issue 20 item 1): ADAPT-GBRT's tree capacity, step
-size 0.1, and per λ the boosting iteration with the best validation accuracy."""
+"""Greedy Miser at the paper's protocol (issue 20 item 1, issue 32 item 3): up to 3,000 trees of
+depth 4 at step size 0.1, and per λ the boosting iteration with the best validation accuracy."""
 
 from __future__ import annotations
 
@@ -7,15 +7,13 @@ import numpy as np
 
 from adaptedge.trainer.export.run import run_node
 from adaptedge.trainer.methods.adapt_gbrt_method import DEFAULTS as ADAPT
-from adaptedge.trainer.methods.greedy_miser import FULL_STRENGTH, GreedyMiser
+from adaptedge.trainer.methods.greedy_miser import FULL_STRENGTH, PAPER_TREES, GreedyMiser
 
 
-def test_full_strength_is_adapt_gbrts_capacity_at_step_0_1() -> None:
-    adapt_trees = (ADAPT["n_rounds"] + ADAPT["refine_rounds"]) * ADAPT["n_trees"]
-    assert FULL_STRENGTH["n_rounds"] * FULL_STRENGTH["n_trees"] == adapt_trees
-    assert FULL_STRENGTH["max_depth"] == ADAPT["max_depth"]
+def test_full_strength_is_the_papers_protocol() -> None:
+    assert FULL_STRENGTH["n_rounds"] * FULL_STRENGTH["n_trees"] == PAPER_TREES == 3000
+    assert FULL_STRENGTH["max_depth"] == 4 and FULL_STRENGTH["learning_rate"] == 0.1
     assert FULL_STRENGTH["min_samples_leaf"] == ADAPT["min_samples_leaf"]
-    assert FULL_STRENGTH["learning_rate"] == 0.1
 
 
 def _noisy(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -118,12 +118,19 @@ class OperatingPoint:
 
 @dataclass(frozen=True, slots=True)
 class HpcRef:
-    """The cloud's high-cost model. The device never needs its file; the cloud does."""
+    """The cloud's high-cost model. The device never needs its file; the cloud does.
+
+    A full (cloud) bundle lists ``file`` among its files. A device bundle does not hold it: it
+    names the model by ``sha256`` (of the ONNX file) and ``cloud_bundle`` (the id of the bundle
+    it was cut from), and the cloud checks both before it answers for it
+    (``protocol.device_bundle``)."""
 
     file: str
     sensors: tuple[str, ...]
     accuracy: float
     description: str = ""
+    sha256: str | None = None
+    cloud_bundle: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +169,17 @@ class Manifest:
 
     def to_dict(self) -> dict[str, Any]:
         return _jsonable(drop_unset_optionals(asdict(self)))  # type: ignore[no-any-return]
+
+    @property
+    def carries_hpc(self) -> bool:
+        """Whether the HPC's file is in this bundle (a full bundle) or only named (a device
+        bundle)."""
+        return self.hpc.file in self.files
+
+    @property
+    def hpc_sha256(self) -> str:
+        """The SHA-256 of the HPC's ONNX file, held or named."""
+        return self.files.get(self.hpc.file) or self.hpc.sha256 or ""
 
     @property
     def size_dependent(self) -> bool:  # any sensor's cost grows with the item's size
@@ -277,10 +295,7 @@ def _parse_manifest(raw: Any) -> Manifest:
     link = _parse_link(r.child("link"))
     weights = _parse_weights(r.child("cost_weights"))
     files = _parse_files(r.child("files"))
-    hr = r.child("hpc")
-    hpc = HpcRef(file=hr.text("file"), sensors=hr.strings("sensors"),
-                 accuracy=hr.number("accuracy"), description=hr.get("description", str, ""))
-    _check_file(files, hpc.file, "hpc.file")
+    hpc = _parse_hpc(r.child("hpc"), files)
     _check_sensors(hpc.sensors, names, "hpc.sensors")
 
     policies_raw = r.child("policies")
@@ -319,6 +334,27 @@ def _parse_manifest(raw: Any) -> Manifest:
         budget_index=checked_index(r.get("budget_index", dict, None), point_names),
         split=parse_split(r.raw.get("split"), "split"),
     )
+
+
+def _parse_hpc(hr: _Reader, files: Mapping[str, str]) -> HpcRef:
+    """The HPC reference: a file the bundle holds, or (a device bundle) one it names by hash."""
+    sha = hr.get("sha256", (str, type(None)), None)
+    cloud = hr.get("cloud_bundle", (str, type(None)), None)
+    hpc = HpcRef(file=hr.text("file"), sensors=hr.strings("sensors"),
+                 accuracy=hr.number("accuracy"), description=hr.get("description", str, ""),
+                 sha256=sha, cloud_bundle=cloud)
+    if sha is None and cloud is None:
+        _check_file(files, hpc.file, "hpc.file")  # a full bundle holds its HPC
+        return hpc
+    if sha is None or cloud is None or not cloud:
+        raise BundleError("a device bundle names its HPC by both sha256 and cloud_bundle",
+                          path=hr.at("sha256" if sha is None else "cloud_bundle"))
+    if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+        raise BundleError("must be a lower-case SHA-256 hex digest", path=hr.at("sha256"))
+    if hpc.file in files:
+        raise BundleError(f"names file {hpc.file!r} by hash, so the bundle must not hold it",
+                          path=hr.at("file"))
+    return hpc
 
 
 def _parse_sensor(raw: Any, path: str, n_features: int) -> SensorSpec:

@@ -62,11 +62,15 @@ def parse_interval(raw: Any, path: str) -> tuple[float, float] | None:
 def drop_unset_optionals(raw: dict[str, Any]) -> dict[str, Any]:
     """``raw`` (a manifest as a dict) without the optional fields left unset, so bundles that
     do not use them read as before: ``split``, ``budget_index``, each point's
-    ``accuracy_interval`` and ``paired_lower_bound``, each sensor's ``size_poly`` (a mapping when set) and each policy
+    ``accuracy_interval`` and ``paired_lower_bound``, the HPC's ``sha256`` and ``cloud_bundle``
+    (a device bundle's), each sensor's ``size_poly`` (a mapping when set) and each policy
     node's ``compute``."""
     for key in ("split", "budget_index"):
         if raw.get(key) is None:
             raw.pop(key, None)
+    for key in ("sha256", "cloud_bundle"):
+        if isinstance(raw.get("hpc"), dict) and raw["hpc"].get(key) is None:
+            raw["hpc"].pop(key, None)
     for sensor in raw.get("sensors", ()):
         if poly := sensor.pop("size_poly", None):
             sensor["size_poly"] = dict(poly)

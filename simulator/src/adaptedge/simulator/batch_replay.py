@@ -27,6 +27,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from adaptedge.protocol.costs import cost_columns, decision_costs
+from adaptedge.protocol.device_bundle import require_hpc
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Manifest
 from adaptedge.protocol.walk import ESCALATE, BatchWalk, walk_manifest
@@ -52,6 +53,8 @@ class BundleModels:
     def session(self, file: str) -> Any:
         session = self._sessions.get(file)
         if session is None:
+            if file == self.manifest.hpc.file:
+                require_hpc(self.manifest, self.root, "a replay")
             data = (self.root / file).read_bytes()
             if hashlib.sha256(data).hexdigest() != self.manifest.files[file]:
                 raise BundleError("does not match its SHA-256 in the manifest",

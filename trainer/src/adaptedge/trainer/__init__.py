@@ -1,8 +1,8 @@
 """adaptedge's trainer: datasets and sensor costs, the HPC, training methods, ONNX export,
 the validation frontier and bundle export (``trainer.api.train_bundle`` ties them together).
 
-The public API: ``from adaptedge.trainer import AdaptGbrtClassifier, train_bundle`` (every name
-in ``__all__``). The estimators follow scikit-learn's conventions (``fit(X, y)`` with string or
+The public API: ``from adaptedge.trainer import AdaptGbrtClassifier, DagClassifier,
+train_bundle`` (every name in ``__all__``). The estimators follow scikit-learn's conventions (``fit(X, y)`` with string or
 integer labels, ``Pipeline``, ``cross_val_score``). Names load on first use: modules import
 their heavy dependencies (scikit-learn, skl2onnx) lazily, and ``trainer.data.datasets`` and
 ``trainer.policy.oracle`` need only numpy (+ onnxruntime) so devices can replay data.
@@ -19,6 +19,7 @@ _EXPORTS = {
     "CSCCClassifier": "adaptedge.trainer.methods.cstc.estimator",
     "CSTCClassifier": "adaptedge.trainer.methods.cstc.estimator",
     "ConfidenceCascade": "adaptedge.trainer.methods.baselines",
+    "DagClassifier": "adaptedge.trainer.methods.dag.estimator",
     "GreedyMiser": "adaptedge.trainer.methods.greedy_miser",
     "L1Baseline": "adaptedge.trainer.methods.baselines",
     "TrainError": "adaptedge.trainer.errors",
@@ -32,6 +33,7 @@ __all__ = [
     "CSCCClassifier",
     "CSTCClassifier",
     "ConfidenceCascade",
+    "DagClassifier",
     "GreedyMiser",
     "L1Baseline",
     "TrainError",

@@ -17,15 +17,23 @@ from adaptedge.protocol.operating_points import PairedCounts, rows_to_certify
 from adaptedge.trainer.data.bundle_data import SIZE_COLUMN_KEY, TARGET_COLUMN_KEY
 from adaptedge.trainer.data.costs import size_column
 from adaptedge.trainer.data.csv_dataset import check_training_classes
-from adaptedge.trainer.data.datasets import load_dataset
+from adaptedge.trainer.data.data_files import MissingValueError
+from adaptedge.trainer.data.datasets import Dataset, load_dataset
 from adaptedge.trainer.data.frames import tabular_source
+from adaptedge.trainer.data.impute import IMPUTERS
+from adaptedge.trainer.data.impute import impute as impute_missing
 from adaptedge.trainer.data.splits import split_recipe, with_val_fraction
 from adaptedge.trainer.errors import TrainError as TrainError
 from adaptedge.trainer.export.bundle import Chooser, export_bundle
 from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.hpc_check import weak_hpc_warning
 from adaptedge.trainer.methods.params import check_params
-from adaptedge.trainer.methods.registry import INDEXED_METHODS, MethodOptions, get_method
+from adaptedge.trainer.methods.registry import (
+    INDEXED_METHODS,
+    LEARNS_MISSING,
+    MethodOptions,
+    get_method,
+)
 from adaptedge.trainer.parallel import use_cluster
 from adaptedge.trainer.policy.frontier import (
     BudgetError,
@@ -117,7 +125,7 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
                  n_jobs: int = 1, progress: bool = True, hpc_kind: Any = "auto",
                  hpc_onnx: str | Path | None = None, extra: Mapping[str, Any] | None = None,
                  force: bool = False, cluster: str | None = None,
-                 val_fraction: float | None = None) -> Manifest:
+                 val_fraction: float | None = None, impute: str | None = None) -> Manifest:
     """Train ``method`` on ``data`` and write a verified bundle to ``out``; returns its manifest.
 
     ``data``: a built-in dataset name, a CSV/TSV path (with ``target``), a pandas DataFrame
@@ -128,7 +136,10 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
     1% of the HPC's validation accuracy with 97.5% confidence (a paired lower bound on the
     difference on the same validation rows, ``protocol.operating_points.certified_near``; else
     the most accurate). ``val_fraction``: re-draw validation from the training rows to hold
-    this share of all rows (test unchanged; default: the dataset's split). Method, dataset,
+    this share of all rows (test unchanged; default: the dataset's split). Missing cells (empty
+    or ``nan``: sensors not measured on that row) are learnt by the methods in
+    ``LEARNS_MISSING`` and walked as failed reads, as on a device; another method refuses them
+    unless ``impute="median"`` fills them (``trainer.data.impute``). Method, dataset,
     seed and library versions go into the manifest metadata; wall-clock timings do not (the same
     inputs and seed give the same bundle id; time the call to know how long it took). ``out`` must be new, an
     empty directory or, with ``force``, a bundle to replace (checked before training).
@@ -143,31 +154,47 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
                              grouping=grouping, budget=budget, quick=quick, seed=seed,
                              n_jobs=n_jobs, progress=progress, hpc_kind=hpc_kind,
                              hpc_onnx=hpc_onnx, extra=extra, force=force, cluster=cluster,
-                             val_fraction=val_fraction)
+                             val_fraction=val_fraction, impute=impute)
 
 
 def _train_bundle(data: str, method: str, out: str | Path, *, target: str | None,
                   costs: str | Path | None, grouping: str | None, budget: float | None,
                   quick: bool, seed: int, n_jobs: int, progress: bool, hpc_kind: Any,
                   hpc_onnx: str | Path | None, extra: Mapping[str, Any] | None,
-                  force: bool, cluster: str | None, val_fraction: float | None) -> Manifest:
+                  force: bool, cluster: str | None, val_fraction: float | None,
+                  impute: str | None) -> Manifest:
     out = check_target(out, force=force)  # absolute: "--out ." stays valid once replaced
     with use_cluster(cluster):
         return _train(data, method, out, target=target, costs=costs, grouping=grouping,
                       budget=budget, quick=quick, seed=seed, n_jobs=n_jobs, progress=progress,
                       hpc_kind=hpc_kind, hpc_onnx=hpc_onnx, extra=extra, force=force,
-                      val_fraction=val_fraction)
+                      val_fraction=val_fraction, impute=impute)
+
+
+def _load(data: str, method: str, impute: str | None, **kwargs: Any) -> Dataset:
+    """The dataset, its missing cells kept for a method that learns them, else imputed with
+    ``impute`` or refused in one line naming the method and the first missing cell."""
+    learns = method in LEARNS_MISSING
+    if impute is not None and impute not in IMPUTERS:
+        raise TrainError(f"unknown imputation {impute!r}; choose one of {list(IMPUTERS)}")
+    try:
+        dataset = load_dataset(data, missing=learns or impute is not None, **kwargs)
+    except MissingValueError as exc:
+        raise MissingValueError(f"method {method!r} cannot learn from missing values: {exc}"
+                                ) from exc
+    return dataset if impute is None else impute_missing(dataset, impute)
 
 
 def _train(data: str, method: str, out: Path, *, target: str | None,
            costs: str | Path | None, grouping: str | None, budget: float | None, quick: bool,
            seed: int, n_jobs: int, progress: bool, hpc_kind: Any, hpc_onnx: str | Path | None,
-           extra: Mapping[str, Any] | None, force: bool, val_fraction: float | None
-           ) -> Manifest:
+           extra: Mapping[str, Any] | None, force: bool, val_fraction: float | None,
+           impute: str | None) -> Manifest:
     show = progress  # a bar on a terminal, periodic log lines otherwise (trainer.progress)
     method_fn = get_method(method)
     extra = check_params(method, extra or {})  # before any fit: a typo costs no training
-    dataset = load_dataset(data, target=target, costs=costs, grouping=grouping, seed=seed)
+    dataset = _load(data, method, impute, target=target, costs=costs, grouping=grouping,
+                    seed=seed)
     if val_fraction is not None:
         dataset = with_val_fraction(dataset, val_fraction, seed)
     check_training_classes(data, dataset.classes, dataset.y_train)

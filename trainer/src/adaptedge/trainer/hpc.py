@@ -31,6 +31,9 @@ N_FOLDS = 5
 KINDS = ("auto", "hgb", "random-forest", "extra-trees", "logistic")
 AUTO_KINDS = ("logistic", "extra-trees", "hgb")
 """What ``--hpc auto`` tries, in this order (a tie on validation keeps the earlier, simpler one)."""
+MISSING_KINDS = ("hgb",)
+"""The kinds that learn missing cells (NaN) and export their routing to ONNX: ``auto`` tries
+only these when the training split has one."""
 AUTO_BUDGET_S = 120.0
 """``--hpc auto`` starts no further family once its fits have taken this long (seconds)."""
 _CACHE_VERSION = 3
@@ -138,9 +141,9 @@ def _fit_fold(job: tuple[Any, Any, Any, Any, Any, int]) -> tuple[Any, npt.NDArra
     from threadpoolctl import threadpool_limits
 
     model, X, y, train_idx, held_idx, n_classes = job
-    with threadpool_limits(limits=1):
+    with threadpool_limits(limits=1):  # predicting too: OpenMP threads spin on a busy machine
         model.fit(X[train_idx], y[train_idx])
-    return held_idx, _full_proba(model, X[held_idx], n_classes)
+        return held_idx, _full_proba(model, X[held_idx], n_classes)
 
 
 def _bar(items: list[Any], progress: bool, desc: str) -> Any:
@@ -230,7 +233,7 @@ def _fit(d: Dataset, kind: Any, seed: int, n_jobs: int, progress: bool,
     from sklearn.base import clone, is_classifier
 
     if isinstance(kind, str):
-        names = list(AUTO_KINDS) if kind == "auto" else [kind]
+        names = _kinds(kind, bool(np.isnan(d.X_train).any()))
         templates = [_candidate(k, seed, n_jobs, d.n_classes) for k in names]
     else:
         if not is_classifier(kind):
@@ -261,6 +264,20 @@ def _fit(d: Dataset, kind: Any, seed: int, n_jobs: int, progress: bool,
         sensors=sensors, n_classes=d.n_classes, oof_proba_train=oof, proba_val=proba_val,
         proba_test=_full_proba(fitted, d.X_test, d.n_classes), val_accuracy=acc,
         n_features=d.n_features, estimator=fitted)
+
+
+def _kinds(kind: str, missing: bool) -> list[str]:
+    """The kinds ``kind`` tries: with missing cells in the training split, only those that
+    learn them (``MISSING_KINDS``)."""
+    if not missing:
+        return list(AUTO_KINDS) if kind == "auto" else [kind]
+    if kind == "auto":
+        return list(MISSING_KINDS)
+    if kind not in MISSING_KINDS:
+        raise HpcError(f"HPC kind {kind!r} cannot learn from missing values (the training "
+                       f"split has NaN cells): use --hpc {' or '.join(MISSING_KINDS)} (or auto), "
+                       "or train with --impute median")
+    return [kind]
 
 
 def _label(name: str, fitted: Any) -> str:

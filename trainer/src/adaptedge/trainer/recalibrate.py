@@ -46,6 +46,7 @@ import numpy.typing as npt
 
 from adaptedge.protocol.audit import AuditPolicy
 from adaptedge.protocol.bundle import verify, write_bundle
+from adaptedge.protocol.device_bundle import require_hpc
 from adaptedge.protocol.drift_reference import REFERENCE_KEY, reference_from_manifest
 from adaptedge.protocol.fleet_rows import LabelledRow
 from adaptedge.protocol.manifest import Manifest, OperatingPoint
@@ -283,6 +284,7 @@ def recalibrate(bundle_dir: str | Path, rows: Sequence[LabelledRow], out_dir: st
     to ``out_dir``; ``audit``: the devices' audit policy, for rows that do not carry their
     audit fraction (None: every audit row must carry it)."""
     manifest = verify(bundle_dir)
+    require_hpc(manifest, bundle_dir, "recalibration (its estimates walk the HPC)")
     root = Path(bundle_dir)
     files = {name: (root / name).read_bytes() for name in manifest.files}
     sample = row_sample(rows, manifest, audit, max_device_share)

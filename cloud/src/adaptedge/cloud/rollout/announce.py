@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import lzma
 import os
 import tarfile
 import threading
@@ -33,8 +34,10 @@ from adaptedge.cloud.transport.connection import (
     make_client,
     parse_broker_url,
 )
-from adaptedge.protocol.bundle import open_bundle, read_manifest_body, verify
+from adaptedge.protocol.bundle import open_bundle, read_manifest, read_manifest_body, verify
+from adaptedge.protocol.bundle_digest import SIGNATURE_NAME
 from adaptedge.protocol.bundle_version import bundle_version
+from adaptedge.protocol.device_bundle import device_bundle_id, write_device_bundle
 from adaptedge.protocol.errors import ProtocolError
 from adaptedge.protocol.ota import (
     DEFAULT_CHUNK_BYTES,
@@ -85,25 +88,68 @@ def pack_bundle(root: Path, out: Path, bundle_id: str) -> Path:
     return out
 
 
+def device_part(root: Path, work_dir: Path, *,
+                trust: Sequence[str | os.PathLike[str]] | None = None) -> Path | None:
+    """The all-points device bundle of the full bundle ``root``, cut into ``work_dir`` (None
+    when ``root`` is a device bundle already). A signed bundle, or one that must be (``trust``),
+    is refused: its device part would ship unsigned."""
+    manifest = read_manifest(root)
+    if not manifest.carries_hpc:
+        return None
+    if trust is not None or (root / SIGNATURE_NAME).exists():
+        raise CloudError(f"{root}: is a signed full bundle; over the air only its device part "
+                         "travels, which must be signed too: run `adaptedge export device "
+                         "--bundle B --out D --key K` and deploy D")
+    out = work_dir / f"{device_bundle_id(manifest)}.device"
+    write_device_bundle(root, manifest, out, force=True)
+    return out
+
+
+def compress_image(tar: Path, out: Path) -> Path:
+    """``tar`` through xz (preset 9, extreme: a 64 MiB window, so points that share trees
+    across a device bundle's files compress together; decompressing needs ~65 MiB);
+    an image that is xz already is returned as it is."""
+    with tar.open("rb") as fh:
+        if fh.read(6) == b"\xfd7zXZ\x00":
+            return tar
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    comp = lzma.LZMACompressor(format=lzma.FORMAT_XZ, preset=9 | lzma.PRESET_EXTREME)
+    with tar.open("rb") as src, tmp.open("wb") as dst:
+        while block := src.read(1 << 20):
+            dst.write(comp.compress(block))
+        dst.write(comp.flush())
+    os.replace(tmp, out)
+    return out
+
+
 def build_image(bundle: str | os.PathLike[str], work_dir: str | os.PathLike[str], *,
                 chunk_size: int = DEFAULT_CHUNK_BYTES,
                 trust: Sequence[str | os.PathLike[str]] | None = None,
-                check: bool = True) -> BundleImage:
+                check: bool = True, device_only: bool = False, xz: bool = False) -> BundleImage:
     """The image of a bundle directory or ``.tar`` (a ``.tar`` is sent as it is). With
-    ``check`` the bundle is verified first (hashes; with ``trust`` its signer too)."""
+    ``check`` the bundle is verified first (hashes; with ``trust`` its signer too). With
+    ``device_only`` a full bundle ships as its device part (``device_part``); with ``xz`` the
+    image is the tar through ``xz -9e`` (``compress_image``)."""
     if not 0 < chunk_size <= MAX_CHUNK_BYTES:
         raise CloudError(f"chunk size must be in 1..{MAX_CHUNK_BYTES} bytes, got {chunk_size}")
     source = Path(bundle)
     with open_bundle(source) as root:
-        body = read_manifest_body(root)
         if check:
             verify(root, trust=trust)
+        if device_only:
+            Path(work_dir).mkdir(parents=True, exist_ok=True)
+            cut = device_part(Path(root), Path(work_dir), trust=trust)
+            root, source = (cut, cut) if cut is not None else (root, source)
+        body = read_manifest_body(root)
         bundle_id, version = str(body.get("bundle_id")), bundle_version(body)
         if source.is_dir():
             Path(work_dir).mkdir(parents=True, exist_ok=True)
             image = pack_bundle(Path(root), Path(work_dir) / f"{bundle_id}.tar", bundle_id)
         else:
             image = source
+    if xz:
+        image = compress_image(image, Path(work_dir) / f"{bundle_id}.tar.xz")
     size = image.stat().st_size
     if -(-size // chunk_size) > MAX_CHUNKS:
         raise CloudError(f"{image}: {size} bytes make more than {MAX_CHUNKS} chunks of "
@@ -193,8 +239,8 @@ class ChunkServer:
         self.prefix = prefix
         self.images: dict[str, BundleImage] = {}
         self._lock = threading.Lock()
-        self.counters = {"chunk_requests": 0, "chunks_sent": 0, "chunk_refusals": 0,
-                         "bad_fetches": 0}
+        self.counters = {"chunk_requests": 0, "chunks_sent": 0, "bytes_sent": 0,
+                         "chunk_refusals": 0, "bad_fetches": 0}
         self.client = make_client(client_id or f"adaptedge-rollout-{os.getpid()}",
                                   username=username, password=password, tls=tls,
                                   use_tls=tls is not None or self.address.tls)
@@ -260,4 +306,5 @@ class ChunkServer:
         else:
             reply = ChunkReply(image.bundle_id, request.index, data)
             self.counters["chunks_sent"] += 1
+            self.counters["bytes_sent"] += len(data)
         client.publish(topic(device, "chunk", self.prefix), encode_ota(reply), qos=0)

@@ -14,6 +14,11 @@ answered ``unknown_bundle``, as a single-bundle worker does; requests are routed
 (``protocol.topics``), so that takes a request that names one bundle on another's topic, or a
 load failure.
 
+A device bundle (``protocol.device_bundle``: no HPC file, the HPC named by hash) is answered by
+the cloud bundle whose HPC it names; one that names no HPC the pool holds is refused at start in
+one line. Each cloud bundle also answers its own all-points device bundle (what ``adaptedge
+train`` writes beside it and an OTA rollout ships).
+
 Every bundle's hashes (and, with ``trust``, signer) are verified at start. The pool answers
 the same calls as an ``HpcInference`` (``prepare``, ``error``,
 ``handle_batch``, ``error_counts``), so ``CloudService`` takes either.
@@ -28,7 +33,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from adaptedge.cloud.errors import CloudError
@@ -36,6 +41,11 @@ from adaptedge.cloud.service.guard import DEFAULT_RUN_LIMIT_S
 from adaptedge.cloud.service.inference import HpcInference, Reply
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.bundle import open_bundle, verify
+from adaptedge.protocol.device_bundle import (
+    check_answers_for,
+    device_bundle_id,
+    device_manifest,
+)
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.messages import ErrorReply, InferenceRequest
@@ -54,6 +64,8 @@ class PoolEntry:
     root: Path
     hpc_bytes: int
     manifest: Manifest
+    devices: list[Manifest] = field(default_factory=list)
+    """The device bundles given that this bundle's HPC answers."""
 
 
 def bundle_paths(bundles: Sequence[str | os.PathLike[str]],
@@ -88,15 +100,13 @@ class BundlePool:
         self.max_loaded, self.max_bytes = max_loaded, max_bytes
         self._stack = ExitStack()  # .tar bundles stay unpacked while the pool lives
         self.entries: dict[str, PoolEntry] = {}
+        self.aliases: dict[str, str] = {}
+        """Device bundle id -> the id of the cloud bundle whose HPC answers it."""
+        self.device_roots: dict[str, Path] = {}
+        """The device bundles given, by id (an OTA chunk server ships them)."""
         try:
-            for path in paths:
-                root = Path(self._stack.enter_context(open_bundle(path)))
-                manifest = verify(root, trust=trust)  # every bundle checked at start
-                if manifest.bundle_id not in self.entries:
-                    size = (root / manifest.hpc.file).stat().st_size
-                    self.entries[manifest.bundle_id] = PoolEntry(manifest.bundle_id, root, size,
-                                                                 manifest)
-        except (BundleError, OSError):
+            self._read(paths)
+        except (BundleError, OSError, CloudError):
             self._stack.close()
             raise
         self.error_counts: Counter[str] = Counter()
@@ -112,6 +122,45 @@ class BundlePool:
         self.bundle_id = self.default.bundle_id
         self._preload()
 
+    def _read(self, paths: Sequence[str | os.PathLike[str]]) -> None:
+        """Verify every bundle; pair each device bundle with the cloud bundle of its HPC."""
+        devices: list[tuple[Manifest, Path]] = []
+        for path in paths:
+            root = Path(self._stack.enter_context(open_bundle(path)))
+            manifest = verify(root, trust=self._trust)  # every bundle checked at start
+            if not manifest.carries_hpc:
+                self.device_roots.setdefault(manifest.bundle_id, root)
+                devices.append((manifest, Path(path)))
+            elif manifest.bundle_id not in self.entries:
+                size = (root / manifest.hpc.file).stat().st_size
+                self.entries[manifest.bundle_id] = PoolEntry(manifest.bundle_id, root, size,
+                                                             manifest)
+                self.aliases[device_bundle_id(manifest)] = manifest.bundle_id
+        if not self.entries:
+            raise CloudError("only device bundles given: they name their HPC but do not hold "
+                             "it; add the cloud bundle they were cut from (--bundle CLOUD)")
+        for device, path in devices:
+            try:
+                entry = self._cloud_of(device)
+            except BundleError as exc:
+                raise BundleError(exc.message, path=str(path)) from None
+            entry.devices.append(device)
+            self.aliases[device.bundle_id] = entry.bundle_id
+
+    def _cloud_of(self, device: Manifest) -> PoolEntry:
+        """The cloud bundle whose HPC answers ``device`` (the one it names first, then any
+        holding the same HPC); ``BundleError`` in one line when none does."""
+        named = self.entries.get(device.hpc.cloud_bundle or "")
+        if named is not None:
+            check_answers_for(named.manifest, device)
+            return named
+        for entry in self.entries.values():
+            if entry.manifest.hpc_sha256 == device.hpc_sha256:
+                check_answers_for(entry.manifest, device)
+                return entry
+        check_answers_for(next(iter(self.entries.values())).manifest, device)  # says why
+        raise AssertionError("unreachable: the hashes differ")
+
     def _preload(self) -> None:
         """Load the other bundles now, in order, while they fit in the pool's bounds."""
         resident = self.entries[self.bundle_id].hpc_bytes
@@ -121,12 +170,24 @@ class BundlePool:
             if self.get(entry.bundle_id) is not None:
                 resident += entry.hpc_bytes
 
+    def manifest_of(self, bundle_id: str) -> Manifest | None:
+        """The manifest a device running ``bundle_id`` holds, or None if not answered here."""
+        cloud = self.entries.get(self.aliases.get(bundle_id, bundle_id))
+        if cloud is None:
+            return None
+        if bundle_id == cloud.bundle_id:
+            return cloud.manifest
+        given = next((d for d in cloud.devices if d.bundle_id == bundle_id), None)
+        return given or device_manifest(cloud.manifest)
+
     @property
     def bundle_ids(self) -> tuple[str, ...]:
-        return tuple(self.entries)
+        """The cloud bundles, then the device bundles they answer."""
+        return (*self.entries, *(a for a in self.aliases if a not in self.entries))
 
     def serves(self, bundle_id: str) -> bool:
         """Whether a request of ``bundle_id`` is answered here (held, and not failed to load)."""
+        bundle_id = self.aliases.get(bundle_id, bundle_id)
         return bundle_id in self.entries and bundle_id not in self.failed
 
     @property
@@ -136,7 +197,9 @@ class BundlePool:
             return tuple(self._loaded)
 
     def get(self, bundle_id: str) -> HpcInference | None:
-        """The HPC of ``bundle_id``, loaded now if it is not resident; None if not served."""
+        """The HPC of ``bundle_id`` (or of the cloud bundle answering device bundle
+        ``bundle_id``), loaded now if it is not resident; None if not served."""
+        bundle_id = self.aliases.get(bundle_id, bundle_id)
         with self._lock:
             inference = self._loaded.get(bundle_id)
             if inference is not None:
@@ -161,6 +224,8 @@ class BundlePool:
         finally:
             self.load_s += time.monotonic() - started
         inference.error_counts = self.error_counts  # one tally for the worker's stats
+        for device in entry.devices:
+            inference.answer_for(device)
         self.loads += 1
         self._loaded[bundle_id] = inference
         self._evict()

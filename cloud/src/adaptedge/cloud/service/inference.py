@@ -32,6 +32,7 @@ from adaptedge.cloud.service.single_row import BoundRow, first_argmax
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.codec import decode, encode
+from adaptedge.protocol.device_bundle import check_answers_for, device_manifest
 from adaptedge.protocol.errors import ProtocolError
 from adaptedge.protocol.features import all_finite
 from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT, Manifest
@@ -63,6 +64,12 @@ class HpcInference:
                  prefix: str = DEFAULT_PREFIX, run_limit_s: float = DEFAULT_RUN_LIMIT_S) -> None:
         self.manifest = manifest
         self.bundle_id = manifest.bundle_id
+        self._devices: dict[str, Manifest] = {}
+        """The device bundles answered with this HPC (``answer_for``), by id."""
+        if manifest.carries_hpc:  # its own all-points device bundle, as train and OTA cut it
+            every = device_manifest(manifest)
+            self._devices[every.bundle_id] = every
+        self._ids = {manifest.bundle_id, *self._devices}
         self.model_id = f"{manifest.bundle_id}/{manifest.hpc.file}"
         self.prefix = prefix
         self.n_features = len(manifest.feature_names)
@@ -93,6 +100,10 @@ class HpcInference:
         it), open one onnxruntime session for its HPC and probe it once (a model that cannot
         answer one row within ``run_limit_s`` is refused)."""
         manifest = verify(bundle_dir, trust=trust)
+        if not manifest.carries_hpc:
+            raise CloudError(f"{bundle_dir}: is a device bundle: it names its HPC (cloud bundle "
+                             f"{manifest.hpc.cloud_bundle}) but does not hold it; serve it with "
+                             "its cloud bundle: --bundle CLOUD --bundle DEVICE")
         path = Path(bundle_dir) / manifest.hpc.file
         try:
             session = ort.InferenceSession(str(path), sess_options=session_options(),
@@ -128,11 +139,24 @@ class HpcInference:
 
     @property
     def bundle_ids(self) -> tuple[str, ...]:
-        """The bundles this worker answers (one here; several in a ``BundlePool``)."""
-        return (self.bundle_id,)
+        """The bundles this worker answers: this one and the device bundles cut from it (more
+        in a ``BundlePool``)."""
+        return (self.bundle_id, *sorted(self._ids - {self.bundle_id}))
 
     def serves(self, bundle_id: str) -> bool:
-        return bundle_id == self.bundle_id
+        return bundle_id in self._ids
+
+    def answer_for(self, device: Manifest) -> None:
+        """Answer the requests of device bundle ``device`` too; ``BundleError`` (one line) when
+        it names another HPC or another request layout (``device_bundle.check_answers_for``)."""
+        check_answers_for(self.manifest, device)
+        self._devices[device.bundle_id] = device
+        self._ids.add(device.bundle_id)
+
+    def manifest_of(self, bundle_id: str) -> Manifest | None:
+        """The manifest a device running ``bundle_id`` holds (its points are the ones its
+        records number), or None if not answered here."""
+        return self.manifest if bundle_id == self.bundle_id else self._devices.get(bundle_id)
 
     # -- one message (decode, validate, answer) ------------------------------------------------
     def handle_payload(self, topic: str, payload: bytes, now: float | None = None
@@ -208,10 +232,10 @@ class HpcInference:
         server_time = time.time() if now is None else now
         replies: list[Reply | None] = [None] * len(requests)
         rows: list[int] = []
-        bundle_id, n_bytes, full = self.bundle_id, 4 * self.n_features, self._full_mask
+        ids, n_bytes, full = self._ids, 4 * self.n_features, self._full_mask
         mask_len, all_full = self._mask_len, True
         for i, req in enumerate(requests):
-            if req.bundle_id == bundle_id and len(req.features) == n_bytes:
+            if req.bundle_id in ids and len(req.features) == n_bytes:
                 mask = req.mask
                 if mask == full:
                     rows.append(i)
@@ -228,7 +252,7 @@ class HpcInference:
 
     def _shape_problem(self, req: InferenceRequest) -> tuple[str, str]:
         """Why a request of another bundle or feature layout is refused."""
-        if req.bundle_id != self.bundle_id:
+        if req.bundle_id not in self._ids:
             return (E.UNKNOWN_BUNDLE, f"this worker serves bundle {self.bundle_id}, not "
                     f"{req.bundle_id!r}: update the device's bundle or route it to a matching "
                     "worker")
@@ -320,13 +344,12 @@ class HpcInference:
         """``raw``: ``probs`` as bytes (slicing bytes beats numpy rows)."""
         labels = probs.argmax(axis=1).tolist()  # the first highest probability wins
         service_ms = (time.perf_counter() - started) * 1000.0
-        bundle_id, model_id, width, reply = self.bundle_id, self.model_id, 4 * self.n_classes, \
-            InferenceReply
+        model_id, width, reply = self.model_id, 4 * self.n_classes, InferenceReply
         end = 0
         for j, i in enumerate(rows):
             req, start = requests[i], end
             end += width
-            replies[i] = reply(req.request_id, req.device, bundle_id, labels[j], raw[start:end],
+            replies[i] = reply(req.request_id, req.device, req.bundle_id, labels[j], raw[start:end],
                                model_id, server_time, service_ms)
         self.answered += len(rows)
         self.batches += 1
@@ -334,7 +357,7 @@ class HpcInference:
     def answer_one(self, req: InferenceRequest) -> Reply | None:
         """A lone request of this bundle's layout, fully measured, through the bound row (the
         latency path); ``None``: it needs ``handle_batch`` (which then reports any problem)."""
-        if req.bundle_id != self.bundle_id or len(req.features) != 4 * self.n_features \
+        if req.bundle_id not in self._ids or len(req.features) != 4 * self.n_features \
                 or req.mask != self._full_mask:
             return None
         return self._bound_reply(req, time.time(), time.perf_counter())
@@ -360,7 +383,7 @@ class HpcInference:
                 f"the HPC run was stopped after {self.guard.limit_s:g} s"), server_time)
         self.answered += 1
         self.batches += 1
-        return InferenceReply(req.request_id, req.device, self.bundle_id, first_argmax(raw), raw,
+        return InferenceReply(req.request_id, req.device, req.bundle_id, first_argmax(raw), raw,
                               self.model_id, server_time,
                               (time.perf_counter() - started) * 1000.0)
 

@@ -25,7 +25,10 @@ CSV_COST_NOTE = "every feature its own sensor, uniform cost. " + NOMINAL_NOTE
 """The costs part of a CSV dataset's description (``load_dataset`` replaces it with --costs)."""
 
 
-def csv_dataset(path: Path, target: str | None, grouping: str | None, seed: int) -> Dataset:
+def csv_dataset(path: Path, target: str | None, grouping: str | None, seed: int, *,
+                missing: bool = False) -> Dataset:
+    """``path`` as a dataset; ``missing``: empty or ``nan`` cells load as NaN (sensors not
+    measured on that row), else they are refused naming the first one."""
     if target is None:
         raise DatasetError(f"{path}: a CSV/TSV dataset needs --target COLUMN (the label column)")
     check_grouping(path.name, grouping, ("per-feature",))
@@ -49,10 +52,16 @@ def csv_dataset(path: Path, target: str | None, grouping: str | None, seed: int)
     names = tuple(header[i] for i in feat_cols)
     if len(set(names)) != len(names):
         raise DatasetError(f"{path}: duplicate column names in the header")
-    X = parse_floats([[r[i] for i in feat_cols] for r in body], names, str(path))
-    if np.all(X.min(axis=0) == X.max(axis=0)):
+    X = parse_floats([[r[i] for i in feat_cols] for r in body], names, str(path),
+                     missing=missing)
+    measured = np.isfinite(X)
+    if not measured.any(axis=0).all():
+        blank = names[int(np.flatnonzero(~measured.any(axis=0))[0])]
+        raise DatasetError(f"{path}: column {blank!r} is missing on every row: drop it")
+    lo = np.where(measured, X, np.inf).min(axis=0)
+    if np.all(lo == np.where(measured, X, -np.inf).max(axis=0)):
         raise DatasetError(f"{path}: every feature column is constant ({names[0]!r} is always "
-                           f"{X[0, 0]:g}, ...): there is nothing to learn from")
+                           f"{lo[0]:g}, ...): there is nothing to learn from")
     labels = [r[t].strip() for r in body]
     classes = sorted_labels(set(labels))
     if len(classes) < 2:

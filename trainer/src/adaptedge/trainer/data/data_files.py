@@ -41,6 +41,22 @@ def read_rows(path: Path, delimiter: str | None) -> tuple[tuple[str, ...], ...]:
                            "CSV/TSV, optionally gzipped") from None
 
 
+MISSING_HINT = ("missing values are accepted only by train --method adapt-gbrt, greedy-miser "
+                "or dag (unmeasured sensors) or train --impute median; else fill them in or "
+                "drop the row")
+"""What to do about a missing cell, in every refusal of one."""
+
+
+def is_missing(cell: str) -> bool:
+    """An empty cell or ``nan`` (any case): a sensor not measured on that row."""
+    text = cell.strip()
+    return not text or text.lower() == "nan"
+
+
+class MissingValueError(DatasetError):
+    """A missing cell where missing values are not accepted; the message names its place."""
+
+
 def _first_bad_cell(rows: Sequence[Sequence[str]], names: Sequence[str], source: str) -> None:
     for r, row in enumerate(rows):
         for c, cell in enumerate(row):
@@ -48,17 +64,21 @@ def _first_bad_cell(rows: Sequence[Sequence[str]], names: Sequence[str], source:
                 float(cell)
             except ValueError:
                 if not cell.strip():
-                    raise DatasetError(
-                        f"{source}: column {names[c]!r} row {r + 1} is empty; missing values "
-                        "are not supported yet: fill them in or drop the row") from None
+                    raise MissingValueError(
+                        f"{source}: column {names[c]!r} row {r + 1} is empty; "
+                        + MISSING_HINT) from None
                 raise DatasetError(f"{source}: column {names[c]!r} row {r + 1} holds {cell!r}; "
                                    "every feature column must be numeric") from None
     raise DatasetError(f"{source}: rows have different lengths")
 
 
-def parse_floats(rows: Sequence[Sequence[str]], names: Sequence[str], source: str) -> Floats:
-    """Cells as float32 [rows, columns]; an empty, non-numeric or non-finite cell is refused,
-    naming its column and (1-based data) row."""
+def parse_floats(rows: Sequence[Sequence[str]], names: Sequence[str], source: str, *,
+                 missing: bool = False) -> Floats:
+    """Cells as float32 [rows, columns]; a non-numeric or infinite cell is refused, naming its
+    column and (1-based data) row. ``missing``: an empty or ``nan`` cell is NaN (an unmeasured
+    sensor), else it is refused too."""
+    if missing:
+        rows = [["nan" if is_missing(cell) else cell for cell in row] for row in rows]
     try:
         values = np.asarray(rows, dtype=np.float64)
     except ValueError:
@@ -66,11 +86,15 @@ def parse_floats(rows: Sequence[Sequence[str]], names: Sequence[str], source: st
         raise  # unreachable: _first_bad_cell always raises
     with np.errstate(over="ignore"):
         out = values.astype(np.float32)
-    bad = np.argwhere(~np.isfinite(out))
+    bad = np.argwhere(np.isinf(out) if missing else ~np.isfinite(out))
     if bad.size:
         r, c = (int(i) for i in bad[0])
-        raise DatasetError(f"{source}: column {names[c]!r} row {r + 1} holds {rows[r][c].strip()!r}, "
+        cell = rows[r][c].strip()
+        if np.isnan(out[r, c]):
+            raise MissingValueError(f"{source}: column {names[c]!r} row {r + 1} holds {cell!r} "
+                                    f"(a missing value); {MISSING_HINT}")
+        raise DatasetError(f"{source}: column {names[c]!r} row {r + 1} holds {cell!r}, "
                            "which is not a finite float32 number; every feature value must be "
-                           "finite (NaN and infinities are not supported: fill them in or drop "
-                           "the row)")
+                           "finite or missing (infinities are not supported: fill them in or "
+                           "drop the row)")
     return out

@@ -44,12 +44,13 @@ def list_datasets() -> list[str]:
 
 
 def load_dataset(name_or_path: str, *, target: str | None = None, costs: str | Path | None = None,
-                 grouping: str | None = None, seed: int = 0) -> Dataset:
+                 grouping: str | None = None, seed: int = 0, missing: bool = False) -> Dataset:
     """A built-in dataset by name (see ``list_datasets``) or a CSV/TSV(.gz) file with ``target``.
 
     ``costs`` (a TOML file, see ``trainer.data.costs``) replaces the sensors, training weights and
     link; ``grouping`` picks a built-in sensor grouping (e.g. ``letter``: "4x4" or
-    "per-feature"); ``seed`` fixes every random split.
+    "per-feature"); ``seed`` fixes every random split; ``missing``: a CSV's empty or ``nan``
+    cells load as NaN (an unmeasured sensor; else they are refused).
     """
     if name_or_path in BUILTINS:
         if target is not None:
@@ -64,7 +65,7 @@ def load_dataset(name_or_path: str, *, target: str | None = None, costs: str | P
                                f"{list_datasets()}, or give a path to a CSV/TSV(.gz) file")
         if not path.is_file():
             raise DatasetError(f"data file {path} not found")
-        dataset = csv_dataset(path, target, grouping, seed)
+        dataset = csv_dataset(path, target, grouping, seed, missing=missing)
     if costs is not None:
         if grouping is not None:
             raise DatasetError("give either a costs file or a grouping, not both (the costs "

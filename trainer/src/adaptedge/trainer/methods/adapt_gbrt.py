@@ -197,8 +197,8 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
                 allowed = bought[feature_sensor].copy()
                 if not allowed.any():
                     break
-            excess = cross_entropy(logits, yi, n_classes) + softplus(gate) - loss_hpc - softplus(-gate)
-            q, _beta = q_step(excess, p_full)
+            if p_full > 0:  # else nothing is escalated (Greedy Miser): q stays 0
+                q = _q_of(logits, yi, n_classes, gate, loss_hpc, p_full)
             for _t in range(self.n_trees):
                 r, h = lpc_gradients(logits, yi, n_classes, 1.0 - q)
                 tree, fitted = grow_tree(  # fitted: tree.predict(X32), without the walk
@@ -332,6 +332,13 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         return other
 
 
+def _q_of(logits: FloatArray, yi: NDArray[np.int64], n_classes: int, gate: FloatArray,
+          loss_hpc: FloatArray, p_full: float) -> FloatArray:
+    """The q-step: each row's oracle probability of escalating (``gating.q_step``)."""
+    excess = cross_entropy(logits, yi, n_classes) + softplus(gate) - loss_hpc - softplus(-gate)
+    return q_step(excess, p_full)[0]
+
+
 def gate_score_from(raw: FloatArray, margin: FloatArray | None, gate_threshold: float,
                     margin_weight: float) -> FloatArray:
     """The gate score from ``gate_raw`` and ``lpc_margin`` (needed only when
@@ -369,8 +376,9 @@ def _check_inputs(
     P = np.asarray(hpc_proba, dtype=np.float64)
     if X32.ndim != 2 or X32.shape[0] == 0:
         raise ValueError(f"X must be a non-empty 2-D array, got shape {X32.shape}")
-    if not np.all(np.isfinite(X32)):
-        raise ValueError("X contains NaN or infinite values; impute them before fitting")
+    if np.isinf(X32).any():
+        raise ValueError("X contains infinite values; give finite numbers, or NaN for a "
+                         "sensor not measured on a row (the trees send NaN right)")
     if P.ndim != 2 or P.shape[0] != X32.shape[0] or P.shape[1] < 2:
         raise ValueError(
             f"hpc_proba must be [n_samples, n_classes>=2] matching X's {X32.shape[0]} rows, "

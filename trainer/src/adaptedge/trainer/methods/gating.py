@@ -143,7 +143,8 @@ class CostModel:
     def table(self) -> CostTable:
         """The walk's cost table (``trainer.policy.walk``)."""
         return CostTable(tuple(s.name for s in self.sensors), self.sensor_costs,
-                         self.link_cost, self.hpc_sensors, weights=self.weights)
+                         self.link_cost, self.hpc_sensors, weights=self.weights,
+                         sensor_columns=tuple(tuple(s.features) for s in self.sensors))
 
 
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], n_jobs: int, progress: bool,

@@ -79,6 +79,9 @@ METHOD_PARAMS: dict[str, tuple[Param, ...]] = {
     "greedy-miser": (
         Param("tree_cost", "float", "price of one tree evaluation, as a fraction of the mean "
               "sensor read (0: trees are free)", min=0),
+        Param("gammas", "floats", "the feature-cost prices λ swept, each >= 0", min=0),
+        Param("params", "mapping", "GreedyMiser parameters replacing FULL_STRENGTH's (e.g. "
+              "n_rounds, max_depth)"),
     ),
     "confidence": (),
     "dag": DAG_PARAMS,

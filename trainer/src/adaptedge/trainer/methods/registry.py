@@ -35,6 +35,11 @@ METHOD_MODULES: dict[str, str] = {
 }
 INDEXED_METHODS = ("polydom", "greedy", "greedy-acc", "greedy-cost")
 """Methods whose bundles carry a ``budget_index`` (per-decision budgets on the device)."""
+LEARNS_MISSING = frozenset({"adapt-gbrt", "greedy-miser", "dag"})
+"""Methods that learn from missing cells (NaN: a sensor not measured on that row) as they are:
+the histogram trees send NaN to the right (with the largest values; ``trainer.methods.cart``)
+and the DAG's boosted node classifiers route it on a learnt side. Any other method needs
+``--impute``."""
 
 
 @dataclass(frozen=True)

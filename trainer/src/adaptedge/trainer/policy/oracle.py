@@ -19,9 +19,18 @@ import numpy as np
 import numpy.typing as npt
 
 from adaptedge.protocol.bundle import read_manifest
-from adaptedge.protocol.costs import cost_columns, decision_costs
+from adaptedge.protocol.costs import cost_columns, decision_costs, visit_columns
+from adaptedge.protocol.device_bundle import require_hpc
 from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Manifest
-from adaptedge.protocol.walk import walk_manifest
+from adaptedge.protocol.walk import BatchWalk, WalkNode, compile_graph, gather, walk_manifest
+from adaptedge.trainer.policy.failed_reads import (
+    bits_mask,
+    failed_sensors,
+    graph_bits,
+    patch_batch,
+    walk_live_rows,
+    zero_filled,
+)
 
 
 @dataclass(frozen=True)
@@ -100,7 +109,14 @@ class BundleRunner:
     @classmethod
     def from_dir(cls, bundle_dir: str | Path) -> BundleRunner:
         root = Path(bundle_dir)
-        return cls(read_manifest(root), lambda name: (root / name).read_bytes())
+        manifest = read_manifest(root)
+
+        def read(name: str) -> bytes:
+            if name == manifest.hpc.file:
+                require_hpc(manifest, root, "an evaluation against the HPC")
+            return (root / name).read_bytes()
+
+        return cls(manifest, read)
 
     @classmethod
     def from_files(cls, manifest: Manifest, files: Mapping[str, bytes]) -> BundleRunner:
@@ -165,18 +181,26 @@ class BundleRunner:
             raise ValueError(f"X must be [N, {len(m.feature_names)}] (the bundle's features), "
                              f"got shape {x.shape}")
         walk = walk_manifest(m, policy_name, x, self._run_node)
+        failed, live_bits = self._failed_reads(policy_name, x, walk)
         escalated = walk.escalated
         labels = walk.local_label
         proba_out = walk.probabilities
         read = walk.read_mask(len(self.sensor_names))
         visited = walk.visited
         final = np.asarray(walk.node_ids, dtype=object)[walk.final]
+        hpc_mask = self.hpc_sensor_mask()
         esc = np.flatnonzero(escalated)
+        if failed is not None:  # the cloud refuses a row lacking an HPC sensor (degraded)
+            esc = esc[failed[esc] & int((hpc_mask << np.arange(hpc_mask.size)).sum()) == 0]
         if esc.size:
             hpc = self.hpc_proba(x[esc])
             labels[esc] = np.argmax(hpc, axis=1)
             proba_out[esc] = hpc
-            read[esc] |= self.hpc_sensor_mask()
+        read[escalated] |= hpc_mask
+        if failed is not None:
+            read &= ~bits_mask(failed, read.shape[1])
+            rows, bits = live_bits
+            read[rows] = bits_mask(bits, read.shape[1])
         c = self.costs(read, escalated, sizes)
         if walk.compute is not None:
             c = c + walk.compute
@@ -186,6 +210,35 @@ class BundleRunner:
             final_node=final.astype(str), cost=c[:, 0], energy_mj=c[:, 1], latency_ms=c[:, 2],
             money=c[:, 3], bytes=np.rint(c[:, 4]).astype(np.int64),
             y=None if y is None else np.asarray(y, dtype=np.int64))
+
+    def _failed_reads(self, policy: str, x: npt.NDArray[np.float32], walk: BatchWalk
+                      ) -> tuple[npt.NDArray[np.int64] | None,
+                                 tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+        """Rows with missing cells walked as on a device (``trainer.policy.failed_reads``),
+        patched into ``walk``: each row's failed sensors (None: no missing cell) and the live
+        rows with the sensors they read."""
+        none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        if np.isfinite(x).all():
+            return None, none
+        m = self.manifest
+        failed = failed_sensors(x, [s.features for s in m.sensors])
+        graph = m.policies[policy]
+        compiled = compile_graph(graph, self.sensor_names, len(m.feature_names),
+                                 lambda _, node: node.model.file)
+        rows = np.flatnonzero(failed & graph_bits(compiled) != 0).astype(np.int64)
+        if not rows.size:
+            return failed, none
+        filled = zero_filled(x)
+
+        def run(node: WalkNode[str], at: npt.NDArray[np.int64]
+                ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None]:
+            return self._run_node(node.model, gather(filled, at, node.inputs), not node.single)
+
+        hpc = tuple(int(i) for i in np.flatnonzero(self.hpc_sensor_mask()))
+        live = walk_live_rows(compiled, rows, failed, run, len(m.classes), self.sensor_names,
+                              hpc)
+        patch_batch(walk, live, visit_columns(graph, m.cost_weights))
+        return failed, (rows, live.read_bits)
 
     def evaluate_hpc(self, X: npt.ArrayLike, y: npt.ArrayLike | None = None,
                      sizes: npt.ArrayLike | None = None) -> PolicyResult:

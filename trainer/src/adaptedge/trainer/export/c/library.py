@@ -108,6 +108,11 @@ def export_c(bundle: str | os.PathLike[str], out: str | os.PathLike[str],
     with ExitStack() as stack:
         root = Path(stack.enter_context(open_bundle(bundle)))
         manifest = verify(root)
+        sized = next((s for s in manifest.sensors if s.size_poly), None)
+        if sized is not None:
+            raise ExportError(f"sensor {sized.name!r} costs more for a bigger item (size_poly), "
+                              "which the C exporter cannot express (its walk takes no item "
+                              "size): export a bundle whose costs do not depend on the size")
         name = point or manifest.default_operating_point
         names = [p.name for p in manifest.operating_points]
         if name not in names:

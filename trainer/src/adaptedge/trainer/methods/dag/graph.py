@@ -143,7 +143,11 @@ class NodePolicy(Protocol):
 
 
 def policy_features(X: np.ndarray, proba: FloatArray) -> FloatArray:
-    """What a node policy sees: its features, its classifier's probabilities, top-1 and margin."""
+    """What a node policy sees: its features, its classifier's probabilities, top-1 and margin.
+    A missing (NaN) feature is 0, as a device holds a failed sensor's columns."""
+    X = np.asarray(X, dtype=np.float64)
+    if not np.isfinite(X).all():
+        X = np.where(np.isfinite(X), X, 0.0)
     top = np.sort(proba, axis=1)[:, ::-1]
     second = top[:, 1] if proba.shape[1] > 1 else np.zeros(len(proba))
     return np.hstack([np.asarray(X, dtype=np.float64), proba, top[:, :1],

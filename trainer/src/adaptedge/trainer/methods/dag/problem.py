@@ -81,7 +81,8 @@ class DagProblem:
         hpc = np.zeros(self.n_sensors, dtype=bool)
         hpc[list(self.hpc_sensors)] = True
         return CostTable(self.sensor_names(self.all_sensors), self.sensor_costs,
-                         self.link_cost, hpc, weights=self.weights)
+                         self.link_cost, hpc, weights=self.weights,
+                         sensor_columns=tuple(tuple(s.features) for s in self.sensors))
 
 
 def make_problem(*, sensors: Sequence[SensorSpec], weights: CostWeights, link: LinkSpec,

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from adaptedge.trainer.errors import ParamError
 from adaptedge.trainer.methods.dag.bank import ClassifierBank, ClassifierKind, boosting_rounds
 from adaptedge.trainer.methods.dag.filter_tree import DEFAULT_DEGREE
 from adaptedge.trainer.methods.dag.graph import (
@@ -179,10 +180,16 @@ def choose_reduction(bank: ClassifierBank, lattice: Lattice, settings: DagSettin
 def choose_per_subset(problem: DagProblem, settings: DagSettings) -> ClassifierBank:
     """The per-subset bank: the settings' kind, or the best on validation with every sensor."""
     kinds: tuple[ClassifierKind, ...]
+    missing = bool(np.isnan(problem.splits["train"].X).any())
     if settings.classifier == "auto" or settings.classifier == "per-subset":
-        kinds = ("hgb", "hgb-wide", "lr")
+        # logistic regression cannot learn from missing cells; the boosted kinds route them
+        kinds = ("hgb", "hgb-wide") if missing else ("hgb", "hgb-wide", "lr")
     elif settings.classifier == "masked":  # classifier_bank builds that one itself
         raise ValueError("the masked bank is not a per-subset bank: use classifier_bank")
+    elif settings.classifier == "lr" and missing:
+        raise ParamError("dag classifier=lr cannot learn from missing values (the training "
+                         "split has NaN cells): use classifier=auto, hgb or masked, or train "
+                         "with --impute median")
     else:
         kinds = (settings.classifier,)
     rounds = boosting_rounds(problem.n_classes, settings.subset_trees, settings.max_iter)
