@@ -181,3 +181,17 @@ def test_without_lightgbm_the_command_says_how_to_install_it(tmp_path: Path) -> 
     assert run.stderr.strip() == f"adaptedge: error: {INSTALL_HINT}"
     assert "pip install 'adaptedge-trainer[lightgbm]'" in run.stderr
     assert not (tmp_path / "b").exists()
+
+
+def test_the_train_extra_pulls_lightgbm() -> None:
+    """``adaptedge-trainer[lightgbm]`` holds it and ``adaptedge[train]`` (hence ``all``) pulls
+    that extra: the install hint names real extras."""
+    import tomllib
+
+    trainer = tomllib.loads((ROOT / "trainer" / "pyproject.toml").read_text())["project"]
+    root = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert any(r.startswith("lightgbm") for r in trainer["optional-dependencies"]["lightgbm"])
+    assert "lightgbm" not in " ".join(trainer["dependencies"])
+    assert any(r.startswith("adaptedge-trainer[lightgbm]")
+               for r in root["optional-dependencies"]["train"])
+    assert "train" in root["optional-dependencies"]["all"][0]
