@@ -195,3 +195,27 @@ def test_the_train_extra_pulls_lightgbm() -> None:
     assert any(r.startswith("adaptedge-trainer[lightgbm]")
                for r in root["optional-dependencies"]["train"])
     assert "train" in root["optional-dependencies"]["all"][0]
+
+
+@pytest.mark.slow  # compiles two C libraries per data set
+@pytest.mark.parametrize("name", ["letter-binary", "thyroid"])  # the C export: <= 32 sensors
+def test_the_c_export_decides_as_the_edge_runtime(name: str, tmp_path: Path) -> None:
+    """The C library of each CEGB point (``export.c``, compiled with gcc) takes the edge
+    runtime's decision on every one of 300 test rows, about one in ten with a failed read."""
+    from adaptedge.trainer.export.c import export_c
+    from tests.support.c_policy import build_host, gcc_available, mismatches, run_host
+
+    if not gcc_available():
+        pytest.skip("gcc is not installed")
+    d, hpc, cm = data(name)
+    graphs = escalation_graphs(fitted(name), (0.0, 0.2), d, hpc, cm)
+    manifest = export_bundle(tmp_path / "b", d, hpc, graphs)
+    X = np.array(d.X_test[:300], dtype=np.float32)
+    X[np.random.default_rng(0).random(X.shape) < 0.1 / X.shape[1]] = np.nan
+    for point in manifest.operating_points:
+        out = tmp_path / f"c-{point.name}"
+        export_c(tmp_path / "b", out, point.name)
+        lib = build_host(out, out)
+        records = run_host(lib, X, len(manifest.sensors), len(manifest.classes), False)
+        assert not mismatches(tmp_path / "b", point.name, X, records, False)
+    assert any(g.validation.escalation_rate > 0 for g in graphs)
