@@ -200,7 +200,6 @@ def test_the_train_extra_pulls_lightgbm() -> None:
     assert "train" in root["optional-dependencies"]["all"][0]
 
 
-@pytest.mark.slow  # compiles two C libraries per data set
 @pytest.mark.parametrize("name", ["letter-binary", "thyroid"])  # the C export: <= 32 sensors
 def test_the_c_export_decides_as_the_edge_runtime(name: str, tmp_path: Path) -> None:
     """The C library of each CEGB point (``export.c``, compiled with gcc) takes the edge
