@@ -111,7 +111,8 @@ def default_chooser(frontier: list[Any], budget: float | None, *,
 
 def library_versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
-    for dist in ("adaptedge", "numpy", "scikit-learn", "onnx", "onnxruntime", "skl2onnx"):
+    for dist in ("adaptedge", "numpy", "scikit-learn", "onnx", "onnxruntime", "skl2onnx",
+                 "lightgbm"):  # lightgbm: the trees of --method cegb
         try:
             versions[dist] = importlib_metadata.version(dist)
         except importlib_metadata.PackageNotFoundError:

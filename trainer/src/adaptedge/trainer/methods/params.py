@@ -84,6 +84,23 @@ METHOD_PARAMS: dict[str, tuple[Param, ...]] = {
               "n_rounds, max_depth)"),
     ),
     "confidence": (),
+    "cegb": (
+        Param("coupled", "floats", "CEGB coupled feature prices swept (per training row, in "
+              "mean-sensor-cost units; 0 skips), one fit each", min=0),
+        Param("lazy", "floats", "CEGB lazy (per-row) feature prices swept, one fit each", min=0),
+        Param("escalate", "floats", "validation escalation rates whose confidence quantiles "
+              "become the escalation cuts (0: never escalate)", min=0),
+        Param("n_rounds", "int", "most boosting rounds of a fit (the best validation round is "
+              "kept)", min=1),
+        Param("patience", "int", "early stopping: rounds without a better validation log-loss",
+              min=1),
+        Param("learning_rate", "float", "LightGBM learning_rate", min=0),
+        Param("num_leaves", "int", "LightGBM num_leaves", min=2),
+        Param("min_data_in_leaf", "int", "LightGBM min_data_in_leaf", min=1),
+        Param("penalty_split", "float", "LightGBM cegb_penalty_split", min=0),
+        Param("iteration", "str", "validation metric whose best round is kept",
+              choices=("error", "logloss")),
+    ),
     "dag": DAG_PARAMS,
     "static": DAG_PARAMS,
     "cascade": DAG_PARAMS,

@@ -32,6 +32,7 @@ METHOD_MODULES: dict[str, str] = {
     "greedy-cost": "adaptedge.trainer.methods.polydom.method",
     "cstc": "adaptedge.trainer.methods.cstc.method",
     "cscc": "adaptedge.trainer.methods.cscc",
+    "cegb": "adaptedge.trainer.methods.cegb",
 }
 INDEXED_METHODS = ("polydom", "greedy", "greedy-acc", "greedy-cost")
 """Methods whose bundles carry a ``budget_index`` (per-decision budgets on the device)."""
