@@ -8,7 +8,8 @@ to every method. Which methods apply, and the order they run in (the strong and 
 - ``dag``: two or more sensors (a one-sensor lattice has nothing to order);
 - ``cegb`` (LightGBM's cost-efficient gradient boosting): when registered and ``lightgbm``
   imports;
-- ``adapt-lin``: last (slow, and linear: on the data we measured it never reached the front).
+- ``adapt-lin``: only when asked (``--param methods=...,adapt-lin``): 240 s on letter-binary
+  and none of its points reached the merged front of a ``--quick`` run there.
 
 Not swept: ``polydom`` and the ``greedy*`` family (per-item budgets: a different bundle kind),
 ``static`` and ``cascade`` (the DAG paper's own baselines, which ``dag`` improves on) and
@@ -42,6 +43,8 @@ from adaptedge.trainer.progress import clock
 
 ORDER = ("confidence", "greedy-miser", "l1", "adapt-gbrt", "dag", "cegb", "cstc", "adapt-lin")
 """The methods auto may run, in the order it runs them."""
+DEFAULT = tuple(m for m in ORDER if m != "adapt-lin")
+"""The methods auto considers unless ``--param methods=`` names others."""
 
 SECONDS_LETTER_BINARY: Mapping[str, tuple[float, float]] = {
     "confidence": (35.0, 6.0), "greedy-miser": (30.0, 4.0), "l1": (6.0, 2.0),
@@ -91,9 +94,9 @@ def applies(method: str, dataset: Any) -> str | None:
 
 
 def default_budget(dataset: Any, quick: bool) -> float:
-    """Seconds: 1.5 x the estimates of every applicable method (all of them fit), at least
+    """Seconds: 1.5 x the estimates of every applicable ``DEFAULT`` method, at least
     60 s (a minute of slack on small data)."""
-    total = sum(_estimate(m, dataset, quick) for m in ORDER if applies(m, dataset) is None)
+    total = sum(_estimate(m, dataset, quick) for m in DEFAULT if applies(m, dataset) is None)
     return max(60.0, 1.5 * total)
 
 
@@ -104,14 +107,14 @@ def _estimate(method: str, dataset: Any, quick: bool) -> float:
 
 def plan(dataset: Any, quick: bool, budget: float | None,
          methods: Sequence[str] | None = None) -> Plan:
-    """The methods of ``methods`` (default ``ORDER``) that apply and whose one-process
+    """The methods of ``methods`` (default ``DEFAULT``) that apply and whose one-process
     estimates fit ``budget`` (default ``default_budget``) in turn (the same plan for any
     ``--jobs``, so the bundle is too)."""
     budget = default_budget(dataset, quick) if budget is None else budget
     run: list[tuple[str, float]] = []
     skipped: list[tuple[str, str]] = []
     used = 0.0
-    for method in methods or ORDER:
+    for method in methods or DEFAULT:
         if (why := applies(method, dataset)) is not None:
             skipped.append((method, why))
             continue
@@ -148,9 +151,17 @@ def _say(text: str, enabled: bool) -> None:
         print(f"[adaptedge] auto: {text}", file=sys.stderr, flush=True)
 
 
-@register("auto")
-def auto_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
-    """Every planned method on the one HPC, one progress line per method, merged."""
+@dataclass
+class AutoRun:
+    """What ``run_methods`` did: each method's candidates and seconds, and the plan."""
+
+    plan: Plan
+    candidates: dict[str, list[Graph]]
+    seconds: dict[str, float]
+
+
+def run_methods(dataset: Any, hpc: Any, options: MethodOptions) -> AutoRun:
+    """Every planned method on the one HPC, one progress line as each starts and ends."""
     budget = options.extra.get("time_budget")
     chosen = options.extra.get("methods")
     names = None if chosen is None else [m.strip() for m in str(chosen).split(",") if m.strip()]
@@ -161,8 +172,7 @@ def auto_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
     for method, why in p.skipped:
         _say(f"skip {method}: {why}", options.progress)
     per_params: Mapping[str, Mapping[str, Any]] = options.extra.get("params", {})
-    per_method: dict[str, list[Graph]] = {}
-    runs: list[str] = []
+    done = AutoRun(p, {}, {})
     started = time.monotonic()
     for i, (method, estimate) in enumerate(p.run):
         elapsed = time.monotonic() - started
@@ -174,11 +184,20 @@ def auto_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
         _say(f"method {i + 1}/{len(p.run)} {method} (estimated {clock(estimate)}), "
              f"{clock(elapsed)} elapsed, ETA {clock(left)}", options.progress)
         own = replace(options, extra=check_params(method, per_params.get(method, {})))
-        per_method[method] = get_method(method)(dataset, hpc, own)
-        runs.append(method)
-        _say(f"{method} done: {len(per_method[method])} candidates, "
-             f"{clock(time.monotonic() - started)} elapsed", options.progress)
-    front = merge(per_method)
-    front.metadata = {"auto": {"ran": runs, "skipped": dict(p.skipped),
-                               "time_budget": round(p.budget, 1)}}
+        done.candidates[method] = get_method(method)(dataset, hpc, own)
+        done.seconds[method] = time.monotonic() - started - elapsed
+        _say(f"{method} done: {len(done.candidates[method])} candidates in "
+             f"{clock(done.seconds[method])}, {clock(time.monotonic() - started)} elapsed",
+             options.progress)
+    return done
+
+
+@register("auto")
+def auto_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
+    """``run_methods``, merged into one validation front; the bundle's metadata records what
+    ran and what was skipped (never the seconds: the bundle id depends on content only)."""
+    done = run_methods(dataset, hpc, options)
+    front = merge(done.candidates)
+    front.metadata = {"auto": {"ran": list(done.candidates), "skipped": dict(done.plan.skipped),
+                               "time_budget": round(done.plan.budget, 1)}}
     return front

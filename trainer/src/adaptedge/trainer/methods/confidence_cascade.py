@@ -34,7 +34,8 @@ from adaptedge.trainer.policy.one_node import ROOT, validated
 FAMILIES = ("hgb", "gbt", "lr")
 ORDERS = ("gain", "cost-aware", "both")
 MAX_K = 12
-"""Sensor counts swept by default: 1 .. min(sensors, MAX_K)."""
+"""Sensor counts swept by default: 1 .. min(sensors, MAX_K), then a quarter, 3/8, half and
+3/4 of the sensors (``default_ks``)."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class CascadeSettings:
 
     families: tuple[str, ...] = FAMILIES
     ks: tuple[int, ...] = ()
-    """Sensor counts; empty: 1 .. min(sensors, MAX_K)."""
+    """Sensor counts; empty: ``default_ks``."""
     order: str = "both"
     quantiles: int = 61
     hgb_iter: int = 300
@@ -54,7 +55,7 @@ class CascadeSettings:
         iterations, 21 quantiles), overridden by ``options.extra``."""
         quick = options.quick
         base = cls(families=("hgb", "lr") if quick else FAMILIES,
-                   ks=(1, 2, 4, 6) if quick else tuple(range(1, min(n_sensors, MAX_K) + 1)),
+                   ks=(1, 2, 4, 6) if quick else default_ks(n_sensors),
                    order="gain" if quick else "both",
                    quantiles=21 if quick else 61, hgb_iter=50 if quick else 300)
         extra = options.extra
@@ -69,6 +70,14 @@ class CascadeSettings:
         return cls(families=families, ks=ks, order=str(extra.get("order", base.order)),
                    quantiles=int(extra.get("quantiles", base.quantiles)),
                    hgb_iter=int(extra.get("hgb_iter", base.hgb_iter)))
+
+
+def default_ks(n_sensors: int) -> tuple[int, ...]:
+    """1 .. min(n_sensors, MAX_K), and 1/4, 3/8, 1/2 and 3/4 of ``n_sensors`` (many sensors:
+    a strong cheap model may need more than MAX_K)."""
+    ks = set(range(1, min(n_sensors, MAX_K) + 1))
+    ks |= {max(1, round(n_sensors * f)) for f in (0.25, 0.375, 0.5, 0.75)}
+    return tuple(sorted(ks))
 
 
 def sensor_orders(dataset: Any, hpc: Any, cm: CostModel, order: str

@@ -84,8 +84,8 @@ METHOD_PARAMS: dict[str, tuple[Param, ...]] = {
         Param("families", "str", "cheap-model families swept, comma-separated: hgb "
               "(HistGradientBoosting), gbt (the trainer's boosted trees), lr (logistic "
               "regression); default all three (--quick: hgb,lr)"),
-        Param("ks", "floats", "sensor counts swept (default 1..min(sensors, 12); --quick "
-              "1,2,4,6)", min=1),
+        Param("ks", "floats", "sensor counts swept (default 1..min(sensors, 12) and 1/4, 3/8, "
+              "1/2, 3/4 of the sensors; --quick 1,2,4,6)", min=1),
         Param("order", "str", "sensor order: gain (cost-blind split gain), cost-aware (gain "
               "per unit cost) or both (default; --quick: gain)",
               choices=("gain", "cost-aware", "both")),
@@ -99,7 +99,7 @@ METHOD_PARAMS: dict[str, tuple[Param, ...]] = {
               "--time-budget; default: 1.5 x the estimates of every method that applies)",
               min=0),
         Param("methods", "str", "comma-separated methods to consider, in order (default: "
-              "every method auto knows, trainer.methods.auto.ORDER)"),
+              "trainer.methods.auto.DEFAULT; adapt-lin only when named)"),
         Param("params", "mapping", "per-method options, {method: {key: value}}"),
     ),
     "dag": DAG_PARAMS,
