@@ -72,7 +72,7 @@ def group_names(manifests: Sequence[Any], paths: Sequence[str | Path] = ()) -> l
     return out
 
 
-def _merged(manifest: Any) -> bool:
+def merged_methods(manifest: Any) -> bool:
     """Whether the bundle's points come from several methods (``train --method auto``): the
     frontier then shows one series per method."""
     return len({p.method for p in manifest.operating_points if p.method}) > 1
@@ -172,7 +172,8 @@ def evaluate(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any], *
     for op in manifest.operating_points:
         run = replay(bundle_dir, Xf, yf, scenario=quiet, operating_point=op.name,
                      limit=len(Xf), progress=progress)
-        group = f"{names[0]}: {op.method}" if _merged(manifest) and op.method else names[0]
+        by_method = merged_methods(manifest) and op.method
+        group = f"{names[0]}: {op.method}" if by_method else names[0]
         point = {**_point(op.name, group, run, energy), "bundle": names[0]}
         point["main"] = op.name == main.operating_point
         frontier.append(point)
