@@ -18,7 +18,8 @@ never used to choose). Nothing is chosen on test.
 CSV in a temporary directory and read through the CSV path (seeded stratified 60/20/20 split,
 every pixel its own sensor, uniform costs).
 Writes ``<out>/auto-<dataset>-s<seed>.json`` as each finishes and ``<out>/auto.json``
-(default out: ``benchmarks/results/auto``).
+(default out: ``benchmarks/results/auto``); ``--summarize`` only gathers the per-seed files
+found under ``--out`` into ``<out>/auto.json`` (runs split over processes).
 """
 
 from __future__ import annotations
@@ -155,12 +156,21 @@ def main() -> None:
     ap.add_argument("--methods", help="auto's methods (default: its own plan)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--summarize", action="store_true",
+                    help="run nothing: summarize every auto-*-s*.json under --out into "
+                    "<out>/auto.json")
     ap.add_argument("--val-fraction", type=float,
                     help="as train --val-fraction: validation re-drawn from the training rows "
                     "to hold this share of all rows (test unchanged)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/auto"))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.summarize:
+        runs = [json.loads(p.read_text()) for p in sorted(args.out.rglob("auto-*-s*.json"))]
+        body = {"summary": summary(runs), "runs": runs}
+        (args.out / "auto.json").write_text(json.dumps(body, indent=1))
+        print(json.dumps(body["summary"], indent=1))
+        return
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.datasets.split(","):
