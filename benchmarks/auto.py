@@ -132,12 +132,15 @@ def run_one(name: str, seed: int, quick: bool, n_jobs: int, methods: str | None,
 
 
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per dataset and method: mean test cost reduction of the default point over seeds, and
-    on how many seeds it was certified on validation and held on test."""
+    """Per dataset (and ``--val-fraction``, when given) and method: mean test cost reduction
+    of the default point over seeds, and on how many seeds it was certified on validation and
+    held on test."""
     table: dict[str, dict[str, Any]] = {}
     for r in results:
+        key = r["dataset"] + ("" if r.get("val_fraction") is None
+                              else f" (val-fraction {r['val_fraction']:g})")
         for method, m in r["methods"].items():
-            row = table.setdefault(r["dataset"], {}).setdefault(
+            row = table.setdefault(key, {}).setdefault(
                 method, {"seeds": [], "cost_reduction": [], "certified": 0, "held": 0})
             row["seeds"].append(r["seed"])
             row["cost_reduction"].append(round(m["test"]["cost_reduction"], 4))
