@@ -72,6 +72,12 @@ def group_names(manifests: Sequence[Any], paths: Sequence[str | Path] = ()) -> l
     return out
 
 
+def merged_methods(manifest: Any) -> bool:
+    """Whether the bundle's points come from several methods (``train --method auto``): the
+    frontier then shows one series per method."""
+    return len({p.method for p in manifest.operating_points if p.method}) > 1
+
+
 def cost_axis(manifest: Any) -> tuple[str, str]:
     """The frontier's x: the point key and axis label in the bundle's cost unit (energy or
     money when the training scalar is only that, else the weighted scalar)."""
@@ -88,12 +94,12 @@ def cost_axis(manifest: Any) -> tuple[str, str]:
 
 
 def short_labels(points: list[dict[str, Any]], x_key: str = "energy_mj") -> None:
-    """Give each bundle point a short label, P1, P2, ... by cost (``x_key``) within its group
-    (``short``); baselines keep their names."""
+    """Give each bundle point a short label, P1, P2, ... by cost (``x_key``) within its
+    bundle (``bundle``, else its group; ``short``); baselines keep their names."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for p in points:
         if p["group"] != "baseline":
-            groups.setdefault(p["group"], []).append(p)
+            groups.setdefault(p.get("bundle", p["group"]), []).append(p)
     prefixes = "PQRSTUVW"
     for g, pts in enumerate(groups.values()):
         for i, p in enumerate(sorted(pts, key=lambda p: p[x_key]), start=1):
@@ -166,7 +172,9 @@ def evaluate(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any], *
     for op in manifest.operating_points:
         run = replay(bundle_dir, Xf, yf, scenario=quiet, operating_point=op.name,
                      limit=len(Xf), progress=progress)
-        point = _point(op.name, names[0], run, energy)
+        by_method = merged_methods(manifest) and op.method
+        group = f"{names[0]}: {op.method}" if by_method else names[0]
+        point = {**_point(op.name, group, run, energy), "bundle": names[0]}
         point["main"] = op.name == main.operating_point
         frontier.append(point)
     if nf == n:

@@ -208,6 +208,7 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
         raise TrainError(f"method {method!r} found no policy on {dataset.name} (no fitted model "
                          f"reads a sensor; {len(dataset.y_train)} training rows): give it more "
                          f"rows or try another method")
+    method_meta = dict(getattr(candidates, "metadata", None) or {})  # e.g. auto's plan
     front = pareto_frontier(candidates)
     swept, frontier = front.swept, list(front)
     if weak := weak_hpc_warning(hpc.val_accuracy, dataset.y_train, dataset.y_val, frontier):
@@ -234,6 +235,7 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
         **({SIZE_COLUMN_KEY: size_column(costs)} if dataset.sizes is not None and costs else {}),
         "extra": {k: v if isinstance(v, int | float | str | bool) else repr(v)
                   for k, v in sorted((extra or {}).items())},
+        **method_meta,
     }
     export_bundle(out, dataset, hpc, frontier, metadata=meta, force=force, budget_index=index,
                   split=split_recipe(dataset, seed),

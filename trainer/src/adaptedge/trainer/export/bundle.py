@@ -51,7 +51,8 @@ def _point(policy: Graph, n_val: int) -> OperatingPoint:
     return OperatingPoint(name=policy.name, policy=policy.name, accuracy=float(v.accuracy),
                           cost=float(v.cost), escalation_rate=float(v.escalation_rate),
                           avg_sensors_read=float(v.avg_sensors_read), params=params,
-                          accuracy_interval=wilson_interval(v.accuracy, n_val))
+                          accuracy_interval=wilson_interval(v.accuracy, n_val),
+                          method=policy.method or None)
 
 
 def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
