@@ -140,9 +140,10 @@ def _fit_fold(job: tuple[Any, Any, Any, Any, Any, int]) -> tuple[Any, npt.NDArra
     from threadpoolctl import threadpool_limits
 
     model, X, y, train_idx, held_idx, n_classes = job
-    if "n_jobs" in model.get_params(deep=False):
+    if model.get_params(deep=False).get("n_jobs") not in (None, 1):
         model.set_params(n_jobs=1)  # the folds are the parallel unit; a forest's trees are
-        # the same for any n_jobs (each tree's seed comes from random_state)
+        # the same for any n_jobs (each tree's seed comes from random_state). None is left
+        # alone: scikit-learn refuses some n_jobs set explicitly (LogisticRegression's)
     with threadpool_limits(limits=1):
         model.fit(X[train_idx], y[train_idx])
     return held_idx, _full_proba(model, X[held_idx], n_classes)
