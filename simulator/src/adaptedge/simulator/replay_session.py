@@ -43,10 +43,11 @@ class ReplaySession:
         self.root = Path(bundle_dir)
         self.manifest = verify(self.root)
         self.models = BundleModels(self.manifest, self.root)
+        hpc_sha256 = self.manifest.files.get(self.manifest.hpc.file)
         directory = (Path(cache_dir) if cache_dir is not None else default_cache_dir()
-                     ) if disk_cache else None
-        self.answers = HpcAnswers(self.manifest.files[self.manifest.hpc.file],
-                                  self.models.hpc_labels, directory)
+                     ) if disk_cache and hpc_sha256 else None
+        # a bundle without its HPC file is refused when the HPC is first asked (BundleModels)
+        self.answers = HpcAnswers(hpc_sha256 or "", self.models.hpc_labels, directory)
         self._store: ModelStore | None = None
         self._hpc: HpcInference | None = None
 
