@@ -13,8 +13,7 @@ from adaptedge.protocol import Manifest
 @pytest.fixture(scope="session")
 def quick_bundle(tmp_path_factory: pytest.TempPathFactory
                  ) -> Callable[[str], tuple[Path, Manifest]]:
-    """``method`` -> (path, manifest) of ``train_bundle("letter-binary", method, quick=True,
-    hpc_kind="extra-trees")``."""
+    """``method`` -> (path, manifest) of ``train_bundle("letter-binary", method, quick=True)``."""
     built: dict[str, tuple[Path, Manifest]] = {}
 
     def get(method: str) -> tuple[Path, Manifest]:
@@ -22,10 +21,8 @@ def quick_bundle(tmp_path_factory: pytest.TempPathFactory
             from adaptedge.trainer.api import train_bundle
 
             path = tmp_path_factory.mktemp(f"quick-{method}") / "bundle"
-            # ExtraTrees, what --hpc auto picks on letter-binary, without fitting the other
-            # candidates: the C export's parity does not depend on how the HPC was chosen
             built[method] = path, train_bundle("letter-binary", method, path, quick=True,
-                                               progress=False, hpc_kind="extra-trees")
+                                               progress=False)
         return built[method]
 
     return get
