@@ -11,13 +11,15 @@ reported on test with ``cost_reduction = 1 − cost / HPC cost``), ``cost_at_ful
 that point in ``full_accuracy_point``; ``null`` when none does; nothing is chosen on test) and
 the training seconds. ``certified_within_1pct``: THE default-point rule (the cheapest point
 whose paired 97.5% lower bound on its validation accuracy minus the HPC's, on the same rows, is
->= −0.01; ``protocol.operating_points.certified_near``), on test; ``best_within_1pct`` is the
-older marginal rule. Greedy Miser runs at the paper's protocol (3,000 trees at η = 0.1, the
-iteration chosen on validation, ``trainer.methods.greedy_miser``); ``--quick`` is the small
-variant.
-LightGBM's cost-efficient gradient boosting (``cegb_penalty_feature_coupled``; a static feature
-set, no escalation) runs as a peer baseline. Writes ``adapt.json`` and one ``<dataset>.png``
-(test accuracy vs cost) into ``--out`` (default ``benchmarks/results/``).
+>= −0.01; ``protocol.operating_points.certified_near``; each point's
+``validation.paired_lower_bound``), on test (``null`` when none is certified);
+``best_within_1pct`` is the older marginal rule. Greedy Miser runs at the paper's protocol
+(3,000 trees at η = 0.1, the iteration chosen on validation, ``trainer.methods.greedy_miser``);
+``--quick`` is the small variant. The ``lightgbm-cegb`` row is the trainer method ``cegb``
+(LightGBM's cost-efficient gradient boosting at full strength: the best validation round,
+coupled and lazy prices swept, escalation cuts on validation quantiles).
+Writes ``adapt.json`` and one ``<dataset>.png`` (test accuracy vs cost) into ``--out``
+(default ``benchmarks/results/``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ import numpy as np
 DATASETS = ("synthetic-1", "synthetic-2", "letter-binary", "satimage", "miniboone-tiny",
             "thyroid")
 METHODS = ("adapt-gbrt", "adapt-lin", "l1", "greedy-miser", "confidence")
+ALIASES = {"lightgbm-cegb": "cegb"}
+"""Benchmark rows run by a trainer method of another name."""
 
 
 def _dataset(name: str, seed: int) -> Any:
@@ -73,44 +77,42 @@ def _walked(policy: Any, d: Any, hpc: Any, cm: Any, split: str) -> Any:
     return walk(policy, X, hpc_proba, cm.table())
 
 
-def _paired_bound(policy: Any, d: Any, hpc: Any, cm: Any) -> float:
-    """``paired_lower_bound`` of the point's accuracy minus the HPC's on the validation rows
-    (the paired rule, ``protocol.operating_points.certified_near``)."""
-    from adaptedge.protocol.operating_points import PairedCounts
+def _point(name: str, val: Any, test: Any, d: Any, hpc: Any) -> dict[str, Any]:
+    """A point's validation and test metrics (walk results) and its paired lower bound."""
+    from adaptedge.protocol.operating_points import paired_lower_bound
 
-    y = d.y_val
-    answer = _walked(policy, d, hpc, cm, "validation").answer
-    hpc_right = np.argmax(hpc.proba_val, axis=1) == y
-    return float(PairedCounts.of((answer == y).tolist(), hpc_right.tolist()).lower_bound)
-
-
-def _point(name: str, val: Any, test: Any, bound: float | None = None) -> dict[str, Any]:
+    right = val.answer == d.y_val
+    hpc_right = np.argmax(hpc.proba_val, axis=1) == d.y_val
+    point_only, hpc_only = int(np.sum(right & ~hpc_right)), int(np.sum(~right & hpc_right))
+    v, t = val.metrics(d.y_val), test.metrics(d.y_test)
     return {"name": name,
-            "validation": {"accuracy": val.accuracy, "cost": val.cost,
-                           "escalation_rate": val.escalation_rate,
-                           "paired_lower_bound": bound},
-            "test": {"accuracy": test.accuracy, "cost": test.cost,
-                     "escalation_rate": test.escalation_rate}}
+            "validation": {"accuracy": v.accuracy, "cost": v.cost,
+                           "escalation_rate": v.escalation_rate, "point_only": point_only,
+                           "hpc_only": hpc_only, "paired_lower_bound": paired_lower_bound(
+                               point_only, hpc_only, len(d.y_val))},
+            "test": {"accuracy": t.accuracy, "cost": t.cost,
+                     "escalation_rate": t.escalation_rate}}
 
 
 def _certified(points: list[dict[str, Any]], hpc_cost: float) -> dict[str, Any] | None:
-    """THE rule (``certified_near``): the cheapest point whose paired lower bound on
-    (its validation accuracy − the HPC's) is >= −0.01; reported on test (None: none is)."""
+    """The trainer's default point (``certified_near``, paired, on validation), on test."""
     from adaptedge.protocol.operating_points import certified_near
     from adaptedge.trainer.policy.graph import Metrics
 
     scores = [Metrics(accuracy=p["validation"]["accuracy"], cost=p["validation"]["cost"])
               for p in points]
-    bounds = [p["validation"].get("paired_lower_bound") for p in points]
+    bounds = [p["validation"]["paired_lower_bound"] for p in points]
     i = certified_near(scores, bounds, 0.01, fallback=False)
     if i is None:
         return None
     p = points[i]
+    reduction = 1 - p["test"]["cost"] / hpc_cost if hpc_cost > 0 else 0.0
     return {"name": p["name"], "accuracy": p["test"]["accuracy"], "cost": p["test"]["cost"],
+            "escalation_rate": p["test"]["escalation_rate"],
             "validation_accuracy": p["validation"]["accuracy"],
             "validation_cost": p["validation"]["cost"],
             "paired_lower_bound": p["validation"]["paired_lower_bound"],
-            "cost_reduction": 1 - p["test"]["cost"] / hpc_cost if hpc_cost > 0 else 0.0}
+            "cost_reduction": reduction}
 
 
 def _most_accurate(points: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -157,37 +159,6 @@ def _full_accuracy(points: list[dict[str, Any]], hpc_val: float) -> dict[str, An
     return out
 
 
-def _lightgbm(d: Any, cm: Any, hpc: Any, quick: bool) -> list[dict[str, Any]]:
-    """LightGBM CEGB on all features: cost = sensors its trees use (static, no escalation)."""
-    import lightgbm as lgb
-
-    from adaptedge.trainer.policy.graph import Metrics
-
-    per_feature = cm.sensor_costs[cm.feature_sensor] / np.bincount(cm.feature_sensor)[
-        cm.feature_sensor]
-    points = []
-    # the penalty is in split-gain units, which grow with the row count: sweep widely
-    grid = (1.0, 100.0) if quick else tuple(10.0 ** (e / 2) for e in range(-4, 9))
-    for tradeoff in grid:
-        model = lgb.LGBMClassifier(
-            n_estimators=200, learning_rate=0.1, num_leaves=31, cegb_tradeoff=tradeoff,
-            cegb_penalty_feature_coupled=list(per_feature), verbose=-1, random_state=0,
-            n_jobs=1,
-        ).fit(d.X_train, d.y_train)
-        used = model.booster_.feature_importance("split") > 0
-        bought = np.zeros(len(d.sensors), dtype=bool)
-        bought[cm.feature_sensor[used]] = True
-        cost = float(cm.sensor_costs[bought].sum())
-        metrics = {}
-        for split in ("validation", "test"):
-            X, y = d.split(split)
-            acc = float(np.mean(model.predict(X) == y))
-            metrics[split] = Metrics(accuracy=acc, cost=cost)
-        points.append(_point(f"lightgbm-cegb-t{tradeoff:g}", metrics["validation"],
-                             metrics["test"]))
-    return points
-
-
 def run_dataset(name: str, quick: bool, n_jobs: int,
                 methods: tuple[str, ...] = METHODS, seed: int = 0,
                 params: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
@@ -213,18 +184,16 @@ def run_dataset(name: str, quick: bool, n_jobs: int,
     }
     options = MethodOptions(quick=quick, n_jobs=n_jobs, progress=False, seed=seed)
     for method in methods:
-        if method == "lightgbm-cegb":
-            continue
         load_before = os.getloadavg()[0]
         started, cpu = time.perf_counter(), time.process_time()
         extra = (params or {}).get(method, {})
-        policies = get_method(method)(d, hpc, replace(options, extra=dict(extra)))
+        fn = get_method(ALIASES.get(method, method))
+        policies = fn(d, hpc, replace(options, extra=dict(extra)))
         seconds = time.perf_counter() - started
         load = {"load_average_1min_before": load_before,
                 "load_average_1min_after": os.getloadavg()[0]}
         points = [_point(p.name, _evaluate(p, d, hpc, cm, "validation"),
-                         _evaluate(p, d, hpc, cm, "test"), _paired_bound(p, d, hpc, cm))
-                  for p in policies]
+                         _evaluate(p, d, hpc, cm, "test"), d, hpc) for p in policies]
         result["methods"][method] = {
             "train_seconds": seconds, "cpu_seconds": time.process_time() - cpu, **load,
             "params": extra, "points": points,
@@ -232,14 +201,6 @@ def run_dataset(name: str, quick: bool, n_jobs: int,
             "certified_within_1pct": _certified(points, hpc_cost),
             "most_accurate_on_validation": _most_accurate(points),
             **_full_accuracy(points, hpc.val_accuracy)}
-    if "lightgbm-cegb" not in methods:
-        return result
-    started = time.perf_counter()
-    points = _lightgbm(d, cm, hpc, quick)
-    result["methods"]["lightgbm-cegb"] = {
-        "train_seconds": time.perf_counter() - started, "points": points,
-        "best_within_1pct": _best(points, hpc.val_accuracy, hpc_cost, len(d.y_val)),
-        **_full_accuracy(points, hpc.val_accuracy)}
     return result
 
 
@@ -275,13 +236,13 @@ def _params(items: list[str], parser: argparse.ArgumentParser) -> dict[str, dict
     for item in items:
         method, sep, rest = item.partition(":")
         key, eq, value = rest.partition("=")
-        if not (sep and eq and method and key) or method not in METHODS:
+        if not (sep and eq and method and key) or method not in (*METHODS, *ALIASES):
             parser.error(f"--param {item!r}: write METHOD:KEY=VALUE with METHOD one of "
-                         f"{list(METHODS)}, e.g. adapt-gbrt:warm_start=false")
+                         f"{[*METHODS, *ALIASES]}, e.g. adapt-gbrt:warm_start=false")
         out.setdefault(method, {})[key] = value
     for method, extra in out.items():
         try:
-            check_params(method, extra)
+            check_params(ALIASES.get(method, method), extra)
         except ParamError as exc:
             parser.error(f"--param: {exc}")
     return out
@@ -294,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0, help="split and model seed")
-    parser.add_argument("--methods", default=",".join((*METHODS, "lightgbm-cegb")),
+    parser.add_argument("--methods", default=",".join((*METHODS, *ALIASES)),
                         help="comma-separated subset of the methods (default: all)")
     parser.add_argument("--param", action="append", default=[], metavar="METHOD:KEY=VALUE",
                         help="a method option, as `adaptedge train --param` (e.g. "
@@ -302,9 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     params = _params(args.param, parser)
-    unknown = sorted(set(methods) - {*METHODS, "lightgbm-cegb"})
+    unknown = sorted(set(methods) - {*METHODS, *ALIASES})
     if unknown:
-        parser.error(f"unknown methods {unknown}; choose from {[*METHODS, 'lightgbm-cegb']}")
+        parser.error(f"unknown methods {unknown}; choose from {[*METHODS, *ALIASES]}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"quick": args.quick, "n_jobs": args.n_jobs, "seed": args.seed,

@@ -1,15 +1,25 @@
-"""Replay speed: decisions per second of ``simulator.replay``, batched and per row, same run.
+"""Replay speed: decisions per second of ``simulator.replay``, batched and per row, same session.
 
-Prints one JSON object with, for a one-node bundle (the toy gate bundle of
-``tests/support/toy_bundle.py``, or ``--bundle DIR --data NAME``) and for a letter-binary DAG
-bundle (``--dag-bundle DIR``, else trained here: ``dag`` method, quick sweep, logistic node
-classifiers and HPC), ``replay_decisions_per_s`` (the batched replay, the default) and
-``per_row_decisions_per_s`` (``batched=False``: the real ``EdgeRuntime`` row by row) on the same
-rows, the median of REPEATS runs each on a shared machine, with the real ``HpcInference`` on the
-per-row path, the default scenario's network (20 Hz, the bundle's round trip) and one device.
-``*_per_cpu_s``: the same per second of this process's CPU time (what a shared machine's other
-jobs do not take away).
-Run: ``python -m benchmarks.simulate [--rows N] [--bundle DIR --data NAME] [--dag-bundle DIR]``.
+Prints one JSON object with three bundles: ``toy`` (the 3-feature one-node gate bundle of
+``tests/support/toy_bundle.py``: a toy, its speed says nothing about a trained bundle),
+``trained_adapt_gbrt`` (letter-binary, ``adapt-gbrt`` default sweep, HPC ``auto``) and
+``trained_dag`` (letter-binary, ``dag`` default sweep, HPC ``auto``). The two trained bundles
+are trained once per benchmark run with ``train_bundle`` (``--jobs`` the usable cores; an HPC
+fit already in the user's cache is reused), unless ``--adapt-bundle DIR`` / ``--dag-bundle
+DIR`` give them. Each is replayed at its default operating point on the test split tiled to
+``--rows`` rows, one device, the default scenario (20 Hz, the bundle's round trip).
+
+Per bundle, in one ``ReplaySession`` whose HPC answers start empty (a temporary cache
+directory): ``session_s`` (verify + nothing else), ``cold_replay_decisions_per_s`` (the first
+batched replay: node sessions made and every escalated row asked of the HPC),
+``replay_decisions_per_s`` (the median of REPEATS further batched replays: the HPC's answers
+come from the session's cache), ``per_row_decisions_per_s`` (``batched=False``: the real
+``EdgeRuntime`` row by row and the cloud's ``HpcInference``, on ``--per-row-rows`` rows, median
+of REPEATS) and ``equal_decisions``: every column of every decision (label, source,
+escalation, sensors read, request id, start time, latency, energy) and the run's duration of
+the batched replay equal the per-row replay's on those rows. ``*_per_cpu_s``: the same per
+second of this process's CPU time (what a shared machine's other jobs do not take away).
+Run: ``python -m benchmarks.simulate [--rows N] [--adapt-bundle DIR] [--dag-bundle DIR]``.
 """
 
 from __future__ import annotations
@@ -25,40 +35,61 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-REPEATS = 5
+REPEATS = 3
+COLUMNS = ("device", "row", "t_start", "latency_ms", "label", "truth", "source", "escalated",
+           "sent", "sensors", "request_id", "energy_mj")
 
 
-def measure(bundle: Path, X: Any, y: Any, point: str, per_row_rows: int) -> dict[str, Any]:
-    """Median decisions/s of the batched and the per-row replay on the same rows."""
-    from adaptedge.protocol.bundle import verify
+def timed(fn: Any) -> tuple[Any, float, float]:
+    """``fn()``, its wall seconds and this process's CPU seconds."""
+    t, c = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - t, max(time.process_time() - c, 1e-9)
+
+
+def same_decisions(fast: Any, slow: Any) -> bool:
+    """Every column of every decision, and the run's duration, equal."""
+    return fast.n == slow.n and fast.duration_s == slow.duration_s and all(
+        list(getattr(fast.columns, c)) == list(getattr(slow.columns, c)) for c in COLUMNS)
+
+
+def measure(bundle: Path, X: Any, y: Any, point: str, per_row_rows: int,
+            cache_dir: Path) -> dict[str, Any]:
+    """Speeds of the batched and the per-row replay of ``bundle`` in one session."""
     from adaptedge.simulator.replay import replay
+    from adaptedge.simulator.replay_session import ReplaySession
 
-    manifest = verify(bundle)
-    replay(bundle, X[:200], y[:200], operating_point=point)  # warm-up (imports, sessions)
-    replay(bundle, X[:200], y[:200], operating_point=point, batched=False)
-    fast, slow, fast_cpu, slow_cpu = [], [], [], []
-    run = None
+    session, session_s, _ = timed(lambda: ReplaySession(bundle, cache_dir=cache_dir))
+    n, k = len(X), per_row_rows
+    run, cold_s, cold_cpu = timed(lambda: replay(session, X, y, operating_point=point))
+    hpc_rows_cold = session.answers.computed
+    fast, fast_cpu, slow, slow_cpu = [], [], [], []
+    slow_run = None
     for _ in range(REPEATS):
-        t, c = time.perf_counter(), time.process_time()
-        run = replay(bundle, X, y, operating_point=point)
-        fast.append(len(X) / (time.perf_counter() - t))
-        fast_cpu.append(len(X) / max(time.process_time() - c, 1e-9))
-        t, c = time.perf_counter(), time.process_time()
-        replay(bundle, X[:per_row_rows], y[:per_row_rows], operating_point=point, batched=False)
-        slow.append(per_row_rows / (time.perf_counter() - t))
-        slow_cpu.append(per_row_rows / max(time.process_time() - c, 1e-9))
-    assert run is not None
+        _, w, c = timed(lambda: replay(session, X, y, operating_point=point))
+        fast.append(n / w)
+        fast_cpu.append(n / c)
+        slow_run, w, c = timed(lambda: replay(session, X[:k], y[:k], operating_point=point,
+                                              batched=False))
+        slow.append(k / w)
+        slow_cpu.append(k / c)
+    equal = same_decisions(replay(session, X[:k], y[:k], operating_point=point), slow_run)
+    m = session.manifest
     fast_p50, slow_p50 = statistics.median(fast), statistics.median(slow)
     return {
         "replay_decisions_per_s": round(fast_p50, 1),
         "per_row_decisions_per_s": round(slow_p50, 1),
+        "equal_decisions": equal,
+        "equal_decisions_rows": k,
         "speedup": round(fast_p50 / slow_p50, 1),
         "replay_decisions_per_cpu_s": round(statistics.median(fast_cpu), 1),
         "per_row_decisions_per_cpu_s": round(statistics.median(slow_cpu), 1),
-        "decisions": len(X), "per_row_decisions": per_row_rows,
-        "operating_point": point,
-        "policy_nodes": len(manifest.policies[manifest.operating_point(point).policy].nodes),
+        "cold_replay_decisions_per_s": round(n / cold_s, 1),
+        "cold_replay_decisions_per_cpu_s": round(n / cold_cpu, 1),
+        "session_s": round(session_s, 3),
+        "hpc_rows_computed": {"cold": hpc_rows_cold, "after_repeats": session.answers.computed},
+        "decisions": n, "per_row_decisions": k, "operating_point": point,
+        "policy_nodes": len(m.policies[m.operating_point(point).policy].nodes),
         "escalation_rate": round(run.escalation_rate(), 4),
         "cloud_answer_rate": round(run.rate("cloud"), 4),
     }
@@ -70,75 +101,54 @@ def tiled(X: Any, y: Any, rows: int) -> tuple[Any, Any]:
             np.tile(y, reps)[:rows])
 
 
-def dag_bundle(out: Path) -> Path:
-    """A letter-binary DAG bundle: quick sweep, logistic node classifiers and HPC (~1 min)."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+def trained(method: str, out: Path) -> tuple[Path, float]:
+    """A letter-binary bundle of ``method``'s default sweep, and its training wall seconds."""
+    from adaptedge.trainer.api import train_bundle
+    from adaptedge.trainer.parallel import usable_cores
 
-    from adaptedge.trainer.data.datasets import load_dataset
-    from adaptedge.trainer.export.bundle import export_bundle
-    from adaptedge.trainer.hpc import fit_hpc
-    from adaptedge.trainer.methods.registry import MethodOptions, get_method
-
-    dataset = load_dataset("letter-binary")
-    hpc = fit_hpc(dataset, kind=make_pipeline(StandardScaler(), LogisticRegression(
-        max_iter=2000)), cache=False)
-    exports = get_method("dag")(dataset, hpc, MethodOptions(quick=True, extra={
-        "classifier": "lr"}))
-    export_bundle(out, dataset, hpc, exports)
-    return out
+    started = time.perf_counter()
+    train_bundle("letter-binary", method, out, n_jobs=usable_cores(), progress=False)
+    return out, time.perf_counter() - started
 
 
-def deepest_point(bundle: Path) -> str:
-    """The operating point whose policy has the most nodes (ties: the more accurate)."""
+def trained_entry(name: str, method: str, given: str | None, tmp: Path, X: Any, y: Any,
+                  args: argparse.Namespace) -> dict[str, Any]:
     from adaptedge.protocol.bundle import verify
 
-    m = verify(bundle)
-    return max(m.operating_points,
-               key=lambda p: (len(m.policies[p.policy].nodes), p.accuracy)).name
+    if given:
+        bundle, how = Path(given), f"given: {given}"
+    else:
+        bundle, seconds = trained(method, tmp / name)
+        how = f"trained in this run ({seconds:.0f} s wall)"
+    point = verify(bundle).default_operating_point
+    return {"bundle": f"letter-binary {method} (default sweep, HPC auto; {how})",
+            **measure(bundle, X, y, point, args.per_row_rows, tmp / f"{name}-cache")}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--bundle", help="one-node bundle directory (default: toy gate bundle)")
-    parser.add_argument("--data", help="dataset of --bundle")
-    parser.add_argument("--operating-point", default=None)
-    parser.add_argument("--dag-bundle", help="letter-binary DAG bundle (default: train one)")
+    parser.add_argument("--adapt-bundle", help="letter-binary adapt-gbrt bundle (default: train)")
+    parser.add_argument("--dag-bundle", help="letter-binary dag bundle (default: train)")
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--per-row-rows", type=int, default=10_000)
     args = parser.parse_args()
 
-    from adaptedge.protocol.bundle import verify
     from adaptedge.trainer.data.datasets import load_dataset
+    from tests.support.toy_bundle import build_toy_bundle
 
-    tmp = tempfile.TemporaryDirectory(prefix="adaptedge-bench-")
-    if args.bundle:
-        if not args.data:
-            parser.error("--bundle needs --data")
-        bundle = Path(args.bundle)
-        X, y = tiled(*load_dataset(args.data).split("test"), args.rows)
-        point = args.operating_point or verify(bundle).default_operating_point
-        kind = f"{args.data} bundle"
-    else:
-        from tests.support.toy_bundle import build_toy_bundle
-
-        bundle = Path(tmp.name) / "toy"
-        build_toy_bundle(bundle)
-        X = np.random.default_rng(0).normal(size=(args.rows, 3)).astype(np.float32)
-        y = (X[:, 0] > 0).astype(np.int64)
-        point = args.operating_point or "gate"
-        kind = "toy one-node gate bundle (tests/support/toy_bundle.py)"
-    one_node = {"bundle": kind, **measure(bundle, X, y, point, args.per_row_rows)}
-    dag = Path(args.dag_bundle) if args.dag_bundle else dag_bundle(Path(tmp.name) / "dag")
-    Xd, yd = tiled(*load_dataset("letter-binary").split("test"), args.rows)
-    dag_point = deepest_point(dag)
-    dag_run = {"bundle": "letter-binary DAG (dag method, quick, lr)",
-               **measure(dag, Xd, yd, dag_point, args.per_row_rows)}
-    print(json.dumps({"one_node": one_node, "letter_binary_dag": dag_run,
+    with tempfile.TemporaryDirectory(prefix="adaptedge-bench-") as name:
+        tmp = Path(name)
+        build_toy_bundle(tmp / "toy")
+        Xt = np.random.default_rng(0).normal(size=(args.rows, 3)).astype(np.float32)
+        yt = (Xt[:, 0] > 0).astype(np.int64)
+        toy = {"bundle": "TOY: one-node gate on 3 features (tests/support/toy_bundle.py)",
+               **measure(tmp / "toy", Xt, yt, "gate", args.per_row_rows, tmp / "toy-cache")}
+        X, y = tiled(*load_dataset("letter-binary").split("test"), args.rows)
+        adapt = trained_entry("adapt", "adapt-gbrt", args.adapt_bundle, tmp, X, y, args)
+        dag = trained_entry("dag", "dag", args.dag_bundle, tmp, X, y, args)
+    print(json.dumps({"toy": toy, "trained_adapt_gbrt": adapt, "trained_dag": dag,
                       "repeats": REPEATS, "statistic": "median",
                       "load_average_1min": round(os.getloadavg()[0], 2)}))
-    tmp.cleanup()
 
 
 if __name__ == "__main__":

@@ -31,6 +31,19 @@ def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                 os.environ[key] = value
 
 
+@pytest.fixture(scope="module")
+def one_native_thread() -> Iterator[None]:
+    """One thread per native pool (BLAS, OpenMP) for a module's fits, as ``fit_hpc`` runs
+    them: on a busy 2-core machine more threads only spin (the DAG static and cascade
+    baselines on wall-robot: 36.8 CPU s with OpenBLAS's default threads, 25.1 with one).
+    Use it with ``pytestmark = pytest.mark.usefixtures("one_native_thread")``."""
+    import sklearn.ensemble  # noqa: F401  (load OpenMP first so the limit applies to it)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        yield
+
+
 @pytest.fixture(scope="session")
 def global_random_seed() -> int:
     """Seed for randomised tests; CI may vary it with ADAPTEDGE_TEST_SEED."""

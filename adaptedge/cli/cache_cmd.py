@@ -1,6 +1,6 @@
-"""``adaptedge cache info|clear``: what the cache holds (HPC fits, the demo's bundles and
-reports), where it is, and removing it. Only the cache's known parts are ever removed, so a
-mistaken ``$ADAPTEDGE_CACHE_DIR`` never costs anything else."""
+"""``adaptedge cache info|clear``: what the cache holds (HPC fits, replayed HPC answers, the
+demo's bundles and reports), where it is, and removing it. Only the cache's known parts are
+ever removed, so a mistaken ``$ADAPTEDGE_CACHE_DIR`` never costs anything else."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("cache", help="show or clear the cache (HPC fits, demo bundles)")
+    p = sub.add_parser("cache",
+                       help="show or clear the cache (HPC fits, replay answers, demo bundles)")
     cache_sub = p.add_subparsers(dest="cache_command", metavar="ACTION")
     info = cache_sub.add_parser("info", help="where the cache is and what it holds")
     info.set_defaults(handler=show)
-    clear = cache_sub.add_parser("clear", help="remove the cache's HPC fits and demo files")
-    clear.add_argument("part", nargs="?", help="only this part (hpc or demo)")
+    clear = cache_sub.add_parser(
+        "clear", help="remove the cache's HPC fits, replay answers and demo files")
+    clear.add_argument("part", nargs="?", help="only this part (hpc, replay or demo)")
     clear.set_defaults(handler=clear_cache)
     p.set_defaults(handler=lambda args: (p.print_help(), 0)[1])
 

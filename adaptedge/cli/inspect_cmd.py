@@ -119,15 +119,16 @@ def point_table(m: Manifest) -> list[str]:
     labels = dict(zip([p.name for p in m.operating_points], short_labels(m.operating_points),
                       strict=True))
     unit = cost_unit(m)
-    head = ("", "operating point", "policy", "accuracy", f"cost ({unit})", "escalate",
-            "sensors read", "validation 95% interval")
+    methods = any(p.method for p in m.operating_points)  # auto: which method each came from
+    head = ("", "operating point", "policy", *(("method",) if methods else ()), "accuracy",
+            f"cost ({unit})", "escalate", "sensors read", "validation 95% interval")
     rows = [(labels[p.name], p.name + (" *" if p.name == m.default_operating_point else ""),
-             p.policy, f"{p.accuracy:.4f}", f"{p.cost:.4g}", f"{p.escalation_rate:.3f}",
-             f"{p.avg_sensors_read:.2f}",
+             p.policy, *((p.method or "-",) if methods else ()), f"{p.accuracy:.4f}",
+             f"{p.cost:.4g}", f"{p.escalation_rate:.3f}", f"{p.avg_sensors_read:.2f}",
              "-" if p.accuracy_interval is None else "[{:.4f}, {:.4f}]".format(
                  *p.accuracy_interval)) for p in m.operating_points]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    left = 3  # label, name and policy align left; numbers right
+    left = 4 if methods else 3  # label, name, policy (and method) align left; numbers right
 
     def fmt(row: tuple[str, ...]) -> str:
         return "  ".join(c.ljust(w) if i < left else c.rjust(w)

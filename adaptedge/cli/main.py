@@ -39,7 +39,7 @@ EXTRA_OF_MODULE = {
     "sklearn": "train", "skl2onnx": "train", "onnx": "train", "scipy": "train",
     "joblib": "train", "threadpoolctl": "train", "tqdm": "train", "google": "train",
     "matplotlib": "sim", "amqtt": "broker", "sqlalchemy": "fleet", "prometheus_client": "fleet",
-    "psycopg": "fleet", "nats": "nats",
+    "psycopg": "fleet", "nats": "nats", "lightgbm": "train",
 }
 
 

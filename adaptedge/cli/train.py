@@ -32,6 +32,10 @@ def register(sub: Any) -> None:
     p.add_argument("--budget", type=float,
                    help="default operating point: the most accurate with validation cost <= B")
     p.add_argument("--quick", action="store_true", help="a small sweep (demos, tests)")
+    p.add_argument("--time-budget", type=float, metavar="SECONDS",
+                   help="--method auto: seconds for all its methods (default: 1.5 x the "
+                   "estimated time of every method that applies); methods that would not fit "
+                   "are skipped with a progress line")
     p.add_argument("--val-fraction", type=float, metavar="F",
                    help="re-draw validation from the training rows to hold this share of all "
                    "rows (test unchanged; default: the dataset's split): more validation rows "
@@ -88,7 +92,13 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--val-fraction must be in (0, 1), got {args.val_fraction:g}")
     if args.budget is not None and not (args.budget >= 0 and math.isfinite(args.budget)):
         raise CommandError(f"--budget must be a finite cost >= 0, got {args.budget:g}")
-    extra = parse_params(args.param)
+    extra: dict[str, Any] = dict(parse_params(args.param))
+    if args.time_budget is not None:
+        if args.method != "auto":
+            raise CommandError("--time-budget applies to --method auto only")
+        if not (args.time_budget > 0 and math.isfinite(args.time_budget)):
+            raise CommandError(f"--time-budget must be > 0 seconds, got {args.time_budget:g}")
+        extra["time_budget"] = args.time_budget
 
     from adaptedge.protocol.bundle import check_target
     from adaptedge.trainer.api import train_bundle

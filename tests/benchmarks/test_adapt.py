@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import pytest
 
@@ -43,3 +44,25 @@ def test_the_certified_row_is_the_paired_rules_cheapest_point() -> None:
     assert _certified(points[:1], hpc_cost=10.0) is None
     best = _most_accurate(points)
     assert best is not None and best["name"] == "unknown"
+
+
+def test_the_cegb_row_takes_the_cegb_methods_options() -> None:
+    assert _params(["lightgbm-cegb:n_rounds=50"], _parser()) == {
+        "lightgbm-cegb": {"n_rounds": "50"}}
+    with pytest.raises(SystemExit):
+        _params(["lightgbm-cegb:n_rounds=0"], _parser())
+
+
+def test_certified_within_1pct_is_the_cheapest_point_with_a_paired_bound_within_1pct() -> None:
+    from benchmarks.adapt import _certified
+
+    def point(name: str, cost: float, bound: float) -> dict[str, Any]:
+        return {"name": name, "validation": {"accuracy": 0.97, "cost": cost,
+                                             "paired_lower_bound": bound},
+                "test": {"accuracy": 0.96, "cost": cost + 1, "escalation_rate": 0.0}}
+
+    points = [point("a", 3.0, -0.02), point("b", 5.0, -0.009), point("c", 4.0, -0.0101)]
+    best = _certified(points, 10.0)
+    assert best is not None and best["name"] == "b"
+    assert best["cost_reduction"] == pytest.approx(1 - 6.0 / 10.0)
+    assert _certified(points[:1], 10.0) is None

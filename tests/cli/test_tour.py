@@ -145,7 +145,8 @@ def test_two_different_device_ids_are_refused(toy_bundle: Bundle) -> None:
     ("dag", "max_nodes=abc", ["max_nodes must be >= 1 (an integer), got 'abc'", "dag options:"]),
     ("adapt-gbrt", "warm_start=maybe", ["warm_start must be true or false, got 'maybe'",
                                          "adapt-gbrt options: warm_start"]),
-    ("confidence", "k=3", ["unknown confidence options ['k']", "takes no --param"]),
+    ("confidence", "k=3", ["unknown confidence options ['k']", "families, ks, order"]),
+    ("adapt-lin", "k=3", ["unknown adapt-lin options ['k']", "takes no --param"]),
     ("dag", "escalation=sometimes", ["escalation must be one of both, on, off"]),
 ])
 def test_param_mistakes_are_one_line_before_training(method: str, param: str, words: list[str],

@@ -146,3 +146,19 @@ def test_the_bound_is_an_optional_manifest_field(tmp_path: Path) -> None:
         raw["operating_points"][0]["paired_lower_bound"] = bad
         with pytest.raises(BundleError, match=r"operating_points\[0\]\.paired_lower_bound"):
             Manifest.from_dict(raw)
+
+
+def test_the_method_is_an_optional_manifest_field(tmp_path: Path) -> None:
+    """``train --method auto`` records each point's method; bundles without it read as before
+    (no key written); a method that is not a non-empty string is refused with its path."""
+    raw = build_toy_bundle(tmp_path / "toy").to_dict()
+    assert all("method" not in p for p in raw["operating_points"])
+    assert Manifest.from_dict(raw).operating_points[0].method is None
+    raw["operating_points"][0]["method"] = "dag"
+    m = Manifest.from_dict(raw)
+    assert m.operating_points[0].method == "dag"
+    assert m.to_dict()["operating_points"][0]["method"] == "dag"
+    for bad in ("", 3):
+        raw["operating_points"][0]["method"] = bad
+        with pytest.raises(BundleError, match=r"operating_points\[0\]\.method"):
+            Manifest.from_dict(raw)

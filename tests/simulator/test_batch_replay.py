@@ -16,6 +16,7 @@ from adaptedge.protocol import Manifest
 from adaptedge.protocol.bundle import verify
 from adaptedge.simulator.network import NetworkConfig, NetworkModel, Outage
 from adaptedge.simulator.replay import replay
+from adaptedge.simulator.replay_session import ReplaySession
 from adaptedge.simulator.scenario import DevicesConfig, Scenario
 from tests.protocol.walk import test_route
 from tests.support.dataset_bundle import build_dataset_bundle
@@ -49,9 +50,10 @@ def assert_same_decisions(bundle: Path, X: F32, y: npt.NDArray[Any], point: str,
                                               for name, s in SCENARIOS.items()]
     runs.append(("no cloud", dict(scenario=SCENARIOS["impaired"], cloud=False)))
     seen: set[str] = set()
+    session = ReplaySession(bundle, disk_cache=False)  # verified once for all the runs
     for name, args in runs:
-        fast = replay(bundle, X, y, operating_point=point, **args, **kw)
-        slow = replay(bundle, X, y, operating_point=point, batched=False, **args, **kw)
+        fast = replay(session, X, y, operating_point=point, **args, **kw)
+        slow = replay(session, X, y, operating_point=point, batched=False, **args, **kw)
         assert fast.n == slow.n == len(X) * args["scenario"].devices.count
         for col in COLUMNS:
             a, b = getattr(fast.columns, col), getattr(slow.columns, col)

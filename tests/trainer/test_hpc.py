@@ -148,3 +148,18 @@ def test_a_custom_kind_fits_with_one_blas_thread(heart: Dataset) -> None:
     _BlasThreadsSeen.seen.clear()
     fit_hpc(heart, kind=make_pipeline(StandardScaler(), _BlasThreadsSeen()), cache=False)
     assert _BlasThreadsSeen.seen and set(_BlasThreadsSeen.seen) == {1}
+
+
+def test_out_of_fold_folds_in_processes_give_the_same_probabilities(heart: Dataset) -> None:
+    """The folds run on ``n_jobs`` processes; a forest's folds (its own ``n_jobs`` set to 2)
+    give the same out-of-fold probabilities, bit for bit, as one process."""
+    from sklearn.ensemble import ExtraTreesClassifier
+
+    from adaptedge.trainer.hpc import oof_proba
+
+    forest = ExtraTreesClassifier(n_estimators=30, n_jobs=2, random_state=3)
+    one = oof_proba(forest, heart.X_train, heart.y_train, heart.n_classes, 0, n_jobs=1)
+    two = oof_proba(forest, heart.X_train, heart.y_train, heart.n_classes, 0, n_jobs=2)
+    assert np.array_equal(one, two)
+    assert not np.array_equal(one, oof_proba(forest, heart.X_train, heart.y_train,
+                                             heart.n_classes, 1, n_jobs=2))  # the seed counts

@@ -54,6 +54,8 @@ from adaptedge.trainer.methods.registry import MethodOptions, get_method
 from adaptedge.trainer.policy.frontier import pareto_frontier as frontier
 from tests.support.dag_parity import FLOAT32_NOISE, assert_same_walk
 
+pytestmark = pytest.mark.usefixtures("one_native_thread")
+
 
 def synthetic(seed: int, n: int = 600) -> DagProblem:
     """4 sensors of 2 features; sensor 0 separates most classes, sensor 3 the rest."""

@@ -37,6 +37,8 @@ from adaptedge.trainer.methods.registry import MethodOptions
 from tests.support.dag_parity import assert_same_walk
 from tests.trainer.methods.test_dag import synthetic
 
+pytestmark = pytest.mark.usefixtures("one_native_thread")
+
 SETS = [(0,), (3,), (0, 3), (1, 2), (0, 1, 2, 3)]
 
 

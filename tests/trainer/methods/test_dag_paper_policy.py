@@ -21,6 +21,8 @@ from adaptedge.trainer.methods.params import ParamError
 from adaptedge.trainer.methods.registry import MethodOptions
 from tests.support.dag_parity import assert_same_walk
 
+pytestmark = pytest.mark.usefixtures("one_native_thread")
+
 
 def _ring(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Three actions: 0 is cheapest inside the unit circle, 1 outside with x0 > 0, 2 else."""

@@ -114,6 +114,9 @@ class OperatingPoint:
     """Optional: the one-sided 97.5% lower bound on (accuracy - the HPC's accuracy) on the same
     validation rows (``protocol.operating_points.paired_lower_bound``); the default point is
     certified when it is >= -tolerance. ``None`` in bundles written before it."""
+    method: str | None = None
+    """Optional: the training method the point's policy came from (``train --method auto``
+    merges several methods into one front). ``None`` when unrecorded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,7 +441,17 @@ def _parse_point(r: _Reader, policies: Mapping[str, PolicyGraph]) -> OperatingPo
         accuracy_interval=parse_interval(r.raw.get("accuracy_interval"),
                                          r.at("accuracy_interval")),
         paired_lower_bound=_parse_bound(r),
+        method=_parse_method(r),
     )
+
+
+def _parse_method(r: _Reader) -> str | None:
+    raw = r.raw.get("method")
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw:
+        raise BundleError("must be a non-empty string (a method name)", path=r.at("method"))
+    return raw
 
 
 def _parse_bound(r: _Reader) -> float | None:

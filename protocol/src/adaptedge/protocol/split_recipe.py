@@ -62,8 +62,8 @@ def parse_interval(raw: Any, path: str) -> tuple[float, float] | None:
 def drop_unset_optionals(raw: dict[str, Any]) -> dict[str, Any]:
     """``raw`` (a manifest as a dict) without the optional fields left unset, so bundles that
     do not use them read as before: ``split``, ``budget_index``, each point's
-    ``accuracy_interval`` and ``paired_lower_bound``, the HPC's ``sha256`` and ``cloud_bundle``
-    (a device bundle's), each sensor's ``size_poly`` (a mapping when set) and each policy
+    ``accuracy_interval``, ``paired_lower_bound`` and ``method``, the HPC's ``sha256`` and
+    ``cloud_bundle`` (a device bundle's), each sensor's ``size_poly`` (a mapping when set) and each policy
     node's ``compute``."""
     for key in ("split", "budget_index"):
         if raw.get(key) is None:
@@ -75,7 +75,7 @@ def drop_unset_optionals(raw: dict[str, Any]) -> dict[str, Any]:
         if poly := sensor.pop("size_poly", None):
             sensor["size_poly"] = dict(poly)
     for point in raw.get("operating_points", ()):
-        for key in ("accuracy_interval", "paired_lower_bound"):
+        for key in ("accuracy_interval", "paired_lower_bound", "method"):
             if point.get(key) is None:
                 point.pop(key, None)
     for graph in (raw.get("policies") or {}).values():

@@ -4,7 +4,9 @@
   network model and the cloud's ``HpcInference`` in-process (fast, deterministic): by default
   one batched walk over the ONNX (``protocol.walk``, ``simulator.batch_replay``) making the
   decisions the runtime makes (per-item sizes and bandwidth limits included); ``batched=False``
-  (and rows holding failed reads) drive the real ``EdgeRuntime`` row by row.
+  (and rows holding failed reads) drive the real ``EdgeRuntime`` row by row. A
+  ``replay_session.ReplaySession`` verifies a bundle once for many replays and caches the
+  HPC's answers per (HPC file, rows, feature mask) in memory and on disk (``hpc_cache``).
 - ``simulator.hil.run_hil`` — hardware in the loop: a real broker, ``adaptedge cloud serve``
   and N ``adaptedge edge run`` processes, optionally behind an impaired link.
 - ``simulator.report`` — report.md, report.json and PNG plots (frontier with baselines, cost

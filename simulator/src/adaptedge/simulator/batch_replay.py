@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,8 +95,15 @@ class LocalWalk:
     """Per row: the final node's own answer (a stop, or an escalation left unanswered)."""
 
 
-def walk_local(models: BundleModels, policy: str, X: F32) -> LocalWalk:
-    """Walk every row once, and ask the HPC about the rows that escalate."""
+HpcLabels = Callable[[F32, I64, npt.NDArray[np.bool_]], I64]
+"""(rows X, escalated row indices, their feature masks [len, n_features]) -> the HPC's labels
+(``replay_session.ReplaySession.hpc_labels``: cached per HPC, rows and mask)."""
+
+
+def walk_local(models: BundleModels, policy: str, X: F32, hpc: HpcLabels | None = None
+               ) -> LocalWalk:
+    """Walk every row once, and ask the HPC (``hpc``, default: ``models`` every time) about
+    the rows that escalate."""
     m = models.manifest
     walk = walk_manifest(m, policy, X, models.run)
     escalated = walk.kind == ESCALATE
@@ -109,8 +117,16 @@ def walk_local(models: BundleModels, policy: str, X: F32) -> LocalWalk:
             for i, spec in enumerate(m.sensors):
                 if (bits | hpc_bits) >> i & 1:
                     node_features[k, list(spec.features)] = True
-        hpc_label[rows] = models.hpc_labels(X[rows], node_features[walk.final[rows]])
+        masks = node_features[walk.final[rows]]
+        hpc_label[rows] = (hpc or _uncached(models))(X, rows, masks)
     return LocalWalk(walk, escalated, hpc_label, hpc_bits, walk.local_label)
+
+
+def _uncached(models: BundleModels) -> HpcLabels:
+    def labels(X: F32, rows: I64, masks: npt.NDArray[np.bool_]) -> I64:
+        return models.hpc_labels(X[rows], masks)
+
+    return labels
 
 
 @dataclass

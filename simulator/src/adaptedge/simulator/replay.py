@@ -28,7 +28,6 @@ import numpy as np
 import numpy.typing as npt
 
 from adaptedge.cloud import HpcInference
-from adaptedge.edge import EdgeRuntime
 from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.costs import sensor_cost
@@ -36,7 +35,6 @@ from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
 from adaptedge.simulator.batch_replay import (
     REPLY_ESTIMATE,
-    BundleModels,
     column_arrays,
     device_columns,
     escalation_timeline,
@@ -46,6 +44,7 @@ from adaptedge.simulator.batch_wire import wire_sizes
 from adaptedge.simulator.clock import SimClock
 from adaptedge.simulator.network import NetworkModel
 from adaptedge.simulator.records import DecisionColumns, RunResult
+from adaptedge.simulator.replay_session import ReplaySession, as_session
 from adaptedge.simulator.scenario import Scenario
 
 Reply = InferenceReply | ErrorReply
@@ -142,10 +141,16 @@ def hpc_mask(manifest: Manifest) -> npt.NDArray[np.bool_]:
     return mask
 
 
-def hpc_answers(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.int64]:
-    """The always-cloud baseline: the HPC's label for each row (its sensors read), batched."""
-    manifest = verify(bundle_dir)
-    hpc = HpcInference.load(bundle_dir)
+def hpc_answers(bundle: str | Path | ReplaySession, X: npt.NDArray[np.floating[Any]]
+                ) -> npt.NDArray[np.int64]:
+    """The always-cloud baseline: the HPC's label for each row (its sensors read), batched;
+    a session answers from its cache (the labels ``HpcInference.handle_batch`` gives)."""
+    if isinstance(bundle, ReplaySession):
+        x = np.ascontiguousarray(X, dtype=np.float32)
+        masks = np.broadcast_to(hpc_mask(bundle.manifest), x.shape)
+        return bundle.hpc_labels(x, np.arange(len(x)), masks)
+    manifest = verify(bundle)
+    hpc = HpcInference.load(bundle)
     mask = hpc_mask(manifest)
     packed = np.packbits(mask, bitorder="little").tobytes()
     block = np.ascontiguousarray(np.where(mask, X, 0.0), dtype="<f4")
@@ -163,13 +168,16 @@ def device_seed(seed: int, device: int) -> int:
     return int(np.random.SeedSequence([seed, device]).generate_state(1)[0])
 
 
-def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
+def replay(bundle: str | Path | ReplaySession, X: npt.NDArray[np.floating[Any]],
            y: npt.NDArray[np.integer[Any]], *, scenario: Scenario | None = None,
            operating_point: str | None = None,
            devices: int | None = None, limit: int | None = None, cloud: bool = True,
            prefetch: bool = True, progress: bool = False, batched: bool = True,
            sizes: npt.ArrayLike | None = None) -> RunResult:
     """Replay ``X`` (truth ``y``) through ``devices`` runtimes; every device replays the rows.
+
+    ``bundle``: a bundle directory (verified now) or a ``ReplaySession`` (verified once, its
+    sessions and the HPC's cached answers shared by every replay given it).
 
     ``sizes`` (one per row): each item's size, charged its own cost when the bundle's costs
     grow with it (``EdgeRuntime.predict_row(x, size=)``).
@@ -180,7 +188,8 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
     given, are valid; ``batched=False`` drives one ``EdgeRuntime`` row by row.
     """
     scenario = scenario or Scenario()
-    manifest = verify(bundle_dir)
+    session = as_session(bundle)
+    manifest = session.manifest
     point = operating_point or scenario.operating_point or manifest.default_operating_point
     n_devices = devices or scenario.devices.count
     n_rows = limit if limit is not None else (scenario.devices.limit or len(X))
@@ -189,9 +198,9 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
     item_sizes = None if sizes is None else np.asarray(sizes, dtype=np.float64)[:n_rows]
     if batched and math.isfinite(X.sum(dtype=np.float64)) and (
             item_sizes is None or _valid_sizes(item_sizes, len(X))):
-        return replay_batched(Path(bundle_dir), manifest, X, y, scenario=scenario, point=point,
+        return replay_batched(session, X, y, scenario=scenario, point=point,
                               n_devices=n_devices, cloud=cloud, sizes=item_sizes)
-    hpc = HpcInference.load(bundle_dir) if cloud else None
+    hpc = session.hpc_inference() if cloud else None
     period = 1.0 / scenario.devices.rate_hz
     cols = DecisionColumns()
     total = n_devices * len(X)
@@ -207,8 +216,7 @@ def replay(bundle_dir: str | Path, X: npt.NDArray[np.floating[Any]],
                                    seed=device_seed(scenario.seed, d))
             uplink = SimulatedUplink(hpc, network, clock, manifest=manifest,
                                      rows=X if prefetch else None)
-        rt = EdgeRuntime.load(bundle_dir, uplink=uplink, operating_point=point, clock=clock,
-                              device_id=device_id, request_id_start=1)
+        rt = session.runtime(point, uplink=uplink, clock=clock, device_id=device_id)
         _replay_device(rt, uplink, clock, X, y, period, device_id, manifest, cols, item_sizes)
         end_time = max(end_time, clock.now)
         if bar is not None:
@@ -224,16 +232,18 @@ def _valid_sizes(sizes: npt.NDArray[np.float64], n_rows: int) -> bool:
     return len(sizes) >= n_rows and bool(np.isfinite(sizes).all() and (sizes >= 0).all())
 
 
-def replay_batched(bundle_dir: Path, manifest: Manifest, X: npt.NDArray[np.float32],
+def replay_batched(session: ReplaySession, X: npt.NDArray[np.float32],
                    y: npt.NDArray[np.integer[Any]], *, scenario: Scenario, point: str,
                    n_devices: int, cloud: bool,
                    sizes: npt.NDArray[np.float64] | None = None) -> RunResult:
     """``replay``'s decisions, column-wise: one batched walk, then each device's uplink.
     ``sizes``: per row, as ``replay``'s (each item charged at its size; on the wire when the
-    HPC's cost grows with it, which a bandwidth limit sees)."""
+    HPC's cost grows with it, which a bandwidth limit sees). The HPC's answers come from the
+    session's cache (computed for rows it has not answered yet)."""
     started = time.perf_counter()
-    models = BundleModels(manifest, bundle_dir)
-    local = walk_local(models, manifest.operating_point(point).policy, X)
+    manifest = session.manifest
+    local = walk_local(session.models, manifest.operating_point(point).policy, X,
+                       session.hpc_labels if cloud else _no_hpc)
     period = 1.0 / scenario.devices.rate_hz
     deadline_s = manifest.link.deadline_ms / 1000.0
     escalating = np.flatnonzero(local.escalated)
@@ -255,6 +265,12 @@ def replay_batched(bundle_dir: Path, manifest: Manifest, X: npt.NDArray[np.float
     cols = column_arrays([f"dev-{d}" for d in range(n_devices)], arrays, y)
     return _run_result(manifest, point, cols, scenario, cloud, end_time, started, n_devices,
                        len(X))
+
+
+def _no_hpc(X: npt.NDArray[np.float32], rows: npt.NDArray[np.int64],
+            masks: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+    """No uplink: nothing reaches the HPC (its labels are never used)."""
+    return np.full(len(rows), -1, dtype=np.int64)
 
 
 def _run_result(manifest: Manifest, point: str, cols: Any, scenario: Scenario, cloud: bool,

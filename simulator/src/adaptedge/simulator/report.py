@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from adaptedge.protocol.bundle import verify
 from adaptedge.simulator.energy import EnergyModel
 from adaptedge.simulator.metrics import cost_totals, rates_over_time, summarize
 from adaptedge.simulator.records import RunResult
 from adaptedge.simulator.replay import hpc_answers, replay
+from adaptedge.simulator.replay_session import ReplaySession
 from adaptedge.simulator.scenario import Scenario
 
 REMOTE_SENSOR_DOC = """\
@@ -72,6 +72,12 @@ def group_names(manifests: Sequence[Any], paths: Sequence[str | Path] = ()) -> l
     return out
 
 
+def merged_methods(manifest: Any) -> bool:
+    """Whether the bundle's points come from several methods (``train --method auto``): the
+    frontier then shows one series per method."""
+    return len({p.method for p in manifest.operating_points if p.method}) > 1
+
+
 def cost_axis(manifest: Any) -> tuple[str, str]:
     """The frontier's x: the point key and axis label in the bundle's cost unit (energy or
     money when the training scalar is only that, else the weighted scalar)."""
@@ -88,12 +94,12 @@ def cost_axis(manifest: Any) -> tuple[str, str]:
 
 
 def short_labels(points: list[dict[str, Any]], x_key: str = "energy_mj") -> None:
-    """Give each bundle point a short label, P1, P2, ... by cost (``x_key``) within its group
-    (``short``); baselines keep their names."""
+    """Give each bundle point a short label, P1, P2, ... by cost (``x_key``) within its
+    bundle (``bundle``, else its group; ``short``); baselines keep their names."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for p in points:
         if p["group"] != "baseline":
-            groups.setdefault(p["group"], []).append(p)
+            groups.setdefault(p.get("bundle", p["group"]), []).append(p)
     prefixes = "PQRSTUVW"
     for g, pts in enumerate(groups.values()):
         for i, p in enumerate(sorted(pts, key=lambda p: p[x_key]), start=1):
@@ -149,32 +155,36 @@ def evaluate(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any], *
     all); the frontier uses the first ``frontier_rows`` rows (default: the same rows).
     """
     scenario = scenario or Scenario()
-    manifest = verify(bundle_dir)
+    session = ReplaySession(bundle_dir)  # verified once; sessions and HPC answers shared
+    manifest = session.manifest
     energy = EnergyModel(manifest, scenario.energy)
     n = limit if limit is not None else (scenario.devices.limit or len(X))
     Xs, ys = X[:n], y[:n]
     if main is None:
-        main = replay(bundle_dir, Xs, ys, scenario=scenario, limit=len(Xs), progress=progress)
+        main = replay(session, Xs, ys, scenario=scenario, limit=len(Xs), progress=progress)
     quiet = replace(scenario, devices=replace(scenario.devices, count=1))
-    hpc_point, local_point, local = _baselines(bundle_dir, Xs, ys, quiet, main.operating_point,
+    hpc_point, local_point, local = _baselines(session, Xs, ys, quiet, main.operating_point,
                                                energy, progress)
     nf = frontier_rows if frontier_rows is not None else n
     Xf, yf = X[:nf], y[:nf]
     frontier: list[dict[str, Any]] = []
-    others = [verify(other) for other in compare]
+    sessions = [ReplaySession(other) for other in compare]
+    others = [other.manifest for other in sessions]
     names = group_names([manifest, *others], [bundle_dir, *compare])
     for op in manifest.operating_points:
-        run = replay(bundle_dir, Xf, yf, scenario=quiet, operating_point=op.name,
+        run = replay(session, Xf, yf, scenario=quiet, operating_point=op.name,
                      limit=len(Xf), progress=progress)
-        point = _point(op.name, names[0], run, energy)
+        by_method = merged_methods(manifest) and op.method
+        group = f"{names[0]}: {op.method}" if by_method else names[0]
+        point = {**_point(op.name, group, run, energy), "bundle": names[0]}
         point["main"] = op.name == main.operating_point
         frontier.append(point)
     if nf == n:
         frontier += [hpc_point, local_point]
     else:
-        frontier += list(_baselines(bundle_dir, Xf, yf, quiet, main.operating_point, energy,
+        frontier += list(_baselines(session, Xf, yf, quiet, main.operating_point, energy,
                                     progress)[:2])
-    for other, other_manifest, name in zip(compare, others, names[1:], strict=True):
+    for other, other_manifest, name in zip(sessions, others, names[1:], strict=True):
         other_energy = EnergyModel(other_manifest, scenario.energy)
         for op in other_manifest.operating_points:
             run = replay(other, Xf, yf, scenario=quiet, operating_point=op.name,
@@ -197,14 +207,14 @@ def evaluate(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any], *
         notes=notes, axis=axis)
 
 
-def _baselines(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any],
+def _baselines(session: ReplaySession, X: npt.NDArray[Any], y: npt.NDArray[Any],
                scenario: Scenario, point: str, energy: EnergyModel, progress: bool
                ) -> tuple[dict[str, Any], dict[str, Any], RunResult]:
     """Always-cloud (the HPC on every row) and always-local (the runtime with no uplink)."""
-    hpc_acc = float(np.mean(hpc_answers(bundle_dir, X) == np.asarray(y)))
+    hpc_acc = float(np.mean(hpc_answers(session, X) == np.asarray(y)))
     hpc_point = _point(ALWAYS_CLOUD, "baseline", None, energy, accuracy=hpc_acc,
                        escalated=True)
-    local = replay(bundle_dir, X, y, scenario=scenario, operating_point=point, cloud=False,
+    local = replay(session, X, y, scenario=scenario, operating_point=point, cloud=False,
                    limit=len(X), progress=progress)
     local_point = _point(f"{ALWAYS_LOCAL} ({point})", "baseline", local, energy)
     return hpc_point, local_point, local

@@ -111,7 +111,8 @@ def default_chooser(frontier: list[Any], budget: float | None, *,
 
 def library_versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
-    for dist in ("adaptedge", "numpy", "scikit-learn", "onnx", "onnxruntime", "skl2onnx"):
+    for dist in ("adaptedge", "numpy", "scikit-learn", "onnx", "onnxruntime", "skl2onnx",
+                 "lightgbm"):  # lightgbm: the trees of --method cegb
         try:
             versions[dist] = importlib_metadata.version(dist)
         except importlib_metadata.PackageNotFoundError:
@@ -207,6 +208,7 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
         raise TrainError(f"method {method!r} found no policy on {dataset.name} (no fitted model "
                          f"reads a sensor; {len(dataset.y_train)} training rows): give it more "
                          f"rows or try another method")
+    method_meta = dict(getattr(candidates, "metadata", None) or {})  # e.g. auto's plan
     front = pareto_frontier(candidates)
     swept, frontier = front.swept, list(front)
     if weak := weak_hpc_warning(hpc.val_accuracy, dataset.y_train, dataset.y_val, frontier):
@@ -234,6 +236,7 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
         **({TARGET_COLUMN_KEY: target} if target else {}),
         "extra": {k: v if isinstance(v, int | float | str | bool) else repr(v)
                   for k, v in sorted((extra or {}).items())},
+        **method_meta,
     }
     export_bundle(out, dataset, hpc, frontier, metadata=meta, force=force, budget_index=index,
                   split=split_recipe(dataset, seed),

@@ -53,3 +53,8 @@ class ClusterError(TrainerError, RuntimeError):
 class ExportError(TrainerError, ValueError):
     """A bundle feature an exporter cannot express (e.g. an ONNX op the C exporter does not
     translate); the one-line message names it. Nothing is written wrong instead."""
+
+
+class MissingExtraError(TrainerError, ImportError):
+    """A method whose library is an optional extra that is not installed; the one-line
+    message says what to ``pip install``."""

@@ -117,9 +117,12 @@ def _full_proba(estimator: Any, X: npt.NDArray[np.float32], n_classes: int
 
 
 def oof_proba(template: Any, X: Any, y: npt.NDArray[np.int64], n_classes: int,
-              seed: int | None, progress: bool = False) -> npt.NDArray[np.float64]:
+              seed: int | None, progress: bool = False, n_jobs: int = 1
+              ) -> npt.NDArray[np.float64]:
     """Out-of-fold class probabilities of ``template`` on (X, y): each row's from a clone fitted
-    without it (stratified folds, at most ``N_FOLDS``, fewer when a class is rarer)."""
+    without it (stratified folds, at most ``N_FOLDS``, fewer when a class is rarer). The folds
+    are fitted on ``n_jobs`` processes (``trainer.parallel``; one thread each): every fold's
+    clone carries the template's seed, so the probabilities are the same for any ``n_jobs``."""
     from sklearn.base import clone
     from sklearn.model_selection import StratifiedKFold
 
@@ -129,8 +132,7 @@ def oof_proba(template: Any, X: Any, y: npt.NDArray[np.int64], n_classes: int,
     oof = np.zeros((len(y), n_classes))
     jobs = [(clone(template), X, y, train_idx, held_idx, n_classes)
             for train_idx, held_idx in folds.split(X, y)]
-    # sequential here as before; one task per fold on a Dask cluster (trainer.parallel)
-    for held_idx, proba in parallel_map(_fit_fold, jobs, 1, progress, "HPC out-of-fold"):
+    for held_idx, proba in parallel_map(_fit_fold, jobs, n_jobs, progress, "HPC out-of-fold"):
         oof[held_idx] = proba
     return oof
 
@@ -141,6 +143,10 @@ def _fit_fold(job: tuple[Any, Any, Any, Any, Any, int]) -> tuple[Any, npt.NDArra
     from threadpoolctl import threadpool_limits
 
     model, X, y, train_idx, held_idx, n_classes = job
+    if model.get_params(deep=False).get("n_jobs") not in (None, 1):
+        model.set_params(n_jobs=1)  # the folds are the parallel unit; a forest's trees are
+        # the same for any n_jobs (each tree's seed comes from random_state). None is left
+        # alone: scikit-learn refuses some n_jobs set explicitly (LogisticRegression's)
     with threadpool_limits(limits=1):  # predicting too: OpenMP threads spin on a busy machine
         model.fit(X[train_idx], y[train_idx])
         return held_idx, _full_proba(model, X[held_idx], n_classes)
@@ -253,7 +259,7 @@ def _fit(d: Dataset, kind: Any, seed: int, n_jobs: int, progress: bool,
             best = (acc, name, fitted, proba_val)
     assert best is not None
     acc, name, fitted, proba_val = best
-    oof = oof_proba(clone(fitted), d.X_train, d.y_train, d.n_classes, seed, progress)
+    oof = oof_proba(clone(fitted), d.X_train, d.y_train, d.n_classes, seed, progress, n_jobs)
     tried = f" (best on validation of {', '.join(tried_names)})" if len(names) > 1 else ""
     if getattr(fitted, "n_jobs", None) is not None:
         fitted.set_params(n_jobs=1)  # predicting (cloud, evaluation) is single-process

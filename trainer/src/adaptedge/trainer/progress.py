@@ -27,7 +27,8 @@ def _every_s() -> float:
         return DEFAULT_EVERY_S
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
+    """``seconds`` as ``12s``, ``3m05s`` or ``1h02m``."""
     s = round(seconds)
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (
         f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
@@ -51,9 +52,9 @@ class LogProgress:
     def line(self) -> str:
         elapsed = time.monotonic() - self._started
         pct = 100.0 * self.done / self.total if self.total else 100.0
-        eta = (f", ETA {_clock(elapsed / self.done * (self.total - self.done))}"
+        eta = (f", ETA {clock(elapsed / self.done * (self.total - self.done))}"
                if 0 < self.done < self.total else "")
-        return (f"{self.desc}: {self.done}/{self.total} ({pct:.0f}%), {_clock(elapsed)} elapsed"
+        return (f"{self.desc}: {self.done}/{self.total} ({pct:.0f}%), {clock(elapsed)} elapsed"
                 f"{eta}")
 
     def update(self, n: int = 1) -> None:
@@ -95,7 +96,7 @@ class Stages:
             return
         k = self.names.index(name) + 1
         print(f"[adaptedge] {self.method}: stage {k}/{len(self.names)} {name}, "
-              f"{_clock(time.monotonic() - self._started)} elapsed",
+              f"{clock(time.monotonic() - self._started)} elapsed",
               file=self._stream or sys.stderr, flush=True)
 
 

@@ -364,7 +364,8 @@ def _new_manifest(manifest: Manifest, kept: list[Estimate], chosen: Estimate,
             name=e.name, policy=e.name, accuracy=e.agreement, cost=e.cost,
             escalation_rate=e.escalation_rate, avg_sensors_read=e.avg_sensors_read,
             params=params, accuracy_interval=wilson_interval(e.agreement, n),
-            paired_lower_bound=agreement_bound(e.agreement, n)))
+            paired_lower_bound=agreement_bound(e.agreement, n),
+            method=source.method if source else None))
     reference = {e.name: {"escalation_rate": e.escalation_rate, "n_rows": n,
                           "local_agreement": e.local_agreement,
                           "n_local": int(e.n_local_effective)} for e in kept}

@@ -8,28 +8,50 @@ locally, walked on the exported ONNX (what the device runs).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from adaptedge.protocol.manifest import Manifest
-from adaptedge.trainer.policy.oracle import BundleRunner
+from adaptedge.trainer.policy.oracle import BundleRunner, PolicyResult
+
+
+@dataclass(frozen=True)
+class ValidationWalks:
+    """The exported ONNX walked once on the validation rows: the HPC's label per row and each
+    policy's result (what ``export.bundle.paired_on_validation`` and ``validation_reference``
+    both read, so the export walks every point once)."""
+
+    hpc_labels: npt.NDArray[np.int64]
+    results: dict[str, PolicyResult]
+
+
+def validation_walks(manifest: Manifest, files: Mapping[str, bytes],
+                     X_val: npt.ArrayLike) -> ValidationWalks:
+    """Walk every policy of ``manifest``'s points, and the HPC, on ``X_val`` (float32)."""
+    runner = BundleRunner.from_files(manifest, files)
+    x = np.asarray(X_val, dtype=np.float32)
+    hpc = np.asarray(np.argmax(runner.hpc_proba(x), axis=1), dtype=np.int64)
+    policies = dict.fromkeys(p.policy for p in manifest.operating_points)
+    return ValidationWalks(hpc, {name: runner.evaluate(name, x) for name in policies})
 
 
 def validation_reference(manifest: Manifest, files: Mapping[str, bytes],
-                         X_val: npt.ArrayLike) -> dict[str, dict[str, Any]]:
-    """Point name -> ``{escalation_rate, n_rows, local_agreement, n_local}`` on ``X_val``."""
-    runner = BundleRunner.from_files(manifest, files)
-    x = np.asarray(X_val, dtype=np.float32)
-    hpc = np.argmax(runner.hpc_proba(x), axis=1)
+                         X_val: npt.ArrayLike, walks: ValidationWalks | None = None
+                         ) -> dict[str, dict[str, Any]]:
+    """Point name -> ``{escalation_rate, n_rows, local_agreement, n_local}`` on ``X_val``
+    (``walks``: the same rows already walked, ``validation_walks``)."""
+    walks = walks or validation_walks(manifest, files, X_val)
+    hpc = walks.hpc_labels
     out: dict[str, dict[str, Any]] = {}
     for point in manifest.operating_points:
-        result = runner.evaluate(point.policy, x)
+        result = walks.results[point.policy]
         local = ~result.escalated
         agree = result.labels[local] == hpc[local]
         out[point.name] = {"escalation_rate": float(result.escalated.mean()),
-                           "n_rows": len(x),
+                           "n_rows": len(hpc),
                            "local_agreement": float(agree.mean()) if local.any() else 1.0,
                            "n_local": int(local.sum())}
     return out

@@ -17,5 +17,6 @@ def cache_root() -> Path:
 CACHE_PARTS: dict[str, str] = {
     "hpc": "HPC fits (trainer.hpc; rebuilt by the next train)",
     "demo": "adaptedge demo's bundles, runs and reports",
+    "replay": "the HPC's answers to replayed rows (simulator.hpc_cache; recomputed on demand)",
 }
 """The cache's subdirectories and what they hold; ``adaptedge cache clear`` removes only these."""

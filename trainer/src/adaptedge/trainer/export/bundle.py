@@ -29,7 +29,11 @@ from adaptedge.trainer.data.datasets import Dataset, SplitName
 from adaptedge.trainer.hpc import HpcModel
 from adaptedge.trainer.policy.graph import Graph, Metrics
 from adaptedge.trainer.policy.oracle import BundleRunner, PolicyResult
-from adaptedge.trainer.validation_reference import validation_reference
+from adaptedge.trainer.validation_reference import (
+    ValidationWalks,
+    validation_reference,
+    validation_walks,
+)
 
 HPC_FILE = "hpc.onnx"
 Chooser = Callable[[list[PairedCounts]], tuple[str, Mapping[str, Any]]]
@@ -51,7 +55,8 @@ def _point(policy: Graph, n_val: int) -> OperatingPoint:
     return OperatingPoint(name=policy.name, policy=policy.name, accuracy=float(v.accuracy),
                           cost=float(v.cost), escalation_rate=float(v.escalation_rate),
                           avg_sensors_read=float(v.avg_sensors_read), params=params,
-                          accuracy_interval=wilson_interval(v.accuracy, n_val))
+                          accuracy_interval=wilson_interval(v.accuracy, n_val),
+                          method=policy.method or None)
 
 
 def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
@@ -110,7 +115,8 @@ def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
     per point; never the test split)."""
     manifest, files = build_bundle(dataset, hpc, policies, default=default, metadata=metadata,
                                    split=split)
-    paired = paired_on_validation(manifest, files, dataset)
+    walks = validation_walks(manifest, files, dataset.split("validation")[0])
+    paired = paired_on_validation(manifest, files, dataset, walks)
     points = tuple(replace(p, paired_lower_bound=c.lower_bound)
                    for p, c in zip(manifest.operating_points, paired, strict=True))
     manifest = replace(manifest, operating_points=points)
@@ -120,7 +126,7 @@ def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
                            metadata={**manifest.metadata, **extra})
     if drift_reference:
         X_val, _ = dataset.split("validation")
-        figures = validation_reference(manifest, files, X_val)
+        figures = validation_reference(manifest, files, X_val, walks)
         manifest = replace(manifest, metadata={**manifest.metadata, REFERENCE_KEY: figures})
     if budget_index is not None:
         manifest = replace(manifest, budget_index=dict(budget_index))
@@ -128,17 +134,17 @@ def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
 
 
 def paired_on_validation(manifest: Manifest, files: Mapping[str, bytes],
-                         dataset: Dataset) -> list[PairedCounts]:
+                         dataset: Dataset, walks: ValidationWalks | None = None
+                         ) -> list[PairedCounts]:
     """Each point's and the HPC's outcomes on the same VALIDATION rows (never test), walked
     on the exported ONNX (what the device runs; escalated rows get the HPC's answer), in
-    ``manifest.operating_points`` order."""
-    runner = BundleRunner.from_files(manifest, files)
+    ``manifest.operating_points`` order (``walks``: those rows already walked)."""
     X, y = dataset.split("validation")
-    x = np.asarray(X, dtype=np.float32)
-    hpc_right = np.argmax(runner.hpc_proba(x), axis=1) == y
+    walks = walks or validation_walks(manifest, files, X)
+    hpc_right = walks.hpc_labels == y
     out = []
     for point in manifest.operating_points:
-        right = runner.evaluate(point.policy, x).labels == y
+        right = walks.results[point.policy].labels == y
         out.append(PairedCounts(both=int(np.sum(right & hpc_right)),
                                 point_only=int(np.sum(right & ~hpc_right)),
                                 hpc_only=int(np.sum(~right & hpc_right)),

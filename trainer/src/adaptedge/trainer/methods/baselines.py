@@ -2,7 +2,9 @@
 
 - ``GreedyMiser`` (Xu et al., ICML 2012) lives in ``greedy_miser`` (re-exported here).
 - ``ConfidenceCascade``: an LPC (boosted trees) on the k best sensors (by cost-blind split
-  gain); stop when its max class probability >= ``threshold``, else escalate.
+  gain); stop when its max class probability >= ``threshold``, else escalate. The method
+  ``confidence`` is its tuned form (``confidence_cascade``: several cheap-model families, k,
+  sensor order and threshold all chosen on validation).
 - ``L1Baseline`` (Nan & Saligrama's baseline): L1 logistic regression on all data selects the
   sensors; f1 = logistic regression on them; g = logistic regression on them predicting
   whether f1 is wrong (its training errors as pseudo-labels); escalate when
@@ -158,12 +160,19 @@ class ConfidenceCascade(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
 def rank_sensors(X: NDArray[np.float32], y: NDArray[np.int64], P: FloatArray,
                  feature_sensor: NDArray[np.intp]) -> NDArray[np.intp]:
     """Sensors by total split gain of a cost-blind boosted model, best first."""
+    gains = sensor_gains(X, y, P, feature_sensor)
+    return np.argsort(-gains, kind="stable").astype(np.intp)
+
+
+def sensor_gains(X: NDArray[np.float32], y: NDArray[np.int64], P: FloatArray,
+                 feature_sensor: NDArray[np.intp]) -> FloatArray:
+    """Each sensor's total split gain in a small cost-blind boosted model."""
     model = GreedyMiser(gamma=0.0, n_rounds=2, n_trees=10, max_depth=3,
                         feature_sensor=feature_sensor.tolist(),
                         sensor_costs=[1.0] * (int(feature_sensor.max()) + 1)).fit(X, y, P)
     gains = np.zeros(int(feature_sensor.max()) + 1)
     np.add.at(gains, feature_sensor, feature_gains(model.f1_trees_, X.shape[1]))
-    return np.argsort(-gains, kind="stable").astype(np.intp)
+    return gains
 
 
 class L1Baseline(LinearGateMixin, ClassifierMixin, BaseEstimator):  # type: ignore[misc]
@@ -273,22 +282,6 @@ def _layout(dataset: Any, hpc: Any) -> tuple[CostModel, dict[str, Any]]:
 def _fit(job: tuple[type, dict[str, Any], Any, Any, Any]) -> Any:
     cls, params, X, y, P = job
     return cls(**params).fit(X, y, P)
-
-
-@register("confidence")
-def confidence_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
-    cm, layout = _layout(dataset, hpc)
-    X32, yi, P = _check_inputs(dataset.X_train, dataset.y_train, hpc.oof_proba_train)
-    order = rank_sensors(X32, yi, P, cm.feature_sensor.astype(np.intp))
-    n = len(dataset.sensors)
-    ks = sorted({1, 2, min(4, n), min(6, n)}) if options.quick else list(range(1, min(n, 12) + 1))
-    extra = {"n_rounds": 3, "n_trees": 10} if options.quick else {}
-    jobs = [(ConfidenceCascade, {**layout, **extra, "k": k, "sensor_order": order.tolist(),
-                                 "random_state": options.seed},
-             dataset.X_train, dataset.y_train, hpc.oof_proba_train) for k in ks]
-    models = parallel_map(_fit, jobs, options.n_jobs, options.progress, "confidence")
-    grid = [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999]
-    return threshold_sweep("confidence", models, grid, dataset, hpc, cm, ("k", "threshold"))
 
 
 @register("l1")

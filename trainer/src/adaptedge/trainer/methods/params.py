@@ -83,7 +83,45 @@ METHOD_PARAMS: dict[str, tuple[Param, ...]] = {
         Param("params", "mapping", "GreedyMiser parameters replacing FULL_STRENGTH's (e.g. "
               "n_rounds, max_depth)"),
     ),
-    "confidence": (),
+    "confidence": (
+        Param("families", "str", "cheap-model families swept, comma-separated: hgb "
+              "(HistGradientBoosting), gbt (the trainer's boosted trees), lr (logistic "
+              "regression); default all three (--quick: hgb,lr)"),
+        Param("ks", "floats", "sensor counts swept (default 1..min(sensors, 12) and 1/4, 3/8, "
+              "1/2, 3/4 of the sensors; --quick 1,2,4,6)", min=1),
+        Param("order", "str", "sensor order: gain (cost-blind split gain), cost-aware (gain "
+              "per unit cost) or both (default; --quick: gain)",
+              choices=("gain", "cost-aware", "both")),
+        Param("quantiles", "int", "thresholds: this many validation quantiles of the top "
+              "probability (default 61; --quick 21)", min=2),
+        Param("hgb_iter", "int", "boosting iterations of the hgb family (default 300; --quick "
+              "50)", min=1),
+    ),
+    "auto": (
+        Param("time_budget", "float", "seconds for all methods (adaptedge train "
+              "--time-budget; default: 1.5 x the estimates of every method that applies)",
+              min=0),
+        Param("methods", "str", "comma-separated methods to consider, in order (default: "
+              "trainer.methods.auto.DEFAULT; adapt-lin only when named)"),
+        Param("params", "mapping", "per-method options, {method: {key: value}}"),
+    ),
+    "cegb": (
+        Param("coupled", "floats", "CEGB coupled feature prices swept (per training row, in "
+              "mean-sensor-cost units; 0 skips), one fit each", min=0),
+        Param("lazy", "floats", "CEGB lazy (per-row) feature prices swept, one fit each", min=0),
+        Param("escalate", "floats", "validation escalation rates whose confidence quantiles "
+              "become the escalation cuts (0: never escalate)", min=0),
+        Param("n_rounds", "int", "most boosting rounds of a fit (the best validation round is "
+              "kept)", min=1),
+        Param("patience", "int", "early stopping: rounds without a better validation log-loss",
+              min=1),
+        Param("learning_rate", "float", "LightGBM learning_rate", min=0),
+        Param("num_leaves", "int", "LightGBM num_leaves", min=2),
+        Param("min_data_in_leaf", "int", "LightGBM min_data_in_leaf", min=1),
+        Param("penalty_split", "float", "LightGBM cegb_penalty_split", min=0),
+        Param("iteration", "str", "validation metric whose best round is kept",
+              choices=("error", "logloss")),
+    ),
     "dag": DAG_PARAMS,
     "static": DAG_PARAMS,
     "cascade": DAG_PARAMS,

@@ -22,7 +22,7 @@ METHOD_MODULES: dict[str, str] = {
     "adapt-lin": "adaptedge.trainer.methods.adapt_lin",
     "l1": "adaptedge.trainer.methods.baselines",
     "greedy-miser": "adaptedge.trainer.methods.greedy_miser",
-    "confidence": "adaptedge.trainer.methods.baselines",
+    "confidence": "adaptedge.trainer.methods.confidence_cascade",
     "dag": "adaptedge.trainer.methods.dag.method",
     "static": "adaptedge.trainer.methods.dag.method",
     "cascade": "adaptedge.trainer.methods.dag.method",
@@ -32,6 +32,8 @@ METHOD_MODULES: dict[str, str] = {
     "greedy-cost": "adaptedge.trainer.methods.polydom.method",
     "cstc": "adaptedge.trainer.methods.cstc.method",
     "cscc": "adaptedge.trainer.methods.cscc",
+    "cegb": "adaptedge.trainer.methods.cegb",
+    "auto": "adaptedge.trainer.methods.auto",
 }
 INDEXED_METHODS = ("polydom", "greedy", "greedy-acc", "greedy-cost")
 """Methods whose bundles carry a ``budget_index`` (per-decision budgets on the device)."""

@@ -7,7 +7,7 @@ evaluate`` and the device's budget lookup), applied to each graph's validation m
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from adaptedge.protocol.operating_points import certified_near, pareto_front, within_budget
 from adaptedge.trainer.errors import BudgetError as BudgetError
@@ -29,10 +29,13 @@ class Front(list[V]):
     ``adaptedge train`` can say "kept 39 of 1,728" even when a method prunes its own sweep."""
 
     swept: int
+    metadata: dict[str, Any]
+    """What the method adds to the bundle's metadata (e.g. ``auto``'s plan); empty for most."""
 
     def __init__(self, points: Sequence[V], swept: int) -> None:
         super().__init__(points)
         self.swept = swept
+        self.metadata = {}
 
 
 def pareto_frontier(points: Sequence[V]) -> Front[V]:
