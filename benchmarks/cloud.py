@@ -195,7 +195,7 @@ def percentile_us(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values) * 1e6, q))
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--echo-server", metavar="URL", help=argparse.SUPPRESS)
     ap.add_argument("--rounds", type=int, default=10)
@@ -206,7 +206,57 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=64, help="HPC hidden units (heavier = more "
                     "to gain from batching)")
     ap.add_argument("--batch-sizes", default="1,4,16,64")
-    args = ap.parse_args()
+    return ap
+
+
+Series = dict[str, list[float]]
+
+
+def _alternating_rounds(loads: dict[str, Load], pids: dict[str, int], args: argparse.Namespace
+                        ) -> tuple[Series, Series, Series, dict[str, float]]:
+    """Echo and service measured round by round: (round trips, per-round p50s, throughputs,
+    server CPU seconds)."""
+    seq: Series = {"echo": [], "service": []}
+    seq_rounds: Series = {"echo": [], "service": []}
+    rps: Series = {"echo": [], "service": []}
+    cpu = {"echo": 0.0, "service": 0.0}
+    for load in loads.values():  # warm up: connections, caches, onnxruntime
+        load.sequential(200)
+        load.throughput(1000, args.in_flight)
+    for r in range(args.rounds):
+        # Alternate which goes first, so drifting load from other processes hits both alike.
+        for name, load in sorted(loads.items(), reverse=bool(r % 2)):
+            rtts = load.sequential(args.sequential)
+            seq[name] += rtts
+            seq_rounds[name].append(percentile_us(rtts, 50))
+            before = cpu_seconds(pids[name])
+            rps[name].append(load.throughput(args.requests, args.in_flight))
+            cpu[name] += cpu_seconds(pids[name]) - before
+    return seq, seq_rounds, rps, cpu
+
+
+def _by_max_batch(url: str, work: Path, manifest: Any, args: argparse.Namespace
+                  ) -> tuple[dict[int, float], dict[int, float | None]]:
+    """The service's throughput and logged mean batch at each ``--max-batch``."""
+    by_batch: dict[int, float] = {}
+    batch_means: dict[int, float | None] = {}
+    for batch in [int(b) for b in args.batch_sizes.split(",")]:
+        svc = service(url, work / "bundle", batch, work / f"service-{batch}.log")
+        try:
+            load = Load(url, SERVICE_PREFIX, manifest, args.features)
+            load.throughput(1000, args.in_flight)
+            by_batch[batch] = statistics.median(
+                load.throughput(args.requests // 2, args.in_flight)
+                for _ in range(max(3, args.rounds // 3)))
+            load.client.close()
+        finally:
+            stop(svc)
+        batch_means[batch] = logged_batch_mean(work / f"service-{batch}.log")
+    return by_batch, batch_means
+
+
+def main() -> None:
+    args = _parser().parse_args()
     if args.echo_server:
         echo_server(args.echo_server)
         return
@@ -215,11 +265,6 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="adaptedge-bench-cloud-"))
     manifest = build_bundle(work / "bundle", args.features, hidden=args.hidden)
-    seq: dict[str, list[float]] = {"echo": [], "service": []}
-    rps: dict[str, list[float]] = {"echo": [], "service": []}
-    by_batch: dict[int, float] = {}
-    batch_means: dict[int, float | None] = {}
-    cpu = {"echo": 0.0, "service": 0.0}
     with MosquittoBroker() as broker:
         echo = spawn([sys.executable, __file__, "--echo-server", broker.url], "ready",
                      work / "echo.log")
@@ -227,41 +272,23 @@ def main() -> None:
         try:
             loads = {"echo": Load(broker.url, ECHO_PREFIX, manifest, args.features),
                      "service": Load(broker.url, SERVICE_PREFIX, manifest, args.features)}
-            for load in loads.values():  # warm up: connections, caches, onnxruntime
-                load.sequential(200)
-                load.throughput(1000, args.in_flight)
-            seq_rounds: dict[str, list[float]] = {"echo": [], "service": []}
-            pids = {"echo": echo.pid, "service": svc.pid}
-            for r in range(args.rounds):
-                # Alternate which goes first, so drifting load from other processes
-                # hits both alike.
-                for name, load in sorted(loads.items(), reverse=bool(r % 2)):
-                    rtts = load.sequential(args.sequential)
-                    seq[name] += rtts
-                    seq_rounds[name].append(percentile_us(rtts, 50))
-                    before = cpu_seconds(pids[name])
-                    rps[name].append(load.throughput(args.requests, args.in_flight))
-                    cpu[name] += cpu_seconds(pids[name]) - before
+            seq, seq_rounds, rps, cpu = _alternating_rounds(
+                loads, {"echo": echo.pid, "service": svc.pid}, args)
             loads["service"].client.close()
         finally:
             stop(svc)
         try:
-            for batch in [int(b) for b in args.batch_sizes.split(",")]:
-                svc = service(broker.url, work / "bundle", batch, work / f"service-{batch}.log")
-                try:
-                    load = Load(broker.url, SERVICE_PREFIX, manifest, args.features)
-                    load.throughput(1000, args.in_flight)
-                    by_batch[batch] = statistics.median(
-                        load.throughput(args.requests // 2, args.in_flight)
-                        for _ in range(max(3, args.rounds // 3)))
-                    load.client.close()
-                finally:
-                    stop(svc)
-                batch_means[batch] = logged_batch_mean(work / f"service-{batch}.log")
+            by_batch, batch_means = _by_max_batch(broker.url, work, manifest, args)
         finally:
             loads["echo"].client.close()
             stop(echo)
+    print(json.dumps(_result(args, seq, seq_rounds, rps, cpu, by_batch, batch_means), indent=2))
 
+
+def _result(args: argparse.Namespace, seq: Series, seq_rounds: Series, rps: Series,
+            cpu: dict[str, float], by_batch: dict[int, float],
+            batch_means: dict[int, float | None]) -> dict[str, Any]:
+    """The JSON record, with the pass verdicts."""
     result = {
         "echo_rtt_p50_us": percentile_us(seq["echo"], 50),
         "echo_rtt_p99_us": percentile_us(seq["echo"], 99),
@@ -291,7 +318,7 @@ def main() -> None:
     }
     result["pass_rtt"] = result["rtt_p50_ratio"] <= 1.5
     result["pass_rps"] = result["rps_ratio"] >= 0.7
-    print(json.dumps(result, indent=2))
+    return result
 
 
 if __name__ == "__main__":

@@ -127,7 +127,7 @@ def worker_disconnects(service_log: Path, broker_log: str) -> dict[str, int]:
     return {"worker_log": worker, "broker_log": broker}
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", nargs=9, help=argparse.SUPPRESS)
     ap.add_argument("--backlog", action="store_true", help="a deep backlog: --rate for "
@@ -148,23 +148,15 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=4, help="HPC MLP hidden layers (a heavy HPC: "
                     "capacity bound by compute, which shedding saves)")
     ap.add_argument("--capacity-requests", type=int, default=2000)
-    args = ap.parse_args()
-    if args.device:
-        url, name, bundle_id, rate, seconds, deadline, features, out, drain = args.device
-        run_device(url, name, bundle_id, float(rate), float(seconds), float(deadline),
-                   int(features), Path(out), float(drain))
-        return
-    if args.seconds is None:
-        args.seconds = 50.0 if args.backlog else 3.0
-    if args.deadline_ms is None:
-        args.deadline_ms = 120_000.0 if args.backlog else 250.0
-    if args.broker_queue is None:
-        args.broker_queue = 0 if args.backlog else 100_000
+    return ap
 
+
+def _run(args: argparse.Namespace, work: Path) -> tuple[list[dict[str, object]], float,
+                                                        dict[str, int]]:
+    """Measure the worker's capacity, offer the load; (per-device results, capacity, worker
+    disconnects by source)."""
     from adaptedge.simulator.brokers import MosquittoBroker
 
-    started = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix="adaptedge-bench-overload-"))
     manifest = build_bundle(work / "bundle", args.features, hidden=args.hidden,
                             depth=args.depth)
     with MosquittoBroker(max_queued_messages=args.broker_queue) as broker:
@@ -177,9 +169,15 @@ def main() -> None:
         finally:
             stop(svc)
         disconnects = worker_disconnects(work / "service.log", broker.log())
+    return results, capacity, disconnects
+
+
+def _report(args: argparse.Namespace, results: list[dict[str, object]], capacity: float,
+            disconnects: dict[str, int], started: float) -> dict[str, object]:
+    """The JSON record of one run, with its pass verdict."""
     codes: Counter[str] = Counter()
     for r in results:
-        codes.update(r["codes"])
+        codes.update(r["codes"])  # type: ignore[call-overload]
     answered_ms = [v for r in results for v in r["answered_ms"]]  # type: ignore[attr-defined]
     worker_ms = [v for r in results for v in r["worker_ms"]]  # type: ignore[attr-defined]
     requests = sum(int(r["requests"]) for r in results)  # type: ignore[call-overload]
@@ -220,7 +218,27 @@ def main() -> None:
                       and result["worker_disconnects"] == 0
                       and result["answered_p99_ms"] is not None
                       and result["answered_p99_ms"] <= args.deadline_ms)
-    print(json.dumps(result, indent=2))
+    return result
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    if args.device:
+        url, name, bundle_id, rate, seconds, deadline, features, out, drain = args.device
+        run_device(url, name, bundle_id, float(rate), float(seconds), float(deadline),
+                   int(features), Path(out), float(drain))
+        return
+    if args.seconds is None:
+        args.seconds = 50.0 if args.backlog else 3.0
+    if args.deadline_ms is None:
+        args.deadline_ms = 120_000.0 if args.backlog else 250.0
+    if args.broker_queue is None:
+        args.broker_queue = 0 if args.backlog else 100_000
+
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="adaptedge-bench-overload-"))
+    results, capacity, disconnects = _run(args, work)
+    print(json.dumps(_report(args, results, capacity, disconnects, started), indent=2))
 
 
 if __name__ == "__main__":

@@ -133,11 +133,11 @@ def test_cloud_acl_replaces_planted_symlinks_instead_of_writing_through_them(
     assert read_password_file(out / "secrets" / SERVICE) != "precious"
 
 
-def test_the_readme_shows_exactly_the_settings_cloud_acl_writes() -> None:
+def test_the_docs_show_exactly_the_settings_cloud_acl_writes() -> None:
     from adaptedge.cloud.access.acl import mosquitto_conf_text
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("### Securing the broker"):]
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    section = docs[docs.index("## Securing the broker"):]
     shown = section[section.index("# adaptedge broker settings"):section.index("# TLS instead")]
     folder = Path("/etc/mosquitto/adaptedge")
     written = mosquitto_conf_text(folder / "passwd", folder / "acl")

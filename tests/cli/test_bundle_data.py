@@ -1,5 +1,6 @@
-"""A size-dependent bundle carries its sensors and item-size column: ``evaluate``, ``simulate``
-and ``edge run --replay`` take them from the bundle, so ``--costs`` is not needed."""
+"""A size-dependent bundle carries its sensors, item-size column and label column: ``evaluate``,
+``simulate`` and ``edge run --replay`` take them from the bundle, so ``--costs`` and
+``--target`` are not needed."""
 
 from __future__ import annotations
 
@@ -59,3 +60,17 @@ def test_edge_replay_and_simulate_need_no_costs(sized: tuple[Path, Path, Path], 
     assert len(set(energies[0])) > 1  # each item is charged its own size
     assert main(["simulate", "--bundle", str(bundle), "--data", str(data), "--target", "label",
                  "--no-progress", "--report", str(tmp_path / "report")]) == 0
+
+
+def test_the_bundle_names_its_label_column(sized: tuple[Path, Path, Path], tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    data, _, bundle = sized
+    assert verify(bundle).metadata["target_column"] == "label"
+    given = _evaluate(capsys, "--bundle", str(bundle), "--data", str(data), "--target", "label")
+    assert _evaluate(capsys, "--bundle", str(bundle), "--data", str(data)) == given
+    out = tmp_path / "run.jsonl"
+    assert main(["edge", "run", "--bundle", str(bundle), "--replay", str(data), "--limit", "5",
+                 "--json-out", str(out)]) == 0
+    assert sum(r["kind"] == "decision" for r in read_journal(out)) == 5
+    assert main(["simulate", "--bundle", str(bundle), "--data", str(data), "--no-progress",
+                 "--report", str(tmp_path / "report")]) == 0

@@ -14,7 +14,7 @@ from typing import Any
 from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.operating_points import PairedCounts, rows_to_certify
-from adaptedge.trainer.data.bundle_data import SIZE_COLUMN_KEY
+from adaptedge.trainer.data.bundle_data import SIZE_COLUMN_KEY, TARGET_COLUMN_KEY
 from adaptedge.trainer.data.costs import size_column
 from adaptedge.trainer.data.csv_dataset import check_training_classes
 from adaptedge.trainer.data.data_files import MissingValueError
@@ -233,6 +233,7 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
         "frontier_rule": kept,
         "library_versions": library_versions(),
         **({SIZE_COLUMN_KEY: size_column(costs)} if dataset.sizes is not None and costs else {}),
+        **({TARGET_COLUMN_KEY: target} if target else {}),
         "extra": {k: v if isinstance(v, int | float | str | bool) else repr(v)
                   for k, v in sorted((extra or {}).items())},
         **method_meta,

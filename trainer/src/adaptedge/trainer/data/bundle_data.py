@@ -1,6 +1,7 @@
 """The data a bundle runs on: ``load_dataset``, then, without a costs file, the bundle's own
 sensors, weights, link and item-size column (``evaluate``, ``simulate`` and ``edge run
---replay`` need no ``--costs`` for a bundle trained with one)."""
+--replay`` need no ``--costs`` for a bundle trained with one, and no ``--target`` for a bundle
+trained on a data file)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from adaptedge.trainer.data.datasets import Dataset, load_dataset, with_size_col
 SIZE_COLUMN_KEY = "size_column"
 """Manifest metadata key: the data column of item sizes a size-dependent bundle was trained
 with (absent when costs do not grow with the item's size)."""
+
+TARGET_COLUMN_KEY = "target_column"
+"""Manifest metadata key: the label column of the data file a bundle was trained on."""
 
 
 def bundle_size_column(manifest: Manifest, feature_names: tuple[str, ...]) -> str | None:
@@ -31,7 +35,10 @@ def load_for_bundle(data: str, manifest: Manifest, *, target: str | None = None,
                     costs: str | Path | None = None, grouping: str | None = None,
                     seed: int = 0) -> Dataset:
     """``data`` loaded for ``manifest``'s bundle: as ``load_dataset`` with ``costs`` or
-    ``grouping`` when given; else a file's size column and sensors come from the bundle."""
+    ``grouping`` when given; else a file's size column and sensors come from the bundle, and
+    without ``target`` its label column too."""
+    if target is None and isinstance(recorded := manifest.metadata.get(TARGET_COLUMN_KEY), str):
+        target = recorded
     dataset = load_dataset(data, target=target, costs=costs, grouping=grouping, seed=seed)
     if costs is not None or grouping is not None or dataset.sizes is not None:
         return dataset
