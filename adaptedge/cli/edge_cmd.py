@@ -143,7 +143,7 @@ def _options(args: argparse.Namespace) -> DeviceOptions:
 
 def _replay_rows(args: argparse.Namespace) -> ReplayRows:
     """The rows of ``--replay`` the bundle was not trained on (``--split``, ``--limit``)."""
-    from adaptedge.cli.evaluate import check_split, replay_seed
+    from adaptedge.cli.evaluate import check_split, recipe_validation, replay_seed
     from adaptedge.edge.device import ReplayRows
     from adaptedge.protocol.bundle import open_bundle, read_manifest
     from adaptedge.trainer.data.bundle_data import load_for_bundle
@@ -155,6 +155,7 @@ def _replay_rows(args: argparse.Namespace) -> ReplayRows:
     try:
         dataset = load_for_bundle(args.replay, manifest, target=args.target, costs=args.costs,
                                   seed=seed)
+        dataset = recipe_validation(recipe, dataset, seed)  # train --val-fraction's split
         X, y = dataset.split(args.split)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc

@@ -69,7 +69,7 @@ def load_scenario_args(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from adaptedge.cli.errors import CommandError
-    from adaptedge.cli.evaluate import check_split, replay_seed
+    from adaptedge.cli.evaluate import check_split, recipe_validation, replay_seed
     from adaptedge.protocol.bundle import open_bundle, verify
     from adaptedge.simulator.hil import HilOptions, run_hil
     from adaptedge.simulator.report import evaluate, summary_table, write_report
@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         manifest = verify(root)
         seed = replay_seed(manifest.split, args.data)  # the rows it was not trained on
         dataset = load_for_bundle(args.data, manifest, target=args.target, seed=seed)
+        dataset = recipe_validation(manifest.split, dataset, seed)  # train --val-fraction's
         check_split(manifest.split, dataset, seed)
         X, y = dataset.split(args.split)
         if X.shape[1] != len(manifest.feature_names):

@@ -74,3 +74,30 @@ def test_the_bundle_names_its_label_column(sized: tuple[Path, Path, Path], tmp_p
     assert sum(r["kind"] == "decision" for r in read_journal(out)) == 5
     assert main(["simulate", "--bundle", str(bundle), "--data", str(data), "--no-progress",
                  "--report", str(tmp_path / "report")]) == 0
+
+
+def test_a_bundle_trained_with_val_fraction_replays_its_own_test_rows(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``train --val-fraction`` re-draws validation; ``evaluate``, ``edge run --replay`` and
+    ``simulate`` re-draw it as the bundle's split recipe says instead of refusing the data."""
+    from adaptedge.trainer.api import train_bundle
+
+    data, costs = write_data(tmp_path)
+    bundle = tmp_path / "bundle"
+    train_bundle(str(data), "static", bundle, target="label", costs=costs, quick=True,
+                 progress=False, hpc_kind="hgb", val_fraction=0.4)
+    from adaptedge.trainer.data.datasets import load_dataset
+    from adaptedge.trainer.data.splits import with_val_fraction
+
+    recipe = verify(bundle).split
+    assert recipe is not None
+    redrawn = with_val_fraction(load_dataset(str(data), target="label", costs=costs),
+                                recipe.fractions[1], 0)
+    assert _evaluate(capsys, "--bundle", str(bundle), "--data", str(data))["points"]
+    out = tmp_path / "run.jsonl"
+    assert main(["edge", "run", "--bundle", str(bundle), "--replay", str(data),
+                 "--json-out", str(out)]) == 0
+    decisions = [r for r in read_journal(out) if r["kind"] == "decision"]
+    assert len(decisions) == len(redrawn.y_test)
+    assert main(["simulate", "--bundle", str(bundle), "--data", str(data), "--no-progress",
+                 "--report", str(tmp_path / "report")]) == 0
