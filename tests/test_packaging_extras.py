@@ -82,3 +82,19 @@ def test_readme_starts_with_the_two_commands_then_pip() -> None:
     first = [line.split()[:2] for line in blocks[0].splitlines() if line.strip()]
     assert first == [["make", "demo"], ["make", "test"]]
     assert blocks[1].lstrip().startswith("pip install ./protocol ./edge")
+
+
+def test_every_distribution_carries_the_changelogs_newest_release() -> None:
+    """One version for the six distributions, the CHANGELOG's newest released section, and
+    the pins between them at that minor version."""
+    changelog = (REPO / "CHANGELOG.md").read_text()
+    released = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$", changelog, flags=re.M)
+    assert released, "the CHANGELOG has no released version"
+    newest = released[0]
+    assert changelog.index("## [Unreleased]") < changelog.index(f"## [{newest}]")
+    minor = ".".join(newest.split(".")[:2])
+    for folder in (".", "protocol", "edge", "cloud", "trainer", "simulator"):
+        text = (REPO / folder / "pyproject.toml").read_text()
+        assert re.search(rf'^version = "{re.escape(newest)}"$', text, flags=re.M), folder
+        pins = re.findall(r"adaptedge-[a-z]+(?:\[[a-z]+\])?>=([\d.]+)", text)
+        assert all(pin == minor for pin in pins), (folder, pins)
