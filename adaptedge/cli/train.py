@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     except ParamError as exc:
         raise CommandError(f"bad --param: {exc}") from exc
     print(render(manifest, args.out, seconds=time.perf_counter() - started))
-    print(write_device(args.out, manifest, device_out, args.force))
+    # the absolute path: `--out .` replaced the working directory, so "." names nothing now
+    print(write_device(out, manifest, device_out, args.force))
     return 0
 
 
