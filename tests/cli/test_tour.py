@@ -57,12 +57,19 @@ def test_edge_run_replays_own_csv_with_target(csv_bundle: tuple[Path, Path],
     assert journal.read_text().count('"kind": "decision"') == 15
 
 
-def test_edge_run_csv_without_target_is_one_line(csv_bundle: tuple[Path, Path],
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_edge_run_csv_takes_its_target_from_the_bundle(csv_bundle: tuple[Path, Path],
+                                                       tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
     data, bundle = csv_bundle
-    assert cli(["edge", "run", "--bundle", str(bundle), "--replay", str(data)]) == 2
+    assert cli(["edge", "run", "--bundle", str(bundle), "--replay", str(data), "--limit",
+                "3"]) == 0
+    assert "decisions 3" in capsys.readouterr().out
+    # a file without the bundle's label column: one line, no traceback
+    other = tmp_path / "other.csv"
+    other.write_text(data.read_text().replace("label", "outcome", 1))
+    assert cli(["edge", "run", "--bundle", str(bundle), "--replay", str(other)]) == 2
     err = capsys.readouterr().err
-    assert "--target" in err and "Traceback" not in err
+    assert "label" in err and "Traceback" not in err and err.count("\n") == 1
 
 
 @pytest.mark.broker
@@ -266,9 +273,10 @@ def test_training_logs_progress_and_keeps_a_run_below_every_budget(
                 "--quick", "--budget", "0.01", "--out", str(out)]) == 0
     captured = capsys.readouterr()
     # stderr is not a terminal here: periodic lines with stage, done/total and ETA
-    assert "[adaptedge] confidence: 3 steps" in captured.err
-    assert "[adaptedge] confidence: 1/3 (33%)" in captured.err and "ETA" in captured.err
-    assert "[adaptedge] confidence: 3/3 (100%)" in captured.err
+    # the quick tuned cascade fits 2 families x 3 sensor counts
+    assert "[adaptedge] confidence: 6 steps" in captured.err
+    assert "[adaptedge] confidence: 1/6 (17%)" in captured.err and "ETA" in captured.err
+    assert "[adaptedge] confidence: 6/6 (100%)" in captured.err
     assert "\r" not in captured.err
     # the finished run is written, with a warning and the rule that chose the default
     assert "warning: no operating point costs <= 0.01" in captured.err
