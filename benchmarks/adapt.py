@@ -97,22 +97,30 @@ def _point(name: str, val: Any, test: Any, d: Any, hpc: Any) -> dict[str, Any]:
 def _certified(points: list[dict[str, Any]], hpc_cost: float) -> dict[str, Any] | None:
     """The trainer's default point (``certified_near``, paired, on validation), on test."""
     from adaptedge.protocol.operating_points import certified_near
-    from adaptedge.trainer.policy.graph import Metrics
 
-    scores = [Metrics(accuracy=p["validation"]["accuracy"], cost=p["validation"]["cost"])
-              for p in points]
     bounds = [p["validation"]["paired_lower_bound"] for p in points]
-    i = certified_near(scores, bounds, 0.01, fallback=False)
+    i = certified_near(_scores(points), bounds, 0.01, fallback=False)
     if i is None:
         return None
     p = points[i]
-    reduction = 1 - p["test"]["cost"] / hpc_cost if hpc_cost > 0 else 0.0
+    return {**_chosen(p, hpc_cost), "escalation_rate": p["test"]["escalation_rate"],
+            "paired_lower_bound": p["validation"]["paired_lower_bound"]}
+
+
+def _scores(points: list[dict[str, Any]]) -> list[Any]:
+    """The points' validation (accuracy, cost), as the operating-point rules take them."""
+    from adaptedge.trainer.policy.graph import Metrics
+
+    return [Metrics(accuracy=p["validation"]["accuracy"], cost=p["validation"]["cost"])
+            for p in points]
+
+
+def _chosen(p: dict[str, Any], hpc_cost: float) -> dict[str, Any]:
+    """A point a rule chose on validation, reported on test."""
     return {"name": p["name"], "accuracy": p["test"]["accuracy"], "cost": p["test"]["cost"],
-            "escalation_rate": p["test"]["escalation_rate"],
             "validation_accuracy": p["validation"]["accuracy"],
             "validation_cost": p["validation"]["cost"],
-            "paired_lower_bound": p["validation"]["paired_lower_bound"],
-            "cost_reduction": reduction}
+            "cost_reduction": 1 - p["test"]["cost"] / hpc_cost if hpc_cost > 0 else 0.0}
 
 
 def _most_accurate(points: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -129,18 +137,9 @@ def _best(points: list[dict[str, Any]], hpc_val: float, hpc_cost: float, n_val: 
     """The operating-point rule (``protocol.operating_points.confidently_near``): the cheapest
     point whose validation accuracy's Wilson lower bound is >= the HPC's - 0.01; on test."""
     from adaptedge.protocol.operating_points import confidently_near
-    from adaptedge.trainer.policy.graph import Metrics
 
-    scores = [Metrics(accuracy=p["validation"]["accuracy"], cost=p["validation"]["cost"])
-              for p in points]
-    i = confidently_near(scores, hpc_val, 0.01, n_val, fallback=False)
-    if i is None:
-        return None
-    p = points[i]
-    reduction = 1 - p["test"]["cost"] / hpc_cost if hpc_cost > 0 else 0.0
-    return {"name": p["name"], "accuracy": p["test"]["accuracy"], "cost": p["test"]["cost"],
-            "validation_accuracy": p["validation"]["accuracy"],
-            "validation_cost": p["validation"]["cost"], "cost_reduction": reduction}
+    i = confidently_near(_scores(points), hpc_val, 0.01, n_val, fallback=False)
+    return None if i is None else _chosen(points[i], hpc_cost)
 
 
 def _full_accuracy(points: list[dict[str, Any]], hpc_val: float) -> dict[str, Any]:
