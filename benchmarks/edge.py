@@ -214,6 +214,21 @@ def rss_after_load(bundle: Path, options: str = "", mqtt: bool = False) -> tuple
     return rss, hwm, heavy
 
 
+def _interleaved_timings(rows: F32, n_calls: int,
+                         timed: dict[str, tuple[Callable[[F32], object], int]]) -> dict[str, list[float]]:
+    """Microseconds per call of each function, measured in 10 interleaved rounds so machine
+    noise hits them alike; a function given divisor ``d`` runs ``n_calls / d`` calls (sklearn's
+    at least 100 a round)."""
+    rounds = 10
+    per_round = n_calls // rounds
+    out: dict[str, list[float]] = {name: [] for name in timed}
+    for _ in range(rounds):
+        for name, (fn, divisor) in timed.items():
+            calls = per_round // divisor
+            out[name] += timed_us(fn, rows, max(100, calls) if name == "sklearn" else calls)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer timed calls")
@@ -239,25 +254,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         skl = [skl_decision(r) for r in rows]
         agreement = float(np.mean([(d.escalated, d.label_index) == s
                                    for d, s in zip(edge_decisions, skl, strict=True)]))
-        # Interleave all measurements in rounds so machine noise hits them alike.
         one_rt = EdgeRuntime.load(bundle, operating_point="one")
         chain_rt = EdgeRuntime.load(bundle, operating_point="chain")
         floor_fn, ort_run_fn = ort_floor(bundle, "gate.onnx", rows.shape[1], 2)
-        local: list[float] = []
-        floor: list[float] = []
-        ort_run: list[float] = []
-        sklearn: list[float] = []
-        one: list[float] = []
-        chain: list[float] = []
-        rounds = 10
-        per_round = n_calls // rounds
-        for _ in range(rounds):
-            local += timed_us(rt.predict_row, rows, per_round)
-            floor += timed_us(floor_fn, rows, per_round)
-            ort_run += timed_us(ort_run_fn, rows, per_round // 4)
-            sklearn += timed_us(skl_decision, rows, max(100, per_round // 20))
-            one += timed_us(one_rt.predict_row, rows, per_round)
-            chain += timed_us(chain_rt.predict_row, rows, per_round // 4)
+        runs = _interleaved_timings(rows, n_calls, {
+            "local": (rt.predict_row, 1), "floor": (floor_fn, 1), "ort_run": (ort_run_fn, 4),
+            "sklearn": (skl_decision, 20), "one": (one_rt.predict_row, 1),
+            "chain": (chain_rt.predict_row, 4)})
+        local, floor, ort_run, sklearn = (runs[k] for k in ("local", "floor", "ort_run", "sklearn"))
+        one, chain = runs["one"], runs["chain"]
         rt = chain_rt
         steps = len(manifest.policies["chain"].nodes) - 1
         assert rt.predict_row(rows[0]).nodes[-1] == f"n{steps + 1}"
