@@ -169,3 +169,14 @@ def test_dataclass_defaults_keep_classification() -> None:
     manifest = Manifest.from_dict(raw)
     changed = dataclasses.replace(manifest, metadata={"x": 1})
     assert "task" not in changed.to_dict()
+
+
+def test_device_bundle_of_regression_keeps_the_task(regression_dir: Path) -> None:
+    from adaptedge.protocol.device_bundle import device_manifest
+
+    full = read_manifest(regression_dir)
+    device = device_manifest(full, ["gate"])
+    assert device.is_regression and (device.target, device.target_unit) == ("temperature", "degC")
+    assert (device.hpc.mse, device.hpc.mae, device.hpc.accuracy) == (0.5, 0.6, -0.5)
+    assert device.hpc.cloud_bundle == full.bundle_id and not device.carries_hpc
+    assert device.schema_version == REGRESSION_SCHEMA_VERSION

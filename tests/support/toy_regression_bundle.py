@@ -59,13 +59,16 @@ ACTIONS: dict[str, tuple[list[list[float]], list[float]]] = {
 def linear_value_model(weights: list[float], bias: float,
                        action_weights: list[list[float]] | None = None,
                        action_bias: list[float] | None = None, *,
-                       output: str = VALUE_OUTPUT) -> bytes:
-    """ONNX: ``output`` = x w + c [N, 1] [, ``action_scores`` = x A + d]."""
+                       output: str = VALUE_OUTPUT, unary: str | None = None) -> bytes:
+    """ONNX: ``output`` = x w + c [N, 1] [, ``action_scores`` = x A + d]; ``unary``: an ONNX
+    op applied last (e.g. "Sqrt": NaN where x w + c < 0, a hostile HPC)."""
     n = len(weights)
     inits = [numpy_helper.from_array(np.asarray(weights, np.float32).reshape(n, 1), "w"),
              numpy_helper.from_array(np.asarray([bias], np.float32), "c")]
     nodes = [helper.make_node("MatMul", [MODEL_INPUT, "w"], ["xw"]),
-             helper.make_node("Add", ["xw", "c"], [output])]
+             helper.make_node("Add", ["xw", "c"], ["raw" if unary else output])]
+    if unary:
+        nodes.append(helper.make_node(unary, ["raw"], [output]))
     outputs = [helper.make_tensor_value_info(output, TensorProto.FLOAT, ["N", 1])]
     if action_weights is not None and action_bias is not None:
         k = len(action_bias)
@@ -136,10 +139,11 @@ def toy_regression_files() -> dict[str, bytes]:
     return files
 
 
-def build_toy_regression_bundle(out: Path, *, force: bool = False,
-                                hpc: bytes | None = None) -> Manifest:
-    """Write the toy regression bundle to ``out``; ``hpc``: other bytes for ``hpc.onnx``."""
+def build_toy_regression_bundle(out: Path, *, force: bool = False, hpc: bytes | None = None,
+                                **changes: object) -> Manifest:
+    """Write the toy regression bundle to ``out``; ``hpc``: other bytes for ``hpc.onnx``;
+    ``changes``: manifest fields to replace (e.g. ``link``)."""
     files = toy_regression_files()
     if hpc is not None:
         files["hpc.onnx"] = hpc
-    return write_bundle(out, toy_regression_manifest(), files, force=force)
+    return write_bundle(out, toy_regression_manifest(**changes), files, force=force)
