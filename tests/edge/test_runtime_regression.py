@@ -16,6 +16,7 @@ from adaptedge.edge import EdgeRuntime
 from adaptedge.edge.device.records import decision_record
 from adaptedge.edge.errors import BundleRefused
 from adaptedge.edge.escalation import MISMATCHED_REPLY, NO_UPLINK
+from adaptedge.edge.journal import summarize
 from adaptedge.protocol import Manifest, write_bundle
 from adaptedge.protocol.messages import (
     NO_LABEL,
@@ -167,3 +168,19 @@ def test_node_without_value_output_is_refused(tmp_path: Path) -> None:
     write_bundle(tmp_path / "b", toy_regression_manifest(), files)
     with pytest.raises(BundleRefused, match=r"lacks output.*value"):
         EdgeRuntime.load(tmp_path / "b", operating_point="gate")
+
+
+def test_run_summary_reports_error_in_the_targets_units(bundle: tuple[Path, Manifest]) -> None:
+    with EdgeRuntime.load(bundle[0]) as rt:
+        d1, d2 = rt.predict_row(STOP_AT_A), rt.predict_row(TO_AB_STOP)
+    assert d1.value is not None and d2.value is not None
+    lines = [{"kind": "start", "device": "edge"},
+             {"kind": "decision", **decision_record(0, d1, str(d1.value + 1.0), 0.1)},
+             {"kind": "decision", **decision_record(1, d2, str(d2.value - 3.0), 0.2)},
+             {"kind": "decision", **decision_record(2, d2, "n/a", 0.3)}]
+    s = summarize(lines)
+    assert s["scored"] == 2 and math.isnan(s["accuracy"])
+    assert s["mae"] == pytest.approx(2.0) and s["mse"] == pytest.approx(5.0)
+    plain = [{k: v for k, v in line.items() if k not in ("value", "abs_error")}
+             for line in lines]
+    assert "mse" not in summarize(plain)  # lines without values: a classification summary
