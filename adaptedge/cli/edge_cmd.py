@@ -245,7 +245,8 @@ def _render(s: dict[str, Any]) -> str:
         *_swaps(s),
         f"decisions {s['decisions']}: local {src['local']}, cloud {src['cloud']}, "
         f"degraded {src['degraded']}  (escalation rate {s['escalation_rate']:.3f})",
-        f"accuracy {s['accuracy']:.4f}",
+        f"accuracy {s['accuracy']:.4f}" if "mse" not in s else  # regression: error in units
+        f"mse {s['mse']:.6g}, mae {s['mae']:.6g} over {s['scored']} rows with a target",
         f"mean cost: {cost['scalar']:.4g} (scalar), {cost['energy_mj']:.4g} mJ, "
         f"{cost['latency_ms']:.4g} ms sensing+link, {cost['money']:.4g} money, "
         f"{cost['bytes']:.4g} B",

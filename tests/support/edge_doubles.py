@@ -45,11 +45,14 @@ def hpc_reply(reference: ReferenceWalk, request: InferenceRequest) -> InferenceR
 class MqttResponder:
     """A tiny cloud for edge tests: a paho client answering every request with the HPC.
 
-    ``copies`` > 1 sends duplicate replies; ``delay_s`` answers late (from a timer thread).
+    ``copies`` > 1 sends duplicate replies; ``delay_s`` answers late (from a timer thread);
+    ``payload`` (then ``reference`` may be None): the raw reply bytes to publish instead of
+    the HPC's answer (a misbehaving cloud: malformed replies over a real broker).
     """
 
-    def __init__(self, broker_url: str, reference: ReferenceWalk, *, copies: int = 1,
-                 delay_s: float = 0.0) -> None:
+    def __init__(self, broker_url: str, reference: ReferenceWalk | None, *, copies: int = 1,
+                 delay_s: float = 0.0,
+                 payload: Callable[[InferenceRequest], bytes] | None = None) -> None:
         import socket
         import threading
         from urllib.parse import urlsplit
@@ -78,7 +81,11 @@ class MqttResponder:
         def on_message(c: mqtt.Client, userdata: object, message: mqtt.MQTTMessage) -> None:
             request = decode(message.payload)
             assert isinstance(request, InferenceRequest)
-            data = encode(hpc_reply(self.reference, request))
+            if payload is not None:
+                data = payload(request)
+            else:
+                assert self.reference is not None, "give a reference walk or a payload"
+                data = encode(hpc_reply(self.reference, request))
             topic = reply_topic(request.device)
 
             def send() -> None:

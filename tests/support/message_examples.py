@@ -11,7 +11,7 @@ from adaptedge.protocol import (
     Telemetry,
     pack_features,
 )
-from adaptedge.protocol.messages import NO_LABEL, Message
+from adaptedge.protocol.messages import NO_LABEL, Message, ValueReply
 
 
 def _request(n: int, measured_every: int = 1, label: int = 1) -> InferenceRequest:
@@ -36,4 +36,6 @@ EXAMPLES: list[tuple[str, Message]] = [
     ("error-without-id", ErrorReply(None, "dev-1", "decode_failed", "not msgpack", 2.0)),
     ("telemetry", Telemetry("worker-1", 3.0, {"requests": 10, "p50_ms": 0.4, "p99_ms": float("inf")})),
     ("telemetry-empty", Telemetry("dev-1", 4.0, {})),
+    ("value-reply", ValueReply(7, "dev-1", "bundle", -21.375, "hpc-abc", 1_763_000_000.5, 0.42)),
+    ("value-reply-max-id", ValueReply(2**64 - 1, "d", "b", 1e300, "", 0.0, 0.0)),
 ]

@@ -23,6 +23,10 @@ class Decision:
     the local classifier's at the node reached). ``error`` says why a decision was degraded.
     ``bundle_id``: the bundle that answered (the one that walked the policy and escalated).
     ``timings`` are seconds in the runtime's clock: ``total``, ``local`` and ``cloud``.
+
+    A regression bundle's decision answers ``value`` (the stop node's, the HPC's when it
+    answered in time, else the node reached's, flagged ``degraded``) with ``label`` "",
+    ``label_index`` -1 and empty ``probabilities``; ``value`` is None for classification.
     """
 
     label: str
@@ -38,3 +42,4 @@ class Decision:
     timings: dict[str, float]
     error: str | None = None
     bundle_id: str | None = None
+    value: float | None = None

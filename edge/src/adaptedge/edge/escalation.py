@@ -4,11 +4,16 @@ Every way an escalation ends is counted once, under its own counter: no uplink (
 not counted as a fault), uplink down, the uplink raised (a transport bug must not crash the
 device), deadline missed, an error reply from the cloud, a reply that does not match the
 request. Each of these answers ``degraded`` with the local classifier's answer.
+
+A regression bundle's escalation takes the cloud's ``ValueReply``: a reply of the other task
+(an ``InferenceReply``), a non-finite value or another request's reply is a mismatched
+reply (counted, never used); the answer is then the node's own value, ``degraded``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,7 +28,13 @@ from adaptedge.edge.uplink import RequestIds, Uplink
 from adaptedge.protocol.audit import AuditPolicy
 from adaptedge.protocol.features import pack_features
 from adaptedge.protocol.manifest import Manifest
-from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
+from adaptedge.protocol.messages import (
+    NO_LABEL,
+    ErrorReply,
+    InferenceReply,
+    InferenceRequest,
+    ValueReply,
+)
 from adaptedge.protocol.walk import ReadSensor, Trail
 
 F32 = npt.NDArray[np.float32]
@@ -50,6 +61,8 @@ class CloudAnswer:
     request_id: int | None
     sent: bool
     seconds: float
+    value: float | None = None
+    """A regression bundle's answer (the cloud's, else the node's own)."""
 
 
 class Escalation:
@@ -69,6 +82,7 @@ class Escalation:
         self._hpc_sized = any(manifest.sensors[i].size_poly for i in self.hpc_sensors)
         self._sensor_cols = [np.asarray(s.features, dtype=np.intp) for s in manifest.sensors]
         self._n_classes = len(manifest.classes)
+        self._regression = manifest.is_regression
         self._deadline_s = manifest.link.deadline_ms / 1000.0
         self._masks: dict[int, npt.NDArray[np.bool_]] = {}
         self._ids = RequestIds(request_id_start)
@@ -98,7 +112,8 @@ class Escalation:
         counters = self._counters
         counters["escalations"] += 1
         label = int(local.argmax())
-        answer = CloudAnswer(local.copy(), label, "degraded", None, None, False, 0.0)
+        answer = CloudAnswer(local.copy(), label, "degraded", None, None, False, 0.0,
+                             float(local[0]) if self._regression else None)
         uplink = self.uplink
         if uplink is None or not uplink.is_connected():
             answer.error = NO_UPLINK if uplink is None else UPLINK_DOWN
@@ -128,14 +143,9 @@ class Escalation:
         elif isinstance(reply, ErrorReply):
             answer.error = reply.code
             count_cloud_error(counters, reply.code)
-        else:
-            probabilities = self._accept(reply, request.request_id)
-            if probabilities is None:
-                answer.error = MISMATCHED_REPLY
-                counters["mismatched_replies"] += 1
-            else:
-                answer.probabilities, answer.label_index = probabilities, reply.label
-                answer.source = "cloud"
+        elif not self._take(answer, reply, request.request_id):
+            answer.error = MISMATCHED_REPLY
+            counters["mismatched_replies"] += 1
         return answer
 
     def _record(self, request: InferenceRequest) -> None:
@@ -150,7 +160,10 @@ class Escalation:
 
     def _request(self, values: F32, read_bits: int, label: int,
                  confidence: float, size: float | None = None) -> InferenceRequest:
+        """A request of the values read; a regression device offers no local label."""
         features, mask = pack_features(values, self._mask(read_bits))
+        if self._regression:
+            label, confidence = NO_LABEL, 0.0
         request_id = self._ids.next()
         return InferenceRequest(
             request_id=request_id, device=self._device_id, bundle_id=self.manifest.bundle_id,
@@ -169,12 +182,29 @@ class Escalation:
                 self._masks[read_bits] = mask
         return mask
 
-    def _accept(self, reply: InferenceReply, request_id: int) -> F32 | None:
-        """The reply's probabilities if it answers ``request_id`` with one per class and a
-        valid label, else None."""
+    def _take(self, answer: CloudAnswer, reply: InferenceReply | ValueReply,
+              request_id: int) -> bool:
+        """Answer from ``reply`` (source ``cloud``) if it answers ``request_id`` as the bundle's
+        task asks: a finite value (regression), or one probability per class and a valid
+        label (classification). False (``answer`` unchanged) otherwise."""
         if reply.request_id != request_id:
-            return None
-        probabilities = reply.probability_array()
-        if probabilities.shape[0] != self._n_classes or not 0 <= reply.label < self._n_classes:
-            return None
-        return probabilities.copy()
+            return False
+        if self._regression:
+            if not isinstance(reply, ValueReply) or not _finite(reply.value):
+                return False
+            answer.value = float(reply.value)
+        else:
+            if not isinstance(reply, InferenceReply):
+                return False
+            probabilities = reply.probability_array()
+            if (probabilities.shape[0] != self._n_classes
+                    or not 0 <= reply.label < self._n_classes):
+                return False
+            answer.probabilities, answer.label_index = probabilities.copy(), reply.label
+        answer.source = "cloud"
+        return True
+
+
+def _finite(value: object) -> bool:
+    """A finite real number (an in-process uplink's reply is not checked by the codec)."""
+    return type(value) in (float, int) and math.isfinite(value)  # type: ignore[arg-type]

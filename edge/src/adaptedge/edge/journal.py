@@ -175,7 +175,7 @@ def summarize(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
     answered = _answered_by(decisions)
     last = answered[-1] if answered else {}
-    return {
+    summary = {
         "device": start.get("device"),
         "bundle_id": last.get("bundle_id") or start.get("bundle_id"),
         "operating_point": last.get("operating_point") or start.get("operating_point"),
@@ -196,3 +196,16 @@ def summarize(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "wall_s": float(decisions[-1].get("t_s", math.nan)) if decisions else 0.0,
         "interrupted": True if end is None else bool(end.get("interrupted")),
     }
+    if any("value" in d for d in decisions):
+        summary.update(_errors(decisions))
+    return summary
+
+
+def _errors(decisions: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """A regression run's error in the target's units, over the decisions with a numeric
+    truth (``abs_error``): ``mse``, ``mae`` and how many ``scored``; ``accuracy`` is NaN."""
+    errors = [float(d["abs_error"]) for d in decisions if d.get("abs_error") is not None]
+    n = len(errors)
+    return {"accuracy": math.nan, "scored": n,
+            "mse": sum(e * e for e in errors) / n if n else math.nan,
+            "mae": sum(errors) / n if n else math.nan}

@@ -51,7 +51,14 @@ from adaptedge.edge.mqtt_links import (
 )
 from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.errors import ProtocolError
-from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest, Telemetry
+from adaptedge.protocol.messages import (
+    ErrorReply,
+    InferenceReply,
+    InferenceRequest,
+    Reply,
+    Telemetry,
+    ValueReply,
+)
 from adaptedge.protocol.topics import DEFAULT_PREFIX, reply_topic, request_topic, telemetry_topic
 
 _REMEMBERED_IDS = 4096
@@ -63,7 +70,7 @@ class _Slot:
 
     def __init__(self, topic: str, payload: bytes, deadline: float) -> None:
         self.event = threading.Event()
-        self.reply: InferenceReply | ErrorReply | None = None
+        self.reply: Reply | None = None
         self.topic, self.payload, self.deadline = topic, payload, deadline
         self.info: mqtt.MQTTMessageInfo | None = None
 
@@ -159,8 +166,7 @@ class MqttUplink:
     def is_connected(self) -> bool:
         return bool(self._client.is_connected())
 
-    def exchange(self, request: InferenceRequest,
-                 deadline: float) -> InferenceReply | ErrorReply | None:
+    def exchange(self, request: InferenceRequest, deadline: float) -> Reply | None:
         rid = request.request_id
         slot = _Slot(request_topic(self.device_id, self.prefix, request.bundle_id),
                      encode(request), deadline)
@@ -354,7 +360,8 @@ class MqttUplink:
             self._counters["bad_replies"] += 1
             log.warning("edge %s: dropped an undecodable reply: %s", self.device_id, exc)
             return
-        if not isinstance(reply, InferenceReply | ErrorReply) or reply.request_id is None:
+        if (not isinstance(reply, InferenceReply | ValueReply | ErrorReply)
+                or reply.request_id is None):
             self._counters["bad_replies"] += 1
             return
         rid = reply.request_id

@@ -12,7 +12,7 @@ from pathlib import Path
 from adaptedge.edge.errors import BundleRefused
 from adaptedge.edge.session import NodeSession
 from adaptedge.protocol.costs import CostBreakdown, visit_costs
-from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.manifest import PROBA_OUTPUT, VALUE_OUTPUT, Manifest
 from adaptedge.protocol.policy_graph import PolicyGraph, PolicyNode
 from adaptedge.protocol.walk import WalkGraph, WalkNode, compile_graph
 
@@ -47,7 +47,8 @@ class CompiledPolicy:
 
 
 class ModelStore:
-    """Sessions for a verified bundle, created on first use from hash-checked bytes.
+    """Sessions for a verified bundle, created on first use from hash-checked bytes (a
+    regression bundle's nodes answer their ``value``, one column).
 
     Each model file's bytes are checked against the manifest's SHA-256 right before its
     session is created, so a file changed after ``verify`` is refused too. Nodes sharing a
@@ -58,6 +59,9 @@ class ModelStore:
         self._manifest = manifest
         self._root = root
         self._sessions: dict[tuple[str, int, int], NodeSession] = {}
+        regression = manifest.is_regression
+        self._answer = ((1, VALUE_OUTPUT) if regression
+                        else (len(manifest.classes), PROBA_OUTPUT))
 
     def get(self, file: str, n_inputs: int, n_actions: int) -> NodeSession:
         key = (file, n_inputs, n_actions)
@@ -72,8 +76,8 @@ class ModelStore:
                 raise BundleRefused("does not match its SHA-256 in the manifest: the bundle "
                                     "was modified after loading; reload a good copy",
                                     path=str(path))
-            session = NodeSession(path, model, n_inputs, len(self._manifest.classes),
-                                  n_actions)
+            width, output = self._answer
+            session = NodeSession(path, model, n_inputs, width, n_actions, output)
             self._sessions[key] = session
         return session
 

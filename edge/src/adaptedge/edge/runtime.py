@@ -39,6 +39,8 @@ from adaptedge.protocol.walk import ESCALATE, STOP, ReadSensor, walk_live, walk_
 
 F32 = npt.NDArray[np.float32]
 _MAX_CACHED_SETS = 4096
+_NO_PROBABILITIES: F32 = np.zeros(0, dtype=np.float32)
+_NO_PROBABILITIES.flags.writeable = False  # a regression decision's (shared, empty)
 
 
 class EdgeRuntime:
@@ -60,6 +62,7 @@ class EdgeRuntime:
         self._cleanup = cleanup
         self._clock = clock
         self._classes = manifest.classes
+        self._regression = manifest.is_regression
         self._n_features = len(manifest.feature_names)
         self._sensor_names = tuple(s.name for s in manifest.sensors)
         self._sensor_set = frozenset(self._sensor_names)
@@ -276,15 +279,18 @@ class EdgeRuntime:
         sent = False
         error: str | None = None
         source: Source = "local"
+        value: float | None = None  # a regression bundle's answer
         if kind == ESCALATE:
             answer = self._escalation.ask(values, trail, read, proba, size)
             probabilities, label_index, source = (answer.probabilities, answer.label_index,
                                                   answer.source)
-            error, request_id, sent, t_cloud = (answer.error, answer.request_id, answer.sent,
-                                                answer.seconds)
+            error, request_id, sent, t_cloud, value = (answer.error, answer.request_id,
+                                                       answer.sent, answer.seconds, answer.value)
         else:
             probabilities = proba.copy()
             label_index = int(proba.argmax())
+            if self._regression:
+                value = float(proba[0])
             if kind != STOP:
                 source, error = "degraded", SENSOR_FAILURE
         key = trail.read_bits << 1 | sent
@@ -299,12 +305,17 @@ class EdgeRuntime:
         if self._policy.visit_cost:  # running the visited nodes' models
             extra = self._policy.visits_cost(trail.nodes)
             cost, self._compute_spent = cost + extra, self._compute_spent + extra
+        if value is None:
+            label = self._classes[label_index]
+        else:
+            label, label_index, probabilities = "", -1, _NO_PROBABILITIES
         return Decision(
-            label=self._classes[label_index], label_index=label_index,
+            label=label, label_index=label_index,
             probabilities=probabilities, source=source, sensors_read=tuple(trail.order),
             failed_sensors=trail.failed, nodes=tuple(trail.nodes), escalated=kind == ESCALATE,
             cost=cost, request_id=request_id, bundle_id=self.manifest.bundle_id,
-            timings={"total": clock() - t0, "local": t_local, "cloud": t_cloud}, error=error)
+            timings={"total": clock() - t0, "local": t_local, "cloud": t_cloud}, error=error,
+            value=value)
 
     def _within(self, budget: float, size: float | None, run: Callable[[], Decision]
                 ) -> Decision:

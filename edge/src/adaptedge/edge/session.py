@@ -1,7 +1,8 @@
 """One onnxruntime session per node model, its input and outputs bound once and reused.
 
 The hot path writes the node's feature columns into ``x_row`` (a view of the bound float32
-input), calls ``run()`` and reads ``proba_row`` / ``scores_row`` (views of the bound outputs).
+input), calls ``run()`` and reads ``proba_row`` / ``scores_row`` (views of the bound outputs;
+a regression node's ``value`` [1, 1] is bound as ``proba_row``, one element).
 No per-call allocation beyond what onnxruntime does itself (TOOLCHAIN.md: pre-bound IOBinding
 is the cheapest way to call a small model from Python).
 """
@@ -35,14 +36,17 @@ def session_options() -> ort.SessionOptions:
 
 
 class NodeSession:
-    """A node model (``x`` -> ``probabilities`` [, ``action_scores``]) ready to run on one row."""
+    """A node model (``x`` -> ``probabilities`` or, regression, ``value`` [,
+    ``action_scores``]) ready to run on one row."""
 
     __slots__ = ("_binding", "_keep", "_run", "_run_options", "file", "proba_row",
                  "scores_row", "x_row")
 
     def __init__(self, path: Path, model: bytes, n_inputs: int, n_classes: int,
-                 n_actions: int) -> None:
-        """``model`` holds the bytes of ``path`` (already checked against its hash)."""
+                 n_actions: int, output: str = PROBA_OUTPUT) -> None:
+        """``model`` holds the bytes of ``path`` (already checked against its hash);
+        ``output``: the answer's tensor (``VALUE_OUTPUT`` with ``n_classes`` 1 for a
+        regression node)."""
         self.file = path.name
         try:
             session = ort.InferenceSession(model, session_options(),
@@ -50,14 +54,14 @@ class NodeSession:
         except Exception as exc:  # onnxruntime raises its own unrelated types
             raise BundleRefused(f"onnxruntime cannot load this model: {exc}",
                                 path=str(path)) from exc
-        _check_contract(session, path, n_actions > 1)
+        _check_contract(session, path, n_actions > 1, output)
         x = np.zeros((1, n_inputs), dtype=np.float32)
         proba = np.zeros((1, n_classes), dtype=np.float32)
         scores = np.zeros((1, max(n_actions, 1)), dtype=np.float32)
         binding = session.io_binding()
         values = [ort.OrtValue.ortvalue_from_numpy(a) for a in (x, proba, scores)]
         binding.bind_ortvalue_input(MODEL_INPUT, values[0])
-        binding.bind_ortvalue_output(PROBA_OUTPUT, values[1])
+        binding.bind_ortvalue_output(output, values[1])
         if n_actions > 1:
             binding.bind_ortvalue_output(ACTION_OUTPUT, values[2])
         self._binding = binding
@@ -78,8 +82,10 @@ class NodeSession:
         try:
             self.run()
         except Exception as exc:
+            answers = (f"{n_classes} classes" if output == PROBA_OUTPUT
+                       else f"a {output!r} [N, {n_classes}] output")
             raise BundleRefused(
-                f"does not follow the model contract for {n_inputs} inputs, {n_classes} classes"
+                f"does not follow the model contract for {n_inputs} inputs, {answers}"
                 f" and {n_actions} actions: {exc}", path=str(path)) from exc
 
     def run(self) -> None:
@@ -87,13 +93,14 @@ class NodeSession:
         self._run(self._binding, self._run_options)
 
 
-def _check_contract(session: ort.InferenceSession, path: Path, needs_scores: bool) -> None:
+def _check_contract(session: ort.InferenceSession, path: Path, needs_scores: bool,
+                    output: str = PROBA_OUTPUT) -> None:
     inputs = [i.name for i in session.get_inputs()]
     outputs = {o.name for o in session.get_outputs()}
     if inputs != [MODEL_INPUT]:
         raise BundleRefused(f"model inputs are {inputs}; the contract is one float32 input "
                             f"{MODEL_INPUT!r}", path=str(path))
-    missing = {PROBA_OUTPUT} | ({ACTION_OUTPUT} if needs_scores else set())
+    missing = {output} | ({ACTION_OUTPUT} if needs_scores else set())
     missing -= outputs
     if missing:
         raise BundleRefused(f"model lacks output(s) {sorted(missing)} (it has {sorted(outputs)})",

@@ -6,7 +6,7 @@ import secrets
 from typing import Protocol, runtime_checkable
 
 from adaptedge.edge.errors import EdgeError
-from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
+from adaptedge.protocol.messages import InferenceRequest, Reply
 
 MAX_REQUEST_ID = (1 << 64) - 1
 """Request ids are unsigned 64-bit integers on the wire (``protocol.codec``)."""
@@ -17,16 +17,15 @@ class Uplink(Protocol):
     """What the runtime needs from a transport: MQTT on a device, an in-process one in simulation.
 
     ``deadline`` is an absolute time in the runtime's clock. ``exchange`` sends the request and
-    blocks until its reply or the deadline, returning ``None`` when no reply came in time. An
+    blocks until its reply (``InferenceReply``, a regression HPC's ``ValueReply`` or an
+    ``ErrorReply``) or the deadline, returning ``None`` when no reply came in time. An
     uplink may also expose ``counters: Mapping[str, float]`` (e.g. ``late_replies``); the
     runtime merges them into its own.
     """
 
     def is_connected(self) -> bool: ...
 
-    def exchange(
-        self, request: InferenceRequest, deadline: float
-    ) -> InferenceReply | ErrorReply | None: ...
+    def exchange(self, request: InferenceRequest, deadline: float) -> Reply | None: ...
 
 
 class RequestIds:

@@ -20,6 +20,7 @@ from adaptedge.protocol.messages import (
     InferenceRequest,
     Message,
     Telemetry,
+    ValueReply,
 )
 from adaptedge.protocol.policy_graph import Action, ModelRef, PolicyGraph, PolicyNode
 
@@ -42,6 +43,7 @@ __all__ = [
     "ProtocolError",
     "SensorSpec",
     "Telemetry",
+    "ValueReply",
     "decode",
     "encode",
     "open_bundle",

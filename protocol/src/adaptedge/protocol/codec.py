@@ -29,24 +29,29 @@ from adaptedge.protocol.messages import (
     MAX_FEATURES,
     MAX_ID_CHARS,
     MAX_TEXT_CHARS,
+    NEWEST_SCHEMA_VERSION,
     NO_LABEL,
     SCHEMA_VERSION,
     TYPE_ERROR,
     TYPE_REPLY,
     TYPE_REQUEST,
     TYPE_TELEMETRY,
+    TYPE_VALUE,
+    TYPE_VERSIONS,
     ErrorReply,
     InferenceReply,
     InferenceRequest,
     Message,
     Telemetry,
+    ValueReply,
     kind,
 )
 
 MAX_MESSAGE_BYTES: Final = 1 << 20
 MAX_COUNTERS: Final = 256
 
-_ENCODABLE: Final = frozenset((InferenceRequest, InferenceReply, ErrorReply, Telemetry))
+_ENCODABLE: Final = frozenset((InferenceRequest, InferenceReply, ErrorReply, Telemetry,
+                               ValueReply))
 # msgspec's Encoder and Decoder are thread-safe (msgspec >= 0.16): one of each serves all threads.
 _encoder: Final = msgspec.msgpack.Encoder()
 _decoder: Final = msgspec.msgpack.Decoder(Message)
@@ -119,8 +124,8 @@ def decode(data: bytes | bytearray | memoryview) -> Message:
     elif kind_ is InferenceReply:
         if _reply_ok(message):
             return message  # type: ignore[no-any-return]
-    else:
-        return message  # type: ignore[no-any-return]  # error reply, telemetry: all checked in C
+    else:  # error reply, telemetry, value reply: all checked in C
+        return message  # type: ignore[no-any-return]
     raise _diagnose(data, "a field is out of range")
 
 
@@ -159,17 +164,33 @@ def _check_envelope(obj: Any) -> None:
     head = obj[0]
     if type(head) is not int or head < 0:
         raise ProtocolError(E.BAD_TYPE, f"message kind must be a non-negative integer, got {_brief(head)}")
+    check_kind(head)
+    _CHECKS[head & 255](obj)
+
+
+def check_kind(head: int, newest: int = NEWEST_SCHEMA_VERSION) -> None:
+    """Refuse an envelope kind (``version * 256 + type``) this side cannot read, in one line:
+    a version outside 1..``newest`` (a side built before version 2 had ``newest`` 1, so it
+    refuses a ``ValueReply`` with "message has schema version 2; this side speaks version
+    1"), an unknown type, or a type sent at another version than its own."""
     version, code = divmod(head, 256)
-    if version != SCHEMA_VERSION:
+    if not SCHEMA_VERSION <= version <= newest:
+        spoken = (f"version {SCHEMA_VERSION}" if newest == SCHEMA_VERSION
+                  else f"versions {SCHEMA_VERSION} to {newest}")
         raise ProtocolError(
             E.BAD_SCHEMA_VERSION,
-            f"message has schema version {version}; this side speaks version {SCHEMA_VERSION}: "
+            f"message has schema version {version}; this side speaks {spoken}: "
             "upgrade the older side",
         )
-    check = _CHECKS.get(code)
-    if check is None:
+    own = TYPE_VERSIONS.get(code)
+    if own is None or code not in _CHECKS or own > newest:
         raise ProtocolError(E.BAD_TYPE, f"unknown message type code {code}")
-    check(obj)
+    if own != version:
+        raise ProtocolError(
+            E.BAD_SCHEMA_VERSION,
+            f"message type {code} has schema version {version}; this side speaks it at version "
+            f"{own}: upgrade the older side",
+        )
 
 
 def _arity(obj: list[Any], n: int, what: str, optional: int = 0) -> list[Any]:
@@ -289,6 +310,20 @@ def _check_error(obj: list[Any]) -> None:
     _number(server_time, "server_time")
 
 
+def _check_value(obj: list[Any]) -> None:
+    _arity(obj, 8, "value reply")
+    _, rid, device, bundle_id, value, model_id, server_time, service_ms = obj
+    _uint64(rid, "request_id")
+    _ident(device, "device")
+    _ident(bundle_id, "bundle_id")
+    if type(value) in (int, float) and not math.isfinite(value):
+        raise ProtocolError(E.NON_FINITE, f"value must be a finite number, got {_brief(value)}")
+    _number(value, "value")
+    _text(model_id, "model_id")
+    _number(server_time, "server_time")
+    _number(service_ms, "service_ms")
+
+
 def _check_telemetry(obj: list[Any]) -> None:
     obj = _arity(obj, 4, "telemetry", optional=1)
     if obj[3] is _OMITTED:
@@ -309,7 +344,8 @@ _CHECKS: Final = {
     TYPE_REPLY: _check_reply,
     TYPE_ERROR: _check_error,
     TYPE_TELEMETRY: _check_telemetry,
+    TYPE_VALUE: _check_value,
 }
-KINDS: Final = {cls: kind(code) for cls, code in (
+KINDS: Final = {cls: kind(code, TYPE_VERSIONS[code]) for cls, code in (
     (InferenceRequest, TYPE_REQUEST), (InferenceReply, TYPE_REPLY),
-    (ErrorReply, TYPE_ERROR), (Telemetry, TYPE_TELEMETRY))}
+    (ErrorReply, TYPE_ERROR), (Telemetry, TYPE_TELEMETRY), (ValueReply, TYPE_VALUE))}

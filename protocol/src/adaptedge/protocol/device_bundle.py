@@ -22,7 +22,7 @@ from pathlib import Path
 from adaptedge.protocol.bundle import write_bundle
 from adaptedge.protocol.bundle_digest import manifest_digest
 from adaptedge.protocol.errors import BundleError
-from adaptedge.protocol.manifest import HpcRef, Manifest
+from adaptedge.protocol.manifest import Manifest
 
 
 def _chosen(full: Manifest, points: Sequence[str] | None) -> list[str]:
@@ -52,9 +52,8 @@ def device_manifest(full: Manifest, points: Sequence[str] | None = None) -> Mani
     if index is not None and not {str(m.get("point")) for m in index.get("models", ())} \
             <= set(chosen):
         index = None
-    hpc = full.hpc if not full.carries_hpc else HpcRef(
-        file=full.hpc.file, sensors=full.hpc.sensors, accuracy=full.hpc.accuracy,
-        description=full.hpc.description, sha256=full.hpc_sha256, cloud_bundle=full.bundle_id)
+    hpc = full.hpc if not full.carries_hpc else replace(  # a regression HPC keeps mse, mae
+        full.hpc, sha256=full.hpc_sha256, cloud_bundle=full.bundle_id)
     default = (full.default_operating_point if full.default_operating_point in chosen
                else chosen[0])
     draft = replace(full, bundle_id="pending", hpc=hpc, policies=policies, operating_points=kept,

@@ -11,6 +11,12 @@ The model contract (every ONNX file a policy node names):
                             action; the device takes the first highest score.
 The HPC takes ``x`` float32 [N, len(feature_names)] (unmeasured slots 0) and gives
 ``probabilities``.
+
+A regression bundle (``task`` "regression", schema version 2, ``classes`` empty) has the same
+contract with output ``value`` float32 [N, 1] in place of ``probabilities``, for its nodes and
+its HPC. Its operating points and HPC store validation ``mse`` and ``mae`` (the data's units)
+instead of ``accuracy``; the score every front and budget lookup uses, ``accuracy``, is then
+-mse (higher is better).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from adaptedge.protocol.budget_index import checked_index
 from adaptedge.protocol.errors import BundleError
@@ -33,8 +39,17 @@ from adaptedge.protocol.split_recipe import (
 )
 
 BUNDLE_SCHEMA_VERSION = 1
+"""The schema version of a classification bundle."""
+REGRESSION_SCHEMA_VERSION = 2
+"""The schema version of a regression bundle (older readers refuse it in one line)."""
+READABLE_SCHEMA_VERSIONS = (BUNDLE_SCHEMA_VERSION, REGRESSION_SCHEMA_VERSION)
+Task = Literal["classification", "regression"]
+REGRESSION_METRIC = "mse"
+"""The metric a regression bundle's points are scored by (``accuracy`` = -mse)."""
 MODEL_INPUT = "x"
 PROBA_OUTPUT = "probabilities"
+VALUE_OUTPUT = "value"
+"""A regression model's output: float32 [N, 1], the predicted value in the target's units."""
 ACTION_OUTPUT = "action_scores"
 MAX_SENSOR_TIMEOUT_MS = 3_600_000.0
 """Longest sensor read timeout a bundle (or a device) may set: one hour."""
@@ -117,6 +132,10 @@ class OperatingPoint:
     method: str | None = None
     """Optional: the training method the point's policy came from (``train --method auto``
     merges several methods into one front). ``None`` when unrecorded."""
+    mse: float | None = None
+    """Regression only: validation mean squared error (``accuracy`` is then -mse)."""
+    mae: float | None = None
+    """Regression only: validation mean absolute error, in the target's units."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +153,9 @@ class HpcRef:
     description: str = ""
     sha256: str | None = None
     cloud_bundle: str | None = None
+    mse: float | None = None
+    """Regression only: the HPC's validation mean squared error (``accuracy`` is -mse)."""
+    mae: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +178,12 @@ class Manifest:
     budget_index: Mapping[str, Any] | None = None
     """Per-decision budgets: ``protocol.budget_index`` JSON (absent unless a method made one)."""
     split: SplitRecipe | None = None  # optional: the training split (protocol.split_recipe)
+    task: Task = "classification"
+    """What the bundle predicts: a class (``classes``) or a value (``target``)."""
+    target: str = ""
+    """Regression: the data column predicted (empty for classification)."""
+    target_unit: str = ""
+    """Regression: the target's unit ("" when unknown)."""
 
     # -- lookups ----------------------------------------------------------------------------
     def sensor(self, name: str) -> SensorSpec:
@@ -170,8 +198,13 @@ class Manifest:
                 return point
         raise KeyError(name)
 
+    @property
+    def is_regression(self) -> bool:
+        return self.task == "regression"
+
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(drop_unset_optionals(asdict(self)))  # type: ignore[no-any-return]
+        raw = _task_fields(drop_unset_optionals(asdict(self)))
+        return _jsonable(raw)  # type: ignore[no-any-return]
 
     @property
     def carries_hpc(self) -> bool:
@@ -191,6 +224,24 @@ class Manifest:
     @classmethod
     def from_dict(cls, raw: Any) -> Manifest:
         return _parse_manifest(raw)
+
+
+def _task_fields(raw: dict[str, Any]) -> dict[str, Any]:
+    """The task's own fields as the JSON holds them: none for classification (its manifests
+    are written as before the task existed); for regression ``task``, ``target`` {name, unit},
+    ``metric``, and ``mse``/``mae`` in place of ``accuracy`` in each point and the HPC."""
+    task, name, unit = raw.pop("task"), raw.pop("target"), raw.pop("target_unit")
+    scored = [*raw.get("operating_points", ()), raw.get("hpc", {})]
+    for item in scored:
+        if task == "regression":
+            item.pop("accuracy", None)
+        else:
+            for key in ("mse", "mae"):
+                if item.get(key) is None:
+                    item.pop(key, None)
+    if task == "regression":
+        raw.update(task=task, target={"name": name, "unit": unit}, metric=REGRESSION_METRIC)
+    return raw
 
 
 def _jsonable(value: Any) -> Any:
@@ -268,15 +319,15 @@ class _Reader:
 def _parse_manifest(raw: Any) -> Manifest:
     r = _Reader(raw, "")
     version = r.get("schema_version", int)
-    if version != BUNDLE_SCHEMA_VERSION:
+    if version not in READABLE_SCHEMA_VERSIONS:
         raise BundleError(
-            f"bundle schema version {version} is not supported (this adaptedge reads version "
-            f"{BUNDLE_SCHEMA_VERSION}): re-export the bundle with a matching trainer",
-            path="schema_version",
+            f"bundle schema version {version} is not supported (this adaptedge reads versions "
+            f"{BUNDLE_SCHEMA_VERSION} and {REGRESSION_SCHEMA_VERSION}): re-export the bundle "
+            "with a matching trainer", path="schema_version",
         )
-    classes = r.strings("classes")
-    if len(classes) < 2 or len(set(classes)) != len(classes):
-        raise BundleError("needs at least two distinct class names", path="classes")
+    task = _parse_task(r, version)
+    regression = task.task == "regression"
+    classes = task.classes
     feature_names = r.strings("feature_names")
     n_features = len(feature_names)
     if not n_features:
@@ -298,7 +349,7 @@ def _parse_manifest(raw: Any) -> Manifest:
     link = _parse_link(r.child("link"))
     weights = _parse_weights(r.child("cost_weights"))
     files = _parse_files(r.child("files"))
-    hpc = _parse_hpc(r.child("hpc"), files)
+    hpc = _parse_hpc(r.child("hpc"), files, regression)
     _check_sensors(hpc.sensors, names, "hpc.sensors")
 
     policies_raw = r.child("policies")
@@ -309,7 +360,7 @@ def _parse_manifest(raw: Any) -> Manifest:
                          files=files)
         for name in policies_raw.raw
     }
-    points = tuple(_parse_point(_Reader(item, f"operating_points[{i}]"), policies)
+    points = tuple(_parse_point(_Reader(item, f"operating_points[{i}]"), policies, regression)
                    for i, item in enumerate(r.get("operating_points", list)))
     if not points:
         raise BundleError("must hold at least one operating point", path="operating_points")
@@ -336,16 +387,67 @@ def _parse_manifest(raw: Any) -> Manifest:
         metadata=r.get("metadata", dict, {}),
         budget_index=checked_index(r.get("budget_index", dict, None), point_names),
         split=parse_split(r.raw.get("split"), "split"),
+        task=task.task, target=task.target, target_unit=task.unit,
     )
 
 
-def _parse_hpc(hr: _Reader, files: Mapping[str, str]) -> HpcRef:
+@dataclass(frozen=True, slots=True)
+class _TaskFields:
+    task: Task
+    classes: tuple[str, ...]
+    target: str = ""
+    unit: str = ""
+
+
+def _parse_task(r: _Reader, version: int) -> _TaskFields:
+    """The task's fields: version 1 is classification (two or more distinct classes, no task
+    fields); version 2 is regression (``task``, ``target``, ``metric``, ``classes`` [])."""
+    if version == BUNDLE_SCHEMA_VERSION:
+        for key in ("task", "target", "metric"):
+            if key in r.raw:
+                raise BundleError(f"is a regression field; a schema version {version} "
+                                  "(classification) bundle must not hold it", path=key)
+        if r.get("classes", list) == []:
+            raise BundleError("is empty; only a regression bundle (schema version "
+                              f"{REGRESSION_SCHEMA_VERSION}) has no classes", path="classes")
+        classes = r.strings("classes")
+        if len(classes) < 2 or len(set(classes)) != len(classes):
+            raise BundleError("needs at least two distinct class names", path="classes")
+        return _TaskFields("classification", classes)
+    if r.get("task", str) != "regression":
+        raise BundleError(f"must be 'regression' in a schema version {version} bundle",
+                          path="task")
+    if r.get("classes", list) != []:
+        raise BundleError("must be [] in a regression bundle (it predicts a value, not a "
+                          "class)", path="classes")
+    metric = r.get("metric", str)
+    if metric != REGRESSION_METRIC:
+        raise BundleError(f"must be {REGRESSION_METRIC!r} (the only regression metric), got "
+                          f"{metric[:40]!r}", path="metric")
+    target = r.child("target")
+    return _TaskFields("regression", (), target.text("name"), target.get("unit", str, ""))
+
+
+def _parse_errors(r: _Reader, regression: bool) -> tuple[float, float | None, float | None]:
+    """(score, mse, mae) of a point or the HPC: ``accuracy`` in a classification bundle;
+    ``mse`` and ``mae`` (score -mse) in a regression bundle."""
+    if not regression:
+        return r.number("accuracy"), None, None
+    if "accuracy" in r.raw:
+        raise BundleError("a regression bundle stores mse and mae, not accuracy",
+                          path=r.at("accuracy"))
+    mse = r.number("mse")
+    return -mse, mse, r.number("mae")
+
+
+def _parse_hpc(hr: _Reader, files: Mapping[str, str], regression: bool = False) -> HpcRef:
     """The HPC reference: a file the bundle holds, or (a device bundle) one it names by hash."""
     sha = hr.get("sha256", (str, type(None)), None)
     cloud = hr.get("cloud_bundle", (str, type(None)), None)
+    score, mse, mae = _parse_errors(hr, regression)
     hpc = HpcRef(file=hr.text("file"), sensors=hr.strings("sensors"),
-                 accuracy=hr.number("accuracy"), description=hr.get("description", str, ""),
-                 sha256=sha, cloud_bundle=cloud)
+                 accuracy=score, description=hr.get("description", str, ""),
+                 sha256=sha, cloud_bundle=cloud, mse=mse, mae=mae)
     if sha is None and cloud is None:
         _check_file(files, hpc.file, "hpc.file")  # a full bundle holds its HPC
         return hpc
@@ -425,7 +527,8 @@ def _check_sensors(used: tuple[str, ...], known: list[str], path: str) -> None:
         raise BundleError("lists a sensor twice", path=path)
 
 
-def _parse_point(r: _Reader, policies: Mapping[str, PolicyGraph]) -> OperatingPoint:
+def _parse_point(r: _Reader, policies: Mapping[str, PolicyGraph],
+                 regression: bool = False) -> OperatingPoint:
     policy = r.text("policy")
     if policy not in policies:
         raise BundleError(f"names policy {policy!r}, which does not exist", path=r.at("policy"))
@@ -433,15 +536,16 @@ def _parse_point(r: _Reader, policies: Mapping[str, PolicyGraph]) -> OperatingPo
     for key, value in params.items():
         if not isinstance(value, int | float | str) or isinstance(value, bool):
             raise BundleError("params values must be numbers or strings", path=r.at(f"params.{key}"))
+    score, mse, mae = _parse_errors(r, regression)
     return OperatingPoint(
-        name=r.text("name"), policy=policy, accuracy=r.number("accuracy"), cost=r.number("cost"),
+        name=r.text("name"), policy=policy, accuracy=score, cost=r.number("cost"),
         escalation_rate=r.number("escalation_rate", 0.0),
         avg_sensors_read=r.number("avg_sensors_read", 0.0),
         params=params,
         accuracy_interval=parse_interval(r.raw.get("accuracy_interval"),
                                          r.at("accuracy_interval")),
-        paired_lower_bound=_parse_bound(r),
-        method=_parse_method(r),
+        paired_lower_bound=_parse_bound(r, regression),
+        method=_parse_method(r), mse=mse, mae=mae,
     )
 
 
@@ -454,9 +558,13 @@ def _parse_method(r: _Reader) -> str | None:
     return raw
 
 
-def _parse_bound(r: _Reader) -> float | None:
+def _parse_bound(r: _Reader, regression: bool = False) -> float | None:
+    """An accuracy difference's bound lies in [-1, 1]; a regression bound (HPC MSE - point
+    MSE, squared units) is any finite number."""
     if r.raw.get("paired_lower_bound") is None:
         return None
+    if regression:
+        return float(r.get("paired_lower_bound", float))
     value = r.number("paired_lower_bound", minimum=-1.0)
     if value > 1.0:
         raise BundleError(f"must be in [-1, 1], got {value}", path=r.at("paired_lower_bound"))

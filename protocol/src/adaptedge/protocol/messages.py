@@ -16,7 +16,12 @@ import numpy.typing as npt
 from msgspec import Meta
 
 SCHEMA_VERSION: Final = 1
-"""Version of the wire envelope. A message of another version is refused, naming both."""
+"""Version of the wire envelope of every message type but ``ValueReply``. A message of a
+version this side does not speak is refused, naming both."""
+VALUE_SCHEMA_VERSION: Final = 2
+"""The version ``ValueReply`` (a regression HPC's answer) first appears at: a device that
+speaks only version 1 refuses it in one line instead of misreading it."""
+NEWEST_SCHEMA_VERSION: Final = VALUE_SCHEMA_VERSION
 
 NO_LABEL: Final = -1
 """``local_label`` when the device has no local answer to offer."""
@@ -31,6 +36,11 @@ TYPE_REQUEST: Final = 1
 TYPE_REPLY: Final = 2
 TYPE_ERROR: Final = 3
 TYPE_TELEMETRY: Final = 4
+TYPE_VALUE: Final = 5
+TYPE_VERSIONS: Final = {TYPE_REQUEST: SCHEMA_VERSION, TYPE_REPLY: SCHEMA_VERSION,
+                        TYPE_ERROR: SCHEMA_VERSION, TYPE_TELEMETRY: SCHEMA_VERSION,
+                        TYPE_VALUE: VALUE_SCHEMA_VERSION}
+"""Type code -> the schema version it is sent at."""
 
 RequestId = Annotated[int, Meta(ge=0)]
 Ident = Annotated[str, Meta(min_length=1, max_length=MAX_ID_CHARS)]
@@ -97,6 +107,18 @@ class InferenceReply(msgspec.Struct, tag=kind(TYPE_REPLY), **_STRUCT):
         return np.frombuffer(self.probabilities, dtype="<f4").astype(np.float32, copy=False)
 
 
+class ValueReply(msgspec.Struct, tag=kind(TYPE_VALUE, VALUE_SCHEMA_VERSION), **_STRUCT):
+    """A regression HPC's answer: the predicted value (finite, in the target's units)."""
+
+    request_id: RequestId
+    device: Ident
+    bundle_id: Ident
+    value: Finite
+    model_id: Text
+    server_time: Finite
+    service_ms: Finite
+
+
 class ErrorReply(msgspec.Struct, tag=kind(TYPE_ERROR), **_STRUCT):
     """The cloud could not answer a request; ``code`` is one of ``protocol.errors.ERROR_CODES``."""
 
@@ -116,5 +138,8 @@ class Telemetry(msgspec.Struct, tag=kind(TYPE_TELEMETRY), **_STRUCT):
         default_factory=dict)
 
 
-Message = InferenceRequest | InferenceReply | ErrorReply | Telemetry
-MESSAGE_TYPES: tuple[type, ...] = (InferenceRequest, InferenceReply, ErrorReply, Telemetry)
+Message = InferenceRequest | InferenceReply | ErrorReply | Telemetry | ValueReply
+MESSAGE_TYPES: tuple[type, ...] = (InferenceRequest, InferenceReply, ErrorReply, Telemetry,
+                                   ValueReply)
+Reply = InferenceReply | ValueReply | ErrorReply
+"""What the cloud answers a request with."""

@@ -1,7 +1,7 @@
 """The ONNX side of the model contract: the versions every bundled model is written at.
 
-The tensor names of the contract (input ``x``, outputs ``probabilities`` and
-``action_scores``) are defined with the manifest (``protocol.manifest``) and re-exported
+The tensor names of the contract (input ``x``, outputs ``probabilities`` (a regression
+model: ``value``) and ``action_scores``) are defined with the manifest (``protocol.manifest``) and re-exported
 here, so an exporter finds names and versions in one place. The versions are the ones the
 oldest onnxruntime allowed by ``pyproject.toml`` (1.17) and today's (1.32) both load:
 IR 9 (onnxruntime >= 1.15), default opset 17 and ``ai.onnx.ml`` opset 3. This module is
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
+from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, VALUE_OUTPUT
 
 IR_VERSION = 9
 """The ``ModelProto.ir_version`` of every model the trainer writes."""
@@ -34,4 +34,5 @@ __all__ = [
     "OPSET",
     "OPSETS",
     "PROBA_OUTPUT",
+    "VALUE_OUTPUT",
 ]

@@ -158,8 +158,10 @@ def hpc_answers(bundle: str | Path | ReplaySession, X: npt.NDArray[np.floating[A
                                  packed) for i, row in enumerate(block)]
     labels = np.empty(len(X), dtype=np.int64)
     for i, reply in enumerate(hpc.handle_batch(requests, now=0.0)):
-        if not isinstance(reply, InferenceReply):
+        if isinstance(reply, ErrorReply):
             raise RuntimeError(f"the HPC refused row {i}: {reply.code}: {reply.message}")
+        if not isinstance(reply, InferenceReply):  # a regression HPC's ValueReply
+            raise RuntimeError(f"the HPC answered row {i} with a value, not a class label")
         labels[i] = reply.label
     return labels
 

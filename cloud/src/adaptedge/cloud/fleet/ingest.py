@@ -37,7 +37,7 @@ from adaptedge.cloud.transport.connection import (
     reconnect,
 )
 from adaptedge.protocol.errors import ProtocolError
-from adaptedge.protocol.messages import NO_LABEL, InferenceReply, InferenceRequest
+from adaptedge.protocol.messages import NO_LABEL, ErrorReply, InferenceReply, InferenceRequest
 from adaptedge.protocol.store_wire import (
     StoreAck,
     StoreRecord,
@@ -270,8 +270,8 @@ class StoreIngest:
         except Exception as exc:  # the HPC must not stop the store
             self.log.exception("the HPC failed to label a batch")
             return [(None, f"internal: {type(exc).__name__}")] * len(requests)
-        return [(r.label, None) if isinstance(r, InferenceReply) else (None, r.code)
-                for r in replies]
+        return [(r.label, None) if isinstance(r, InferenceReply)  # a ValueReply: no label
+                else (None, r.code if isinstance(r, ErrorReply) else None) for r in replies]
 
     def _ack(self, device: str, request_id: int, digest: bytes, status: Any,
              message: str = "") -> None:

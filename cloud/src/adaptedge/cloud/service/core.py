@@ -27,7 +27,7 @@ from adaptedge.cloud.service.shedding import BacklogProbe, LoadShedder, Pending,
 from adaptedge.cloud.service.stats import ServiceStats, log_line
 from adaptedge.protocol import errors as E
 from adaptedge.protocol.codec import encode
-from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest, Telemetry
+from adaptedge.protocol.messages import ErrorReply, InferenceRequest, Telemetry
 from adaptedge.protocol.topics import bundle_requests, request_topic, telemetry_topic, wildcard
 
 
@@ -179,8 +179,8 @@ class ServiceCore:
         wire.publish(reply_to, payload, qos=1)  # the bookkeeping after: the reply goes first
         self.published += 1
         self.recent.settle(device, request.request_id, digest, payload,
-                           answer=type(reply) is InferenceReply)
-        shedder.record_compute(1, done_at - now, sample=type(reply) is InferenceReply,
+                           answer=type(reply) is not ErrorReply)
+        shedder.record_compute(1, done_at - now, sample=type(reply) is not ErrorReply,
                                now=done_at)
         self.stats.record_flush([(done_at - received) * 1000.0])
         return True
@@ -208,7 +208,7 @@ class ServiceCore:
                 payload = encode(reply)
                 if digest and reply.request_id is not None:  # only answers are cached
                     recent.settle(device, reply.request_id, digest, payload,
-                                  answer=type(reply) is InferenceReply)
+                                  answer=type(reply) is not ErrorReply)
             publish(reply_to, payload, qos=1)
         self.published += len(items)
         self.stats.record_flush([(done_at - item[0]) * 1000.0 for item in items])

@@ -2,7 +2,8 @@
 
 Transport-free: the MQTT service and the in-process simulator both use ``HpcInference``.
 Bad input never raises; it becomes an ``ErrorReply`` with a ``protocol.errors`` code, and
-``error_counts`` counts it.
+``error_counts`` counts it. A regression bundle's HPC gives ``value`` [N, 1] and each answer
+is a ``ValueReply``; a non-finite value is an ``internal`` error reply, never an answer.
 """
 
 from __future__ import annotations
@@ -35,11 +36,17 @@ from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.device_bundle import check_answers_for, device_manifest
 from adaptedge.protocol.errors import ProtocolError
 from adaptedge.protocol.features import all_finite
-from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT, Manifest
-from adaptedge.protocol.messages import MAX_TEXT_CHARS, ErrorReply, InferenceReply, InferenceRequest
+from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT, VALUE_OUTPUT, Manifest
+from adaptedge.protocol.messages import (
+    MAX_TEXT_CHARS,
+    ErrorReply,
+    InferenceReply,
+    InferenceRequest,
+    ValueReply,
+)
+from adaptedge.protocol.messages import Reply as Reply  # re-exported: the service's replies
 from adaptedge.protocol.topics import DEFAULT_PREFIX, parse, reply_topic
 
-Reply = InferenceReply | ErrorReply
 _TOPIC_CACHE_LIMIT: Final = 65_536
 _MAX_ROW_TIMEOUTS: Final = 2
 """Row re-runs of a failed batch that may time out before the rest are failed unrun."""
@@ -73,15 +80,19 @@ class HpcInference:
         self.model_id = f"{manifest.bundle_id}/{manifest.hpc.file}"
         self.prefix = prefix
         self.n_features = len(manifest.feature_names)
-        self.n_classes = len(manifest.classes)
+        self.regression = manifest.is_regression
+        self.output = hpc_output(manifest)
+        self.n_classes = 1 if self.regression else len(manifest.classes)
+        """Columns of the HPC's answer (a regression HPC's ``value``: one)."""
         self._mask_len = (self.n_features + 7) >> 3
         self._session = session
         # The pybind session's run skips the Python wrapper's per-call checks (~4 us);
         # inputs are always float32 [N, n_features] here.
         self._run_session = getattr(getattr(session, "_sess", None), "run", None) or session.run
-        self._outputs = [PROBA_OUTPUT]
+        self._outputs = [self.output]
         self.guard = RunGuard(run_limit_s)
-        self._bound_row = BoundRow(session, self.n_features, self.n_classes, self.guard)
+        self._bound_row = BoundRow(session, self.n_features, self.n_classes, self.guard,
+                                   self.output)
         needed = sorted({c for s in manifest.sensors if s.name in manifest.hpc.sensors
                          for c in s.features})
         self.hpc_features: npt.NDArray[np.intp] = np.asarray(needed, dtype=np.intp)
@@ -113,9 +124,10 @@ class HpcInference:
                              "re-export the bundle with a supported IR version and opset") from exc
         inputs = {i.name: i for i in session.get_inputs()}
         outputs = {o.name for o in session.get_outputs()}
-        if MODEL_INPUT not in inputs or PROBA_OUTPUT not in outputs:
+        output = hpc_output(manifest)
+        if MODEL_INPUT not in inputs or output not in outputs:
             raise CloudError(f"{path}: the HPC must take input {MODEL_INPUT!r} and give output "
-                             f"{PROBA_OUTPUT!r}; it has inputs {sorted(inputs)} and outputs "
+                             f"{output!r}; it has inputs {sorted(inputs)} and outputs "
                              f"{sorted(outputs)}")
         width = inputs[MODEL_INPUT].shape[-1] if inputs[MODEL_INPUT].shape else None
         if isinstance(width, int) and width != len(manifest.feature_names):
@@ -342,8 +354,17 @@ class HpcInference:
                 probs: npt.NDArray[np.float32], raw: bytes, replies: list[Reply | None],
                 server_time: float, started: float) -> None:
         """``raw``: ``probs`` as bytes (slicing bytes beats numpy rows)."""
-        labels = probs.argmax(axis=1).tolist()  # the first highest probability wins
         service_ms = (time.perf_counter() - started) * 1000.0
+        if self.regression:
+            values = probs[:, 0].tolist()
+            for j, i in enumerate(rows):
+                req = requests[i]
+                replies[i] = ValueReply(req.request_id, req.device, req.bundle_id, values[j],
+                                        self.model_id, server_time, service_ms)
+            self.answered += len(rows)
+            self.batches += 1
+            return
+        labels = probs.argmax(axis=1).tolist()  # the first highest probability wins
         model_id, width, reply = self.model_id, 4 * self.n_classes, InferenceReply
         end = 0
         for j, i in enumerate(rows):
@@ -383,12 +404,17 @@ class HpcInference:
                 f"the HPC run was stopped after {self.guard.limit_s:g} s"), server_time)
         self.answered += 1
         self.batches += 1
+        service_ms = (time.perf_counter() - started) * 1000.0
+        if self.regression:  # BoundRow gave a finite float32
+            return ValueReply(req.request_id, req.device, req.bundle_id,
+                              memoryview(raw).cast("f")[0], self.model_id, server_time,
+                              service_ms)
         return InferenceReply(req.request_id, req.device, req.bundle_id, first_argmax(raw), raw,
-                              self.model_id, server_time,
-                              (time.perf_counter() - started) * 1000.0)
+                              self.model_id, server_time, service_ms)
 
     def _run(self, x: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.float32], bytes]:
-        """The probabilities of the rows of ``x``, as an array and as bytes."""
+        """The probabilities (regression: values, [N, 1]) of the rows of ``x``, as an array
+        and as bytes; ``ValueError`` for another shape or a non-finite number."""
         guard = self.guard
         try:
             out: Any = self._run_session(self._outputs, {MODEL_INPUT: x}, guard.begin())[0]
@@ -401,7 +427,7 @@ class HpcInference:
         probs = np.asarray(out, dtype="<f4")
         raw = probs.tobytes()
         if probs.shape != (x.shape[0], self.n_classes) or not all_finite(raw):
-            raise ValueError(f"HPC returned probabilities of shape {probs.shape} (or non-finite "
+            raise ValueError(f"HPC returned {self.output} of shape {probs.shape} (or non-finite "
                              f"values); expected ({x.shape[0]}, {self.n_classes}) finite")
         return probs, raw
 
@@ -420,3 +446,8 @@ class HpcInference:
                 code, text = E.NON_FINITE, ("measured feature values are NaN or infinite: mark a "
                                             "failed sensor as unmeasured instead")
             replies[rows[j]] = self.error(req.device, req.request_id, code, text, server_time)
+
+
+def hpc_output(manifest: Manifest) -> str:
+    """The HPC's answer tensor: ``value`` for a regression bundle, else ``probabilities``."""
+    return VALUE_OUTPUT if manifest.is_regression else PROBA_OUTPUT

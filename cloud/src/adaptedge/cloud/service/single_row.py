@@ -22,10 +22,11 @@ from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT
 
 
 class BoundRow:
-    """``run(features) -> probability bytes`` for one row; ``None`` means "use the batch path"."""
+    """``run(features) -> probability bytes`` (a regression HPC: its value's four bytes) for one
+    row; ``None`` means "use the batch path"."""
 
     def __init__(self, session: ort.InferenceSession, n_features: int, n_classes: int,
-                 guard: RunGuard) -> None:
+                 guard: RunGuard, output: str = PROBA_OUTPUT) -> None:
         self._session = session
         self._guard = guard
         self._input = np.zeros((1, n_features), dtype=np.float32)
@@ -41,7 +42,7 @@ class BoundRow:
             # and pays for a C++ exception on every call (~60 us) when there is none.
             self._raw = getattr(session, "_sess", None), getattr(self._binding, "_iobinding", None)
             self._binding.bind_cpu_input(MODEL_INPUT, self._input)
-            self._binding.bind_output(PROBA_OUTPUT, "cpu", 0, np.float32, [1, n_classes],
+            self._binding.bind_output(output, "cpu", 0, np.float32, [1, n_classes],
                                       self._output.ctypes.data)
             probe = np.linspace(-1.0, 1.0, n_features, dtype=np.float32)
             self._input[0] = probe
@@ -49,7 +50,7 @@ class BoundRow:
                 self._run_bound(guard.begin())
             finally:
                 guard.end()
-            expected = session.run([PROBA_OUTPUT], {MODEL_INPUT: probe.reshape(1, -1)},
+            expected = session.run([output], {MODEL_INPUT: probe.reshape(1, -1)},
                                    guard.begin())[0]
         except Exception:  # the model does not bind this way: the batch path serves it
             return

@@ -16,9 +16,11 @@ TELEMETRY_WINDOW = 1000
 def decision_record(index: int, d: Decision, truth: str, t_s: float,
                     point: str | None = None) -> dict[str, Any]:
     """The ``decision`` line of row ``index`` (``t_s``: seconds since the run started;
-    ``point``: the operating point that answered)."""
+    ``point``: the operating point that answered). A regression decision's line also has
+    ``value`` and, when ``truth`` is a number, ``abs_error`` (in the target's units);
+    ``correct`` is then None."""
     cost = d.cost
-    return {
+    record = {
         "index": index,
         "t_s": t_s,
         "label": d.label,
@@ -39,6 +41,16 @@ def decision_record(index: int, d: Decision, truth: str, t_s: float,
         "bundle_id": d.bundle_id,
         "operating_point": point,
     }
+    if d.value is not None:
+        record.update(value=d.value, correct=None, abs_error=_abs_error(d.value, truth))
+    return record
+
+
+def _abs_error(value: float, truth: str) -> float | None:
+    try:
+        return abs(value - float(truth))
+    except ValueError:
+        return None
 
 
 def telemetry(counters: Mapping[str, float], latencies: list[float]) -> dict[str, float]:

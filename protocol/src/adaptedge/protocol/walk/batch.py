@@ -5,7 +5,8 @@ Every row starts at the root, holding its sensors in listed order; nodes run in 
 ``order`` (topological: a row is routed before its next node runs), each once on all the rows
 there; each row takes ``step.choose_rows``'s action (the first within the node's tie band of
 the best score); a move reads the target's sensors not held yet, in the target's listed order;
-``stop`` and ``escalate`` end the walk at that node. A node with a ``compute`` cost charges it
+``stop`` and ``escalate`` end the walk at that node (a regression walk: the node's ``value``
+is its answer, carried as one probability column and given per row as ``BatchWalk.values``). A node with a ``compute`` cost charges it
 to every row that visits it (``BatchWalk.compute``). Scores and probabilities are taken in the
 walk's ``dtype`` (float32: what onnxruntime gives and the device decides on; float64: the
 trainer's models).
@@ -31,8 +32,9 @@ M = TypeVar("M")
 Floats = npt.NDArray[np.floating[Any]]
 IntArray = npt.NDArray[np.int64]
 RunRows = Callable[[WalkNode[M], IntArray], tuple[Floats, Floats | None]]
-"""(node, rows there) -> the node model's probabilities and, for a node with several actions,
-its action scores (None: take the first action) on those rows."""
+"""(node, rows there) -> the node model's probabilities (a regression node: its value, [n, 1])
+and, for a node with several actions, its action scores (None: take the first action) on
+those rows."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,15 @@ class BatchWalk:
     margin: npt.NDArray[np.float64] | None = None
     """With ``margins``: per row, the least ``step.tie_margin`` over the nodes it chose at
     and, if it stopped, the gap between its top two probabilities (inf: nothing chosen)."""
+    regression: bool = False
+    """The nodes answer a value (``values``), not class probabilities."""
+
+    @property
+    def values(self) -> Floats:
+        """A regression walk's answer per row: the final node's value, in the walk's dtype."""
+        if not self.regression:
+            raise ValueError("a classification walk has probabilities and labels, not values")
+        return self.probabilities[:, 0]
 
     @property
     def local_label(self) -> IntArray:
@@ -94,9 +105,12 @@ class _State:
 def walk_batch(graph: WalkGraph[M], n_rows: int, n_classes: int, run: RunRows[M], *,
                dtype: type[np.floating[Any]] = np.float32,
                visit_cost: Mapping[str, npt.NDArray[np.float64]] | None = None,
-               margins: bool = False) -> BatchWalk:
+               margins: bool = False, regression: bool = False) -> BatchWalk:
     """Walk ``graph`` on ``n_rows`` rows in one batch (``run`` gives each node's outputs);
-    ``visit_cost``: node id -> the cost row one visit charges (``protocol.costs.visit_columns``)."""
+    ``visit_cost``: node id -> the cost row one visit charges (``protocol.costs.visit_columns``);
+    ``regression``: each node gives its value as ``n_classes`` = 1 column."""
+    if regression and n_classes != 1:
+        raise ValueError(f"a regression walk takes one value column, not {n_classes}")
     ids = graph.order
     position = {node_id: k for k, node_id in enumerate(ids)}
     root = graph.root
@@ -141,7 +155,7 @@ def walk_batch(graph: WalkGraph[M], n_rows: int, n_classes: int, run: RunRows[M]
     return BatchWalk(node_ids=ids, final=s.at, kind=s.kind, probabilities=s.proba,
                      trail=s.trail, trails=tuple(s.trails), visited=visited,
                      sensor_bits=tuple(graph.nodes[i].sensor_bits for i in ids), visits=visits,
-                     compute=compute, margin=margin)
+                     compute=compute, margin=margin, regression=regression)
 
 
 def _take(node: WalkNode[M], k: int, rows: IntArray, choice: IntArray, p: Floats,
@@ -177,7 +191,8 @@ def _move(sel: IntArray, s: _State, new: tuple[int, ...]) -> None:
 
 
 RunFile = Callable[[str, npt.NDArray[np.float32], bool], tuple[Floats, Floats | None]]
-"""(model file, rows of its input columns, scores wanted) -> (probabilities, action scores)."""
+"""(model file, rows of its input columns, scores wanted) -> (probabilities, action scores);
+for a regression bundle the first is the model's ``value`` output, [n, 1]."""
 
 
 def walk_manifest(manifest: Manifest, policy: str, x: npt.NDArray[np.float32],
@@ -196,8 +211,10 @@ def walk_manifest(manifest: Manifest, policy: str, x: npt.NDArray[np.float32],
     def run_rows(node: WalkNode[str], rows: IntArray) -> tuple[Floats, Floats | None]:
         return run(node.model, gather(x, rows, node.inputs), not node.single)
 
-    return walk_batch(compiled, len(x), len(manifest.classes), run_rows, dtype=np.float32,
-                      visit_cost=visit_columns(graph, manifest.cost_weights))
+    regression = manifest.is_regression
+    return walk_batch(compiled, len(x), 1 if regression else len(manifest.classes), run_rows,
+                      dtype=np.float32, visit_cost=visit_columns(graph, manifest.cost_weights),
+                      regression=regression)
 
 
 def gather(x: Floats, rows: IntArray, cols: npt.NDArray[np.intp]) -> npt.NDArray[np.float32]:

@@ -2,7 +2,8 @@
 
 At a node the walk takes the first action whose score is within the node's tie band of the
 best (band 0, what exported models use: the first highest score; a node with one action needs
-no scores). ``stop`` answers with the first argmax of the node's probabilities; a move
+no scores). ``stop`` answers with the first argmax of the node's probabilities (a regression
+node: with its ``value``); a move
 (``acquire`` or ``route``) enters its next node, reading that node's sensors not read yet in
 its listed order; ``escalate`` asks the cloud after reading the HPC's unread sensors. A
 sensor that fails is not retried in that decision: when entering a node fails, the walk stays
