@@ -35,6 +35,8 @@ from adaptedge.protocol.split_recipe import (
 BUNDLE_SCHEMA_VERSION = 1
 MODEL_INPUT = "x"
 PROBA_OUTPUT = "probabilities"
+VALUE_OUTPUT = "value"
+"""A regression node's (and regression HPC's) output: float32 [N, 1] (issue 33)."""
 ACTION_OUTPUT = "action_scores"
 MAX_SENSOR_TIMEOUT_MS = 3_600_000.0
 """Longest sensor read timeout a bundle (or a device) may set: one hour."""

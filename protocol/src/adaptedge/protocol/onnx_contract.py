@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
+from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, VALUE_OUTPUT
 
 IR_VERSION = 9
 """The ``ModelProto.ir_version`` of every model the trainer writes."""
@@ -34,4 +34,5 @@ __all__ = [
     "OPSET",
     "OPSETS",
     "PROBA_OUTPUT",
+    "VALUE_OUTPUT",
 ]
