@@ -55,13 +55,13 @@ class RegressionHpc:
         return self.onnx_model
 
 
-def _candidate(kind: str, seed: int, n_jobs: int) -> Any:
+def _candidate(kind: str, seed: int, n_jobs: int, trees: int) -> Any:
     from sklearn.ensemble import ExtraTreesRegressor, HistGradientBoostingRegressor
 
     if kind == "extra-trees":
-        return ExtraTreesRegressor(n_estimators=200, n_jobs=n_jobs, random_state=seed)
+        return ExtraTreesRegressor(n_estimators=trees, n_jobs=n_jobs, random_state=seed)
     if kind == "hgb":
-        return HistGradientBoostingRegressor(max_iter=300, learning_rate=0.1,
+        return HistGradientBoostingRegressor(max_iter=trees, learning_rate=0.1,
                                              max_leaf_nodes=63, l2_regularization=1.0,
                                              early_stopping=False, random_state=seed)
     raise HpcError(f"unknown regression HPC kind {kind!r}; choose one of "
@@ -69,13 +69,15 @@ def _candidate(kind: str, seed: int, n_jobs: int) -> Any:
 
 
 def fit_regression_hpc(dataset: Dataset, kind: str = "extra-trees", seed: int = 0, *,
-                       n_jobs: int = 1, oof: bool = False) -> RegressionHpc:
-    """Fit the HPC on the training split of a regression dataset (never validation/test)."""
+                       n_jobs: int = 1, oof: bool = False, trees: int | None = None
+                       ) -> RegressionHpc:
+    """Fit the HPC on the training split of a regression dataset (never validation/test);
+    ``trees``: extra-trees' trees (default 200) or boosting iterations (default 300)."""
     from sklearn.base import clone
     from sklearn.model_selection import KFold, cross_val_predict
 
     y = dataset.targets("train")
-    template = _candidate(kind, seed, n_jobs)
+    template = _candidate(kind, seed, n_jobs, trees or (200 if kind == "extra-trees" else 300))
     estimator = clone(template).fit(dataset.X_train, y)
     oof_train = None
     if oof:
