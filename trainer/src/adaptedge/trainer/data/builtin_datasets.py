@@ -221,6 +221,13 @@ GAS_FEATURES = ("dR", "absdR", "ema_rise_0.001", "ema_rise_0.01", "ema_rise_0.1"
 
 def gas_rows() -> tuple[Floats, npt.NDArray[np.int64], npt.NDArray[np.int64], tuple[str, ...]]:
     """All vendored rows of the gas drift data: X, y, each row's batch, feature names."""
+    X, y, batch, names, _ = gas_rows_with_concentration()
+    return X, y, batch, names
+
+
+def gas_rows_with_concentration() -> tuple[Floats, npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                           tuple[str, ...], npt.NDArray[np.float64]]:
+    """``gas_rows`` plus each reading's concentration in ppmv (the file's second column)."""
     names = tuple(f"s{s + 1}_{f}" for s in range(16) for f in GAS_FEATURES)
     per_batch = [read_rows(data_dir() / "gas_sensor_drift" / f"batch{b}.dat.gz", ",")
                  for b in GAS_BATCHES]
@@ -230,12 +237,19 @@ def gas_rows() -> tuple[Floats, npt.NDArray[np.int64], npt.NDArray[np.int64], tu
         y = np.array([GAS_CLASSES.index(r[0]) for r in rows], dtype=np.int64)
     except ValueError as exc:
         raise DatasetError(f"gas: unknown gas name ({exc})") from None
-    return parse_floats([r[2:] for r in rows], names, "gas"), y, batch, names
+    ppmv = parse_floats([r[1:2] for r in rows], ("concentration",), "gas").astype(np.float64)
+    return parse_floats([r[2:] for r in rows], names, "gas"), y, batch, names, ppmv[:, 0]
 
 
 GAS_NOTE = ("16 metal-oxide sensors x 8 features; the concentration column is dropped; nominal "
             "cost 1 mJ and 1 ms per sensor read (training scalar: energy, so each sensor costs "
             "1). Features are raw: scaling is the model's business.")
+
+
+def gas_sensors() -> tuple[SensorSpec, ...]:
+    """The gas data's 16 sensors of 8 features each, nominal cost per sensor read."""
+    return sensor_groups([f"sensor{s + 1}" for s in range(16)],
+                         [range(8 * s, 8 * s + 8) for s in range(16)], per_feature_nominal=False)
 
 
 def _gas(grouping: str | None, seed: int, by_batch: bool = False) -> Dataset:
@@ -248,11 +262,9 @@ def _gas(grouping: str | None, seed: int, by_batch: bool = False) -> Dataset:
     else:
         splits = stratified_split(y, (0.6, 0.2, 0.2), seed)
         how = "seeded stratified 60/20/20 (near-duplicate readings of a batch on both sides)"
-    sensors = sensor_groups([f"sensor{s + 1}" for s in range(16)],
-                      [range(8 * s, 8 * s + 8) for s in range(16)], per_feature_nominal=False)
     return assemble(
         "gas-time" if by_batch else "gas", Parts(X, y, (splits[0], splits[1], splits[2])),
-        GAS_CLASSES, names, sensors, PRESETS["energy"],
+        GAS_CLASSES, names, gas_sensors(), PRESETS["energy"],
         "UCI Gas Sensor Array Drift, batches 1-6, 8, 9 concatenated (7 and 10 not vendored), "
         f"{how}; {GAS_NOTE}")
 

@@ -15,6 +15,7 @@ from adaptedge.trainer.data.dataset_core import (
     Dataset,
     DatasetError,
     Parts,
+    as_regression,
     assemble,
     check_grouping,
     per_feature,
@@ -26,9 +27,10 @@ CSV_COST_NOTE = "every feature its own sensor, uniform cost. " + NOMINAL_NOTE
 
 
 def csv_dataset(path: Path, target: str | None, grouping: str | None, seed: int, *,
-                missing: bool = False) -> Dataset:
+                missing: bool = False, regression: bool = False) -> Dataset:
     """``path`` as a dataset; ``missing``: empty or ``nan`` cells load as NaN (sensors not
-    measured on that row), else they are refused naming the first one."""
+    measured on that row), else they are refused naming the first one; ``regression``: the
+    target is a number (``numeric_target``; split seeded 60/20/20, not stratified)."""
     if target is None:
         raise DatasetError(f"{path}: a CSV/TSV dataset needs --target COLUMN (the label column)")
     check_grouping(path.name, grouping, ("per-feature",))
@@ -63,8 +65,11 @@ def csv_dataset(path: Path, target: str | None, grouping: str | None, seed: int,
         raise DatasetError(f"{path}: every feature column is constant ({names[0]!r} is always "
                            f"{lo[0]:g}, ...): there is nothing to learn from")
     labels = [r[t].strip() for r in body]
+    if regression:
+        values = numeric_target(path, target, labels)
+        labels = ["0"] * len(labels)  # one stratum: a plain seeded split
     classes = sorted_labels(set(labels))
-    if len(classes) < 2:
+    if len(classes) < 2 and not regression:
         raise DatasetError(f"{path}: target {target!r} has fewer than two classes")
     y = np.array([classes.index(v) for v in labels], dtype=np.int64)
     if s is not None:
@@ -83,10 +88,28 @@ def csv_dataset(path: Path, target: str | None, grouping: str | None, seed: int,
     else:
         splits = tuple(stratified_split(y, (0.6, 0.2, 0.2), seed))
         how = f"seeded (seed {seed}) stratified 60/20/20 split"
-    return assemble(
+    dataset = assemble(
         Path(plain).stem, Parts(X, y, (splits[0], splits[1], splits[2])), classes, names,
         per_feature(names), UNIFORM,
-        f"{path.name}: target {target!r}, {how}; " + CSV_COST_NOTE)
+        f"{path.name}: {'regression ' if regression else ''}target {target!r}, "
+        f"{how.replace('stratified ', '') if regression else how}; " + CSV_COST_NOTE)
+    return as_regression(dataset, values, splits, target, "") if regression else dataset
+
+
+def numeric_target(path: Path, target: str, cells: Sequence[str]) -> npt.NDArray[np.float64]:
+    """A regression target column as float64, refusing in one line a cell that is not a finite
+    number (naming its row)."""
+    out = np.empty(len(cells), dtype=np.float64)
+    for i, cell in enumerate(cells):
+        try:
+            out[i] = float(cell)
+        except ValueError:
+            out[i] = np.nan
+        if not np.isfinite(out[i]):
+            raise DatasetError(f"{path}: --task regression needs a numeric target, but column "
+                               f"{target!r} holds {cell!r} on row {i + 2}; fix that cell or "
+                               "drop --task regression to classify")
+    return out
 
 
 MIN_TRAIN_ROWS_PER_CLASS = 2

@@ -19,6 +19,10 @@ from adaptedge.trainer.errors import DatasetError as DatasetError
 SplitName = Literal["train", "validation", "test"]
 Floats = npt.NDArray[np.float32]
 Labels = npt.NDArray[np.int64]
+Targets = npt.NDArray[np.float64]
+Task = Literal["classification", "regression"]
+NO_CLASS = -1
+"""The class index a regression dataset's ``y_*`` hold on every row (it has no classes)."""
 
 UNIFORM = PRESETS["uniform"]
 NOMINAL_NOTE = ("Sensor costs in real units are nominal (the data gives none): 1 mJ and 1 ms per "
@@ -43,6 +47,29 @@ class Dataset:
     sizes: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64],
                  npt.NDArray[np.float64]] | None = None
     """Each item's size (train, validation, test) when sensor costs grow with it, else None."""
+    values: tuple[Targets, Targets, Targets] | None = None
+    """Regression: the numeric target of every row (train, validation, test), ``classes``
+    empty and ``y_*`` all ``NO_CLASS``; None for classification."""
+    target_name: str = ""
+    """Regression: the target column's name."""
+    target_unit: str = ""
+    """Regression: the target's unit (e.g. "ppmv"; empty when unknown)."""
+
+    @property
+    def task(self) -> Task:
+        return "classification" if self.values is None else "regression"
+
+    @property
+    def is_regression(self) -> bool:
+        return self.values is not None
+
+    def targets(self, name: SplitName) -> Targets:
+        """The regression target of a split (refused for a classification dataset)."""
+        if self.values is None:
+            raise DatasetError(f"dataset {self.name!r} is a classification dataset: it has no "
+                               "numeric target; use --task regression with a numeric --target")
+        self.split(name)  # refuses an unknown split name
+        return self.values[("train", "validation", "test").index(name)]
 
     def split_sizes(self, name: SplitName) -> npt.NDArray[np.float64] | None:
         """The item sizes of a split (None: costs do not depend on the size)."""
@@ -99,6 +126,22 @@ def check_grouping(name: str, grouping: str | None, allowed: Sequence[str]) -> s
         raise DatasetError(f"dataset {name!r} has no grouping {grouping!r}; choose one of "
                            f"{list(allowed)}")
     return grouping
+
+
+def as_regression(dataset: Dataset, values: Targets, splits: Sequence[npt.NDArray[np.int64]],
+                  target: str, unit: str) -> Dataset:
+    """``dataset`` (already split by ``splits``) as a regression on ``values`` (all rows, in
+    the order ``splits`` index): no classes, every ``y_*`` ``NO_CLASS``."""
+    v = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(v)):
+        raise DatasetError(f"{dataset.name}: regression target {target!r} must be finite on "
+                           "every row (NaN or inf found): drop or fill those rows")
+    parts = tuple(v[idx] for idx in splits)
+    no_class = {key: np.full(len(part), NO_CLASS, dtype=np.int64)
+                for key, part in zip(("y_train", "y_val", "y_test"), parts, strict=True)}
+    return Dataset(**{**dataset.__dict__, **no_class, "classes": (),
+                      "values": (parts[0], parts[1], parts[2]), "target_name": target,
+                      "target_unit": unit})
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,10 @@ from adaptedge.trainer.data.dataset_core import (
     Floats,
     Labels,
     SplitName,
+    Task,
     data_dir,
 )
+from adaptedge.trainer.data.regression_datasets import REGRESSION_BUILTINS
 from adaptedge.trainer.data.splits import stratified_split
 
 __all__ = [
@@ -40,23 +42,36 @@ __all__ = [
 
 def list_datasets() -> list[str]:
     """Names of the built-in datasets."""
-    return sorted(BUILTINS)
+    return sorted({**BUILTINS, **REGRESSION_BUILTINS})
+
+
+def _builtin(name: str, task: Task | None, grouping: str | None, seed: int) -> Dataset:
+    """A built-in by name; its task is fixed (``task``, when given, must match it)."""
+    regression = name in REGRESSION_BUILTINS
+    if task is not None and (task == "regression") != regression:
+        fitting = sorted(REGRESSION_BUILTINS) if task == "regression" else sorted(BUILTINS)
+        raise DatasetError(f"built-in dataset {name!r} is not a {task} dataset; {task} "
+                           f"built-ins are {fitting}, or give a CSV with a numeric --target")
+    return (REGRESSION_BUILTINS if regression else BUILTINS)[name](grouping, seed)
 
 
 def load_dataset(name_or_path: str, *, target: str | None = None, costs: str | Path | None = None,
-                 grouping: str | None = None, seed: int = 0, missing: bool = False) -> Dataset:
+                 grouping: str | None = None, seed: int = 0, missing: bool = False,
+                 task: Task | None = None) -> Dataset:
     """A built-in dataset by name (see ``list_datasets``) or a CSV/TSV(.gz) file with ``target``.
 
     ``costs`` (a TOML file, see ``trainer.data.costs``) replaces the sensors, training weights and
     link; ``grouping`` picks a built-in sensor grouping (e.g. ``letter``: "4x4" or
     "per-feature"); ``seed`` fixes every random split; ``missing``: a CSV's empty or ``nan``
-    cells load as NaN (an unmeasured sensor; else they are refused).
+    cells load as NaN (an unmeasured sensor; else they are refused); ``task``: "regression"
+    reads a CSV's ``target`` as a number (a built-in's task is fixed: ``gas-concentration``
+    is the regression one; None: classification for a CSV).
     """
-    if name_or_path in BUILTINS:
+    if name_or_path in BUILTINS or name_or_path in REGRESSION_BUILTINS:
         if target is not None:
             raise DatasetError(f"built-in dataset {name_or_path!r} has a fixed target; drop "
                                "--target (it is for CSV files)")
-        dataset = BUILTINS[name_or_path](grouping, seed)
+        dataset = _builtin(name_or_path, task, grouping, seed)
     else:
         path = Path(name_or_path)
         looks_like_file = path.suffix in (".csv", ".tsv", ".tab", ".gz", ".txt") or path.exists()
@@ -65,7 +80,8 @@ def load_dataset(name_or_path: str, *, target: str | None = None, costs: str | P
                                f"{list_datasets()}, or give a path to a CSV/TSV(.gz) file")
         if not path.is_file():
             raise DatasetError(f"data file {path} not found")
-        dataset = csv_dataset(path, target, grouping, seed, missing=missing)
+        dataset = csv_dataset(path, target, grouping, seed, missing=missing,
+                              regression=task == "regression")
     if costs is not None:
         if grouping is not None:
             raise DatasetError("give either a costs file or a grouping, not both (the costs "

@@ -26,7 +26,7 @@ from adaptedge.trainer.methods.cstc.objective import (
     State,
     downstream,
     group_sq,
-    logistic,
+    loss_of,
     terminal_cost,
 )
 from adaptedge.trainer.methods.cstc.structure import Shape
@@ -99,7 +99,7 @@ def node_objective(prob: Problem, shape: Shape, P: Params, aux: Aux, k: int, ter
     def fun(x: FloatArray) -> tuple[float, FloatArray]:
         W, b, v, theta = unpack(x)
         z = Xa @ W + b
-        loss, dloss = logistic(z, Y)
+        loss, dloss = loss_of(prob, z)
         sq = prob.group_sums((W ** 2).sum(axis=1), cols)
         own = prob.weight * loss + 0.5 * terms.self_h @ sq + terms.self_const
         value = 0.5 * float(terms.kappa @ sq) + 0.5 * prob.rho * float((W ** 2 / gamma).sum())

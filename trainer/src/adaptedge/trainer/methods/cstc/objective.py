@@ -6,7 +6,9 @@ sigmoid(s)``. For two classes ``v = 1`` is fixed, so a node routes on its own cl
 logit as in the paper (``p(upper) = sigmoid(x beta - theta)``); with more classes ``v`` is
 learned (the routing direction in the node's class-score space). The paper's squared loss
 becomes the logistic (softmax) loss, so leaves have no closed form: every node is solved by
-L-BFGS (the paper's iterative solver for internal nodes).
+L-BFGS (the paper's iterative solver for internal nodes). ``Problem.loss == "squared"`` is
+the paper's own regression loss ``(z - y)^2`` on one output (``v = 1``: a node routes on its
+own prediction, as in §6.1); the solver is the same.
 
 Loss weights: CSTC weights node ``k``'s loss by its path probability ``p_k``; CSCC and Cronus
 by the probability of exiting at ``k``. The cost term charges each sensor group ``g`` once per
@@ -31,6 +33,9 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 Variant = Literal["cstc", "cscc", "cronus"]
+Loss = Literal["logistic", "squared"]
+Answers = IntArray | FloatArray
+"""Validation answers: class indices (logistic) or standardised targets (squared)."""
 EPS = 1e-4
 """Lemma 1 needs g > 0: auxiliaries are clamped to at least this (the paper's 1e-4)."""
 
@@ -56,6 +61,12 @@ class Problem:
     the sensors the tree reads (``group_of`` is then unused)."""
     tree_groups: int = 0
     """With ``member``: the last ``tree_groups`` groups are the trees' own."""
+    loss: Loss = "logistic"
+    """"squared": regression on ``Y`` [n, 1] (standardised targets)."""
+    route_slope: float = 1.0
+    """The fixed ``v`` of a one-output node: ``p(hi) = sigmoid(route_slope * z - theta)``.
+    1 for classification (the paper's); a regressor's standardised prediction spans a few
+    units, so its routing needs a steeper slope to be near-hard (``regressor.ROUTE_SLOPE``)."""
 
     @property
     def n_groups(self) -> int:
@@ -124,6 +135,17 @@ def logistic(z: FloatArray, Y: FloatArray) -> tuple[FloatArray, FloatArray]:
     return -(log_softmax(z, axis=1) * Y).sum(axis=1), softmax(z, axis=1) - Y
 
 
+def squared(z: FloatArray, Y: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per-row squared loss ``(z - y)^2`` (one output) and its gradient in ``z``."""
+    r = z - Y
+    return (r ** 2).sum(axis=1), 2.0 * r
+
+
+def loss_of(prob: Problem, z: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """The problem's per-row loss of outputs ``z`` and its gradient."""
+    return squared(z, prob.Y) if prob.loss == "squared" else logistic(z, prob.Y)
+
+
 def group_sq(prob: Problem, W: FloatArray) -> FloatArray:
     """[G] squared norm of each group's weights."""
     return prob.group_sums((W ** 2).sum(axis=1))
@@ -134,7 +156,7 @@ def forward(prob: Problem, shape: Shape, P: Params) -> State:
     st = State([], [], [], [], [])
     for k in range(shape.n_nodes):
         z = prob.X @ P.W[k] + P.b[k]
-        loss, dloss = logistic(z, prob.Y)
+        loss, dloss = loss_of(prob, z)
         st.z.append(z)
         st.loss.append(loss)
         st.dloss.append(dloss)

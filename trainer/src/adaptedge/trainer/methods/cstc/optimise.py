@@ -18,8 +18,10 @@ from adaptedge.trainer.methods.cstc.boosted import BoostedFeatures
 from adaptedge.trainer.methods.cstc.node_solve import node_terms, solve_node
 from adaptedge.trainer.methods.cstc.objective import (
     EPS,
+    Answers,
     FloatArray,
     IntArray,
+    Loss,
     Params,
     Problem,
     forward,
@@ -29,7 +31,8 @@ from adaptedge.trainer.methods.cstc.objective import (
 from adaptedge.trainer.methods.cstc.structure import Shape
 
 PRUNE_TOLERANCE = 0.01
-"""The first sensor-pruning round may give up this much validation accuracy: the routes are
+"""The first sensor-pruning round may give up this much validation accuracy (squared loss:
+this much standardised validation MSE, 1% of the target's variance): the routes are
 re-optimised on the kept sensors before the second, strict round."""
 CLAMP = 1e-3
 """A node's group whose weights' norm falls below this is set to zero for good (the paper's
@@ -102,15 +105,20 @@ def visiting(shape: Shape, P: Params, X: FloatArray, Z: list[FloatArray] | None 
     return visit
 
 
-def hard_accuracy(shape: Shape, P: Params, X: FloatArray, y: IntArray,
-                  Z: list[FloatArray] | None = None) -> float:
+def hard_accuracy(shape: Shape, P: Params, X: FloatArray, y: Answers,
+                  Z: list[FloatArray] | None = None, loss: Loss = "logistic") -> float:
+    """Validation score of hard routing: accuracy, or with the squared loss minus the mean
+    squared error (higher is better either way)."""
     visit = visiting(shape, P, X, Z)
     right = np.zeros(len(X))
     for k in shape.terminals():
         z = X @ P.W[k] + P.b[k] if Z is None else Z[k]
-        pred = (z[:, 0] > 0).astype(int) if z.shape[1] == 1 else z.argmax(axis=1)
         answers = visit[k] * (1 - (0 if not (shape.kind == "cascade" and shape.routes(k))
                                    else visit[shape.hi[k]]))
+        if loss == "squared":
+            right -= answers * (z[:, 0] - y) ** 2
+            continue
+        pred = (z[:, 0] > 0).astype(int) if z.shape[1] == 1 else z.argmax(axis=1)
         right += answers * (pred == y)
     return float(right.mean())
 
@@ -129,14 +137,14 @@ def block(prob: Problem, shape: Shape, P: Params, k: int, schedule: Schedule,
             P.W[k][prob.in_groups(dead)] = 0.0
 
 
-def initialise(prob: Problem, shape: Shape, val: tuple[FloatArray, IntArray],
+def initialise(prob: Problem, shape: Shape, val: tuple[FloatArray, Answers],
                schedule: Schedule) -> Params:
     """Top-down: each node trained as if it were a leaf, then its threshold set to split the
     validation rows reaching it evenly."""
     d, m, G = prob.X.shape[1], prob.Y.shape[1], prob.n_groups
     P = Params([np.zeros((d, m)) for _ in range(shape.n_nodes)],
                [np.zeros(m) for _ in range(shape.n_nodes)],
-               [np.ones(m) for _ in range(shape.n_nodes)],
+               [np.full(m, prob.route_slope) for _ in range(shape.n_nodes)],
                np.zeros(shape.n_nodes), [np.ones(G, dtype=bool) for _ in range(shape.n_nodes)])
     for k in shape.alive():
         if k > 0:
@@ -156,21 +164,21 @@ def initialise(prob: Problem, shape: Shape, val: tuple[FloatArray, IntArray],
     return P
 
 
-def prune(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, IntArray]) -> Shape:
+def prune(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, Answers]) -> Shape:
     """Bottom-up, cut every routing node whose removal does not lower validation accuracy."""
-    best = hard_accuracy(shape, P, *val)
+    best = hard_accuracy(shape, P, *val, loss=prob.loss)
     for k in reversed(shape.alive()):
         if not shape.routes(k) or any(shape.routes(c) for c in (shape.hi[k], shape.lo[k])
                                       if c >= 0 and shape.kind == "tree"):
             continue
         candidate = shape.cut(k)
-        score = hard_accuracy(candidate, P, *val)
+        score = hard_accuracy(candidate, P, *val, loss=prob.loss)
         if score >= best:
             shape, best = candidate, score
     return shape
 
 
-def fit_params(prob: Problem, shape: Shape, val: tuple[FloatArray, IntArray],
+def fit_params(prob: Problem, shape: Shape, val: tuple[FloatArray, Answers],
                schedule: Schedule) -> tuple[Shape, Params]:
     """Initialise, optimise, then twice: fine-tune the leaves, prune nodes and sensor groups; returns the final shape and parameters."""
     P = initialise(prob, shape, val, schedule)
@@ -190,7 +198,7 @@ def fit_params(prob: Problem, shape: Shape, val: tuple[FloatArray, IntArray],
     return shape, P
 
 
-def prune_groups(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, IntArray],
+def prune_groups(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, Answers],
                  tolerance: float = 0.0) -> None:
     """Root first, most expensive first (``Problem.prune_order``): drop a node's group when
     zeroing its weights does not lower validation accuracy by more than ``tolerance`` (in
@@ -199,7 +207,7 @@ def prune_groups(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, 
     paper's validation pruning applied to sensors, or trees, as well as nodes.) With boosted
     features each try updates the node's validation logits by the dropped columns only."""
     X, y = val
-    floor = hard_accuracy(shape, P, X, y) - tolerance
+    floor = hard_accuracy(shape, P, X, y, loss=prob.loss) - tolerance
     Z = None if prob.member is None else [X @ W + b for W, b in zip(P.W, P.b, strict=True)]
     for k in shape.alive():
         for g in prob.prune_order(P.active[k]):
@@ -209,7 +217,7 @@ def prune_groups(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, 
             if Z is not None:
                 kept = Z[k]
                 Z[k] = kept - X[:, cols] @ saved
-            if hard_accuracy(shape, P, X, y, Z) >= floor:
+            if hard_accuracy(shape, P, X, y, Z, prob.loss) >= floor:
                 P.active[k][g] = False
             else:
                 P.W[k][cols] = saved
