@@ -8,7 +8,6 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from adaptedge.cli.main import main
@@ -16,6 +15,7 @@ from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.operating_points import certified_near
 from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.policy.oracle import BundleRunner
+from tests.support.tiny_regression import tiny_regression_csv
 
 
 @pytest.mark.parametrize("argv", [
@@ -28,16 +28,6 @@ def test_methods_without_regression_are_refused_naming_those_with(
     err = capsys.readouterr().err.strip()
     assert "does not support --task regression" in err and "cstc, greedy-miser" in err
     assert "\n" not in err and not (tmp_path / "b").exists()
-
-
-def tiny_regression_csv(path: Path, n: int = 300) -> Path:
-    """A small numeric-target CSV: temp = 3a + sin(2b) + noise; c, d are noise."""
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(n, 4))
-    y = 3 * X[:, 0] + np.sin(2 * X[:, 1]) + 0.1 * rng.normal(size=n)
-    rows = ["a,b,c,d,temp"] + [",".join(f"{v:.5f}" for v in (*r, t)) for r, t in zip(X, y, strict=True)]
-    path.write_text("\n".join(rows) + "\n")
-    return path
 
 
 @pytest.mark.parametrize("method", ["cstc", "greedy-miser"])
