@@ -15,7 +15,7 @@ from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.operating_points import certified_near
 from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.policy.oracle import BundleRunner
-from tests.support.tiny_regression import tiny_regression_csv
+from tests.support.tiny_regression import tiny_regression_csv, train_tiny_regression
 
 
 @pytest.mark.parametrize("argv", [
@@ -67,3 +67,15 @@ def test_regression_tolerance_is_refused_for_classification(
     assert main(["train", "--data", "heart", "--method", "l1", "--tolerance", "0.1", "--quick",
                  "--no-progress", "--out", str(tmp_path / "b")]) != 0
     assert "--tolerance applies to regression" in capsys.readouterr().err
+
+
+def test_inspect_shows_a_regression_bundle_by_its_target_and_errors(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, bundle = train_tiny_regression(tmp_path)
+    capsys.readouterr()
+    assert main(["inspect", str(bundle)]) == 0
+    out = capsys.readouterr().out
+    m = verify(bundle)
+    assert "task: regression, target temp" in out and "classes" not in out
+    assert f"validation MSE {m.hpc.mse:.4g}" in out and "accuracy" not in out
+    assert all(f"{p.mse:.4g}" in out for p in m.operating_points)
