@@ -26,7 +26,7 @@ def test_methods_without_regression_are_refused_naming_those_with(
         argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", *argv, "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "does not support --task regression" in err and "cstc, greedy-miser" in err
+    assert "does not support --task regression" in err and "cstc, greedy-miser, confidence" in err
     assert "\n" not in err and not (tmp_path / "b").exists()
 
 

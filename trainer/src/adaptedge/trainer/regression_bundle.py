@@ -179,8 +179,14 @@ def train_regression(dataset: Dataset, method: str, out: Path, *, seed: int, qui
         raise TrainError(f"--tolerance must be a finite MSE >= 0 (squared target units), "
                          f"got {tolerance:g}")
     kind = "extra-trees" if hpc_kind == "auto" else hpc_kind
-    hpc = fit_regression_hpc(dataset, kind, seed, n_jobs=n_jobs, trees=20 if quick else None)
-    graphs = regression_graphs(dataset, method, seed=seed, quick=quick)
+    hpc = fit_regression_hpc(dataset, kind, seed, n_jobs=n_jobs, trees=20 if quick else None,
+                             oof=method == "confidence")
+    if method == "confidence":
+        from adaptedge.trainer.methods.regression_cascade import cascade_graphs
+
+        graphs = cascade_graphs(dataset, hpc, seed=seed, quick=quick)
+    else:
+        graphs = regression_graphs(dataset, method, seed=seed, quick=quick)
     meta = {**metadata, "n_candidates": len(graphs)}
     manifest, _ = build_regression(dataset, hpc, graphs, metadata=meta, split=split)
     kept = frontier(manifest.operating_points)
