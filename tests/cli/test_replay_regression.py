@@ -40,3 +40,14 @@ def test_replay_values_equal_evaluate_to_float32(
     row = next(p for p in report["points"] if p["default"])
     assert np.mean((replayed - y) ** 2) == pytest.approx(row["mse"], rel=1e-5)
     assert np.mean(np.abs(replayed - y)) == pytest.approx(row["mae"], rel=1e-5)
+
+
+def test_simulate_refuses_a_regression_bundle_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data, bundle = train_tiny_regression(tmp_path)
+    capsys.readouterr()
+    assert main(["simulate", "--bundle", str(bundle), "--data", str(data), "--report",
+                 str(tmp_path / "r"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "does not replay regression bundles yet" in err and "\n" not in err
+    assert not (tmp_path / "r").exists()

@@ -31,9 +31,9 @@ from adaptedge.trainer.export.trees import TreeArrays, tree_ensemble
 from adaptedge.trainer.policy.graph import Graph, GraphAction, GraphNode
 from adaptedge.trainer.regression_hpc import RegressionHpc
 
-SIZES = {"full": (1, 2, 3, 4, 6), "quick": (1, 2)}
+SIZES = {"full": (1, 2, 3, 4, 6, 8), "quick": (1, 2)}
 """Sensor counts k swept (the HPC's top-k sensors by impurity importance, training split)."""
-ESCALATE = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5)
+ESCALATE = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
 """Shares of validation rows to escalate: each gives one threshold (a quantile of the gate)."""
 TREES = {"full": (60, 40), "quick": (10, 10)}
 """(cheap, gate) extra-trees sizes; leaves of >= 5 (cheap) and >= 20 (gate) rows keep the
