@@ -7,7 +7,9 @@ Per seed, on ``load_dataset("gas-concentration", seed=seed)`` (the gas dataset's
   impurity importance of their features, training split), k in ``SUBSET_SIZES``;
 - ``greedy-miser``: ``GreedyMiserRegressor`` (depth 6, 400 trees at step 0.2, leaves >= 5
   rows) per gamma in ``GAMMAS``, each at its best validation iteration;
-- ``cstc``: ``CSTCRegressor`` (depth 3, linear nodes on raw features) per lambda.
+- ``cstc``: ``CSTCRegressor`` (depth 3, linear nodes on raw features) per lambda;
+- ``confidence``: the regression confidence cascade (``trainer.methods.regression_cascade``)
+  per (k, escalated share), the gate fitted on out-of-fold training values (the HPC's too).
 Every point's validation MSE, MAE, mean cost and paired bound against the HPC
 (``protocol.error_rule``) is measured on VALIDATION; each method's point and the overall point
 are CHOSEN there (``certified_near``: the cheapest point certified within the default
@@ -111,6 +113,28 @@ def _cstc_points(d: Any, cfg: dict[str, Any], y: dict[str, Any], seed: int,
     return out
 
 
+def _cascade_points(d: Any, hpc: Any, quick: bool, y: dict[str, Any], seed: int,
+                    hpc_pred: dict[str, Any]) -> list[dict[str, Any]]:
+    """The regression confidence cascade per (k, escalated share): its cheap value where the
+    gate stops, the HPC's value where it escalates (those rows read all 16 sensors)."""
+    from adaptedge.trainer.methods.regression_cascade import cascade_graphs
+
+    out = []
+    for graph in cascade_graphs(d, hpc, seed=seed, quick=quick):
+        node = graph.nodes["n0"]
+        pred, cost = {}, {}
+        for s in ("validation", "test"):
+            X = d.split(s)[0][:, list(node.inputs)].astype(np.float32)
+            scores = node.model.action_scores(X)
+            esc = np.zeros(len(X), bool) if scores is None else scores[:, 1] > scores[:, 0]
+            pred[s] = np.where(esc, hpc_pred[s], node.model.value(X))
+            k = float(len(node.sensors))
+            cost[s] = k + float(esc.mean()) * (len(d.sensors) - k)
+        out.append(_point("confidence", {k: float(v) for k, v in graph.params.items()}, y,
+                          pred, cost, hpc_pred))
+    return out
+
+
 class _Scored:
     def __init__(self, row: dict[str, Any]) -> None:
         self.accuracy, self.cost = -float(row["val"]["mse"]), float(row["val"]["cost"])
@@ -135,17 +159,18 @@ def run_seed(seed: int, quick: bool = False) -> dict[str, Any]:
     started = time.process_time()
     d = load_dataset("gas-concentration", seed=seed)
     y = {s: d.targets(s) for s in ("train", "validation", "test")}
-    hpc = fit_regression_hpc(d, seed=seed, trees=cfg["hpc_trees"])
+    hpc = fit_regression_hpc(d, seed=seed, trees=cfg["hpc_trees"], oof=True)
     hpc_pred = {"validation": hpc.values_val, "test": hpc.values_test}
     full_cost = float(len(d.sensors))
     always = _point("always-hpc", {}, y, hpc_pred, {"validation": full_cost, "test": full_cost},
                     hpc_pred)
     points = [always, *_static_points(d, hpc, cfg, y, seed, hpc_pred),
               *_greedy_miser_points(d, cfg, y, hpc_pred),
-              *_cstc_points(d, cfg, y, seed, hpc_pred)]
+              *_cstc_points(d, cfg, y, seed, hpc_pred),
+              *_cascade_points(d, hpc, quick, y, seed, hpc_pred)]
     tolerance = default_tolerance(hpc.val_mse)
     per_method = {m: _choose([p for p in points if p["method"] == m], tolerance)
-                  for m in ("static-subset", "greedy-miser", "cstc")}
+                  for m in ("static-subset", "greedy-miser", "cstc", "confidence")}
     overall = _choose(points, tolerance)
     accepted = (overall["certified"] and overall["val"]["cost"] <= 0.5 * full_cost
                 and overall["test"]["mse"] <= always["test"]["mse"] + tolerance)

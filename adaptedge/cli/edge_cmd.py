@@ -160,10 +160,13 @@ def _replay_rows(args: argparse.Namespace) -> ReplayRows:
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
     check_split(recipe, dataset, seed)
+    # a regression row's truth is its target as text (the journal's abs_error parses it)
+    truth = ([repr(float(t)) for t in dataset.targets(args.split)] if dataset.is_regression
+             else [dataset.classes[int(t)] for t in y])
     if args.limit is not None:
-        X, y = X[: args.limit], y[: args.limit]
+        X, truth = X[: args.limit], truth[: args.limit]
     sizes = dataset.split_sizes(args.split)
-    return ReplayRows(X, [dataset.classes[int(t)] for t in y], dataset.feature_names,
+    return ReplayRows(X, truth, dataset.feature_names,
                       source=str(args.replay), split=args.split,
                       sizes=None if sizes is None else sizes[: len(X)])  # each item's own size
 

@@ -135,13 +135,22 @@ def run(args: argparse.Namespace) -> int:
                                   grouping=args.grouping, seed=seed)
         dataset = recipe_validation(recipe, dataset, seed)
         check_split(recipe, dataset, seed)
+        if args.budget is not None and manifest.is_regression:
+            raise CommandError("--budget evaluates a budget index, which regression bundles do "
+                               "not have; evaluate every point without --budget")
         if args.budget is not None:
             return _run_budget(root, dataset, args)
-        report = evaluate_bundle(root, dataset, args.split)
+        if manifest.is_regression:
+            from adaptedge.cli.evaluate_regression import evaluate_regression, render_regression
+
+            report = evaluate_regression(root, dataset, args.split)
+            show = render_regression
+        else:
+            report, show = evaluate_bundle(root, dataset, args.split), render
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(render(report, f"bundle {args.bundle} on {dataset.name} ({args.split} split)"))
+        print(show(report, f"bundle {args.bundle} on {dataset.name} ({args.split} split)"))
     return 0
 
 

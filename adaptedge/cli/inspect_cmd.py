@@ -69,7 +69,7 @@ def render(m: Manifest) -> str:
     lines = [
         f"bundle {m.bundle_id}  (schema v{m.schema_version})",
         f"method: {m.metadata.get('method', '?')}  dataset: {m.metadata.get('dataset', '?')}",
-        f"classes ({len(m.classes)}): {', '.join(m.classes)}",
+        task_line(m),
         f"features: {len(m.feature_names)}",
         "",
         f"{'sensor':<16}{'features':>9}{'energy mJ':>11}{'latency ms':>12}{'money':>9}",
@@ -83,7 +83,7 @@ def render(m: Manifest) -> str:
         f"link: {link.request_bytes} B up / {link.reply_bytes} B down, rtt {link.rtt_ms:g} ms, "
         f"deadline {link.deadline_ms:g} ms, cloud cost {link.cloud_cost_per_call:g}/call",
         f"hpc: {m.hpc.file} ({m.hpc.description or 'no description'}), needs "
-        f"{len(m.hpc.sensors)} sensors, validation accuracy {m.hpc.accuracy:.4f}",
+        f"{len(m.hpc.sensors)} sensors, {hpc_score(m)}",
         "",
         "policies:",
     ]
@@ -99,6 +99,29 @@ def render(m: Manifest) -> str:
     lines += ["", "files (sha256):"]
     lines += [f"  {name:<28}{digest}" for name, digest in sorted(m.files.items())]
     return "\n".join(lines)
+
+
+def task_line(m: Manifest) -> str:
+    """The classes, or for a regression bundle its target and unit."""
+    if m.is_regression:
+        unit = f" ({m.target_unit})" if m.target_unit else ""
+        return f"task: regression, target {m.target or '?'}{unit}, metric mse"
+    return f"classes ({len(m.classes)}): {', '.join(m.classes)}"
+
+
+def hpc_score(m: Manifest) -> str:
+    if m.is_regression:
+        return f"validation MSE {m.hpc.mse:.4g}, MAE {m.hpc.mae:.4g}"
+    return f"validation accuracy {m.hpc.accuracy:.4f}"
+
+
+def _scores(m: Manifest, p: Any) -> tuple[str, ...]:
+    """A point's score columns: accuracy and its interval, or MSE, MAE and paired bound."""
+    if m.is_regression:
+        bound = "-" if p.paired_lower_bound is None else f"{p.paired_lower_bound:+.4g}"
+        return f"{p.mse:.4g}", f"{p.mae:.4g}", bound
+    return f"{p.accuracy:.4f}", ("-" if p.accuracy_interval is None else
+                                 "[{:.4f}, {:.4f}]".format(*p.accuracy_interval))
 
 
 def cost_unit(m: Manifest) -> str:
@@ -120,13 +143,18 @@ def point_table(m: Manifest) -> list[str]:
                       strict=True))
     unit = cost_unit(m)
     methods = any(p.method for p in m.operating_points)  # auto: which method each came from
-    head = ("", "operating point", "policy", *(("method",) if methods else ()), "accuracy",
-            f"cost ({unit})", "escalate", "sensors read", "validation 95% interval")
-    rows = [(labels[p.name], p.name + (" *" if p.name == m.default_operating_point else ""),
-             p.policy, *((p.method or "-",) if methods else ()), f"{p.accuracy:.4f}",
-             f"{p.cost:.4g}", f"{p.escalation_rate:.3f}", f"{p.avg_sensors_read:.2f}",
-             "-" if p.accuracy_interval is None else "[{:.4f}, {:.4f}]".format(
-                 *p.accuracy_interval)) for p in m.operating_points]
+    scores = (("MSE", "MAE", "paired bound vs HPC") if m.is_regression
+              else ("accuracy", "validation 95% interval"))
+    head = ("", "operating point", "policy", *(("method",) if methods else ()), scores[0],
+            f"cost ({unit})", "escalate", "sensors read", *scores[1:])
+    rows = []
+    for p in m.operating_points:
+        first, *rest = _scores(m, p)
+        rows.append((labels[p.name], p.name + (" *" if p.name == m.default_operating_point
+                                               else ""),
+                     p.policy, *((p.method or "-",) if methods else ()), first,
+                     f"{p.cost:.4g}", f"{p.escalation_rate:.3f}", f"{p.avg_sensors_read:.2f}",
+                     *rest))
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     left = 4 if methods else 3  # label, name, policy (and method) align left; numbers right
 
@@ -134,5 +162,7 @@ def point_table(m: Manifest) -> list[str]:
         return "  ".join(c.ljust(w) if i < left else c.rjust(w)
                          for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
 
+    metric = "validation MSE and MAE (target units)" if m.is_regression else \
+        "validation accuracy"
     return [fmt(head), *map(fmt, rows),
-            f"* default operating point; validation accuracy, mean cost per decision in {unit}"]
+            f"* default operating point; {metric}, mean cost per decision in {unit}"]

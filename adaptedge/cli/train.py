@@ -28,6 +28,10 @@ def register(sub: Any) -> None:
     p.add_argument("--task", choices=("classification", "regression"),
                    help="regression: --target is a number (a CSV), or a regression built-in "
                    "(gas-concentration); default: classification for a CSV, a built-in's own")
+    p.add_argument("--tolerance", type=float,
+                   help="regression only: certify a point whose validation MSE is within this "
+                   "of the HPC's (paired 97.5%% bound; squared target units; default 5%% of "
+                   "the HPC's validation MSE)")
     p.add_argument("--costs", type=Path, help="TOML costs file: sensors, weights, link")
     p.add_argument("--grouping", help="sensor grouping of a built-in dataset (e.g. per-feature)")
     p.add_argument("--method", required=True, metavar="METHOD",
@@ -124,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
             n_jobs=jobs, progress=not args.no_progress, hpc_kind=args.hpc,
             hpc_onnx=args.hpc_onnx, extra=extra, force=args.force,
             cluster=cluster_address(args.cluster), val_fraction=args.val_fraction,
-            impute=args.impute)
+            impute=args.impute, task=args.task, tolerance=args.tolerance)
     except ParamError as exc:
         raise CommandError(f"bad --param: {exc}") from exc
     print(render(manifest, args.out, seconds=time.perf_counter() - started))
@@ -134,20 +138,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def regression_refusal(method: str) -> None:
-    """``--task regression``: a method that cannot learn it is refused naming those that can;
-    those cannot write a bundle yet (the manifest's schema 2 and the regression walk are the
-    other half of issue 33), which is said in one line, not done half."""
+    """``--task regression``: a method that cannot learn it is refused in one line naming
+    those that can (before any fit)."""
     from adaptedge.trainer.errors import TrainError
-    from adaptedge.trainer.methods.regression import REGRESSION_METHODS, check_regression_method
+    from adaptedge.trainer.methods.regression import check_regression_method
 
     try:
         check_regression_method(method)
     except TrainError as exc:
         raise CommandError(str(exc)) from exc
-    raise CommandError(f"--task regression: {method} learns a regression ("
-                       f"{', '.join(REGRESSION_METHODS)} do), but this build cannot write a "
-                       "regression bundle yet (manifest schema 2, issue 33); run python -m "
-                       "benchmarks.gas_concentration for the regressors' numbers")
 
 
 def write_device(out: Path, manifest: Any, device_out: Path, force: bool) -> str:
@@ -167,6 +166,8 @@ def render(m: Any, out: Path, *, seconds: float) -> str:
     bundle so that its id depends on its content only)."""
     from adaptedge.protocol.costs import hpc_cost
 
+    if m.is_regression:
+        return render_regression(m, out, seconds=seconds)
     w = max([len("operating point")] + [len(p.name) + 2 for p in m.operating_points]) + 2
     lines = [
         f"{m.metadata.get('method')} on {m.metadata.get('dataset')}: "
@@ -184,6 +185,35 @@ def render(m: Any, out: Path, *, seconds: float) -> str:
         mark = " *" if p.name == m.default_operating_point else ""
         lines.append(f"{p.name + mark:<{w}}{p.accuracy:>9.4f}{p.cost:>10.4g}"
                      f"{p.escalation_rate:>10.3f}{p.avg_sensors_read:>9.2f}")
+    rule = m.metadata.get("default_rule")
+    lines += ["", f"* default operating point{': ' + rule if rule else ''}.",
+              f"Data: {m.metadata.get('dataset_description', '?')}",
+              f"Bundle {m.bundle_id} written to {out}"]
+    return "\n".join(lines)
+
+
+def render_regression(m: Any, out: Path, *, seconds: float) -> str:
+    """A regression bundle's frontier as text: validation MSE and MAE in the target's unit."""
+    from adaptedge.protocol.costs import hpc_cost
+
+    unit = f" ({m.target_unit})" if m.target_unit else ""
+    w = max([len("operating point")] + [len(p.name) + 2 for p in m.operating_points]) + 2
+    lines = [
+        f"{m.metadata.get('method')} on {m.metadata.get('dataset')} (regression, target "
+        f"{m.target or '?'}{unit}): {len(m.operating_points)} operating points on the "
+        f"validation frontier, trained in {seconds:.1f} s",
+        *([f"Frontier: {m.metadata['frontier_rule']}."] if m.metadata.get("frontier_rule")
+          else []),
+        f"HPC: validation MSE {m.hpc.mse:.4g}, MAE {m.hpc.mae:.4g}{unit}, always-cloud cost "
+        f"{hpc_cost(m).scalar:.4g}",
+        "",
+        f"{'operating point':<{w}}{'MSE':>11}{'MAE':>10}{'cost':>10}{'escalate':>10}"
+        f"{'bound':>11}",
+    ]
+    for p in m.operating_points:
+        mark = " *" if p.name == m.default_operating_point else ""
+        lines.append(f"{p.name + mark:<{w}}{p.mse:>11.4g}{p.mae:>10.4g}{p.cost:>10.4g}"
+                     f"{p.escalation_rate:>10.3f}{p.paired_lower_bound:>+11.4g}")
     rule = m.metadata.get("default_rule")
     lines += ["", f"* default operating point{': ' + rule if rule else ''}.",
               f"Data: {m.metadata.get('dataset_description', '?')}",

@@ -14,7 +14,7 @@ def test_quick_seed_reports_every_method_in_ppmv() -> None:
     report = run_seed(0, quick=True)
     assert report["unit"] == "ppmv" and report["tolerance_ppmv2"] > 0
     methods = {p["method"] for p in report["points"]}
-    assert methods == {"always-hpc", "static-subset", "greedy-miser", "cstc"}
+    assert methods == {"always-hpc", "static-subset", "greedy-miser", "cstc", "confidence"}
     hpc = report["hpc"]
     assert hpc["val"]["cost"] == 16.0 and hpc["val"]["paired_lower_bound"] == 0.0
     for p in report["points"]:

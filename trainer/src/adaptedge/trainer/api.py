@@ -127,7 +127,8 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
                  n_jobs: int = 1, progress: bool = True, hpc_kind: Any = "auto",
                  hpc_onnx: str | Path | None = None, extra: Mapping[str, Any] | None = None,
                  force: bool = False, cluster: str | None = None,
-                 val_fraction: float | None = None, impute: str | None = None) -> Manifest:
+                 val_fraction: float | None = None, impute: str | None = None,
+                 task: str | None = None, tolerance: float | None = None) -> Manifest:
     """Train ``method`` on ``data`` and write a verified bundle to ``out``; returns its manifest.
 
     ``data``: a built-in dataset name, a CSV/TSV path (with ``target``), a pandas DataFrame
@@ -150,13 +151,17 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
     ``trainer.parallel.usable_cores()``). The bundle is the same for any ``n_jobs``.
     ``cluster``: a Dask scheduler address (``tcp://HOST:PORT``) that runs the sweep's fits
     (``trainer.parallel``); ``n_jobs`` still sizes the work done here.
+    ``task="regression"`` (or a regression built-in such as ``gas-concentration``): a numeric
+    target, a regression bundle (``trainer.regression_bundle``; ``tolerance``: the paired
+    error rule's, in squared target units, default 5% of the HPC's validation MSE).
     """
     with tabular_source(data, target) as (source, column):
         return _train_bundle(source, method, out, target=column, costs=costs,
                              grouping=grouping, budget=budget, quick=quick, seed=seed,
                              n_jobs=n_jobs, progress=progress, hpc_kind=hpc_kind,
                              hpc_onnx=hpc_onnx, extra=extra, force=force, cluster=cluster,
-                             val_fraction=val_fraction, impute=impute)
+                             val_fraction=val_fraction, impute=impute, task=task,
+                             tolerance=tolerance)
 
 
 def _train_bundle(data: str, method: str, out: str | Path, *, target: str | None,
@@ -164,13 +169,38 @@ def _train_bundle(data: str, method: str, out: str | Path, *, target: str | None
                   quick: bool, seed: int, n_jobs: int, progress: bool, hpc_kind: Any,
                   hpc_onnx: str | Path | None, extra: Mapping[str, Any] | None,
                   force: bool, cluster: str | None, val_fraction: float | None,
-                  impute: str | None) -> Manifest:
+                  impute: str | None, task: str | None = None,
+                  tolerance: float | None = None) -> Manifest:
     out = check_target(out, force=force)  # absolute: "--out ." stays valid once replaced
+    if task == "regression":
+        check_regression_method(method)  # before any fit
     with use_cluster(cluster):
         return _train(data, method, out, target=target, costs=costs, grouping=grouping,
                       budget=budget, quick=quick, seed=seed, n_jobs=n_jobs, progress=progress,
                       hpc_kind=hpc_kind, hpc_onnx=hpc_onnx, extra=extra, force=force,
-                      val_fraction=val_fraction, impute=impute)
+                      val_fraction=val_fraction, impute=impute, task=task,
+                      tolerance=tolerance)
+
+
+def _train_regression(dataset: Dataset, method: str, out: Path, *, target: str | None,
+                      budget: float | None, quick: bool, seed: int, n_jobs: int,
+                      hpc_kind: Any, extra: Mapping[str, Any], force: bool,
+                      tolerance: float | None) -> Manifest:
+    """A regression bundle (``trainer.regression_bundle``) of ``method`` on ``dataset``."""
+    from adaptedge.trainer.regression_bundle import train_regression
+
+    check_regression_method(method)
+    if extra:
+        raise TrainError(f"--param is not supported with --task regression yet (got "
+                         f"{sorted(extra)}); the sweep is the method's own")
+    meta: dict[str, Any] = {
+        "method": method, "dataset": dataset.name,
+        "dataset_description": dataset.description, "seed": seed, "quick": quick,
+        "budget": budget, "library_versions": library_versions(),
+        **({TARGET_COLUMN_KEY: target} if target else {})}
+    return train_regression(dataset, method, out, seed=seed, quick=quick, n_jobs=n_jobs,
+                            hpc_kind=str(hpc_kind), budget=budget, tolerance=tolerance,
+                            metadata=meta, force=force, split=split_recipe(dataset, seed))
 
 
 def _load(data: str, method: str, impute: str | None, **kwargs: Any) -> Dataset:
@@ -191,18 +221,22 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
            costs: str | Path | None, grouping: str | None, budget: float | None, quick: bool,
            seed: int, n_jobs: int, progress: bool, hpc_kind: Any, hpc_onnx: str | Path | None,
            extra: Mapping[str, Any] | None, force: bool, val_fraction: float | None,
-           impute: str | None) -> Manifest:
+           impute: str | None, task: str | None = None,
+           tolerance: float | None = None) -> Manifest:
     show = progress  # a bar on a terminal, periodic log lines otherwise (trainer.progress)
     method_fn = get_method(method)
     extra = check_params(method, extra or {})  # before any fit: a typo costs no training
     dataset = _load(data, method, impute, target=target, costs=costs, grouping=grouping,
-                    seed=seed)
-    if dataset.is_regression:  # issue 33: the regressors exist, the regression bundle not yet
-        check_regression_method(method)
-        raise TrainError(f"{dataset.name} is a regression: {method} learns it, but regression "
-                         "bundles (manifest schema 2) are not written by this build yet")
+                    seed=seed, task=task)
     if val_fraction is not None:
         dataset = with_val_fraction(dataset, val_fraction, seed)
+    if dataset.is_regression:
+        return _train_regression(dataset, method, out, target=target, budget=budget,
+                                 quick=quick, seed=seed, n_jobs=n_jobs, hpc_kind=hpc_kind,
+                                 extra=extra, force=force, tolerance=tolerance)
+    if tolerance is not None:
+        raise TrainError("--tolerance applies to regression (--task regression); "
+                         "classification keeps its 0.01 accuracy tolerance")
     check_training_classes(data, dataset.classes, dataset.y_train)
     hpc = fit_hpc(dataset, kind=hpc_kind, seed=seed, n_jobs=n_jobs, onnx_path=hpc_onnx,
                   progress=show)

@@ -39,7 +39,8 @@ def load_for_bundle(data: str, manifest: Manifest, *, target: str | None = None,
     without ``target`` its label column too."""
     if target is None and isinstance(recorded := manifest.metadata.get(TARGET_COLUMN_KEY), str):
         target = recorded
-    dataset = load_dataset(data, target=target, costs=costs, grouping=grouping, seed=seed)
+    dataset = load_dataset(data, target=target, costs=costs, grouping=grouping, seed=seed,
+                           task="regression" if manifest.is_regression else None)
     if costs is not None or grouping is not None or dataset.sizes is not None:
         return dataset
     column = bundle_size_column(manifest, dataset.feature_names)

@@ -21,7 +21,13 @@ import numpy.typing as npt
 from adaptedge.protocol.bundle import read_manifest
 from adaptedge.protocol.costs import cost_columns, decision_costs, visit_columns
 from adaptedge.protocol.device_bundle import require_hpc
-from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Manifest
+from adaptedge.protocol.manifest import (
+    ACTION_OUTPUT,
+    MODEL_INPUT,
+    PROBA_OUTPUT,
+    VALUE_OUTPUT,
+    Manifest,
+)
 from adaptedge.protocol.walk import BatchWalk, WalkNode, compile_graph, gather, walk_manifest
 from adaptedge.trainer.policy.failed_reads import (
     bits_mask,
@@ -53,6 +59,27 @@ class PolicyResult:
     money: npt.NDArray[np.float64]
     bytes: npt.NDArray[np.int64]
     y: npt.NDArray[np.int64] | None = None
+    targets: npt.NDArray[np.float64] | None = None
+    """Regression: the numeric target per row (``y`` is then None); ``probabilities`` then
+    holds each row's answered value [N, 1] (the stop node's, or the HPC's when escalated)."""
+
+    @property
+    def values(self) -> npt.NDArray[np.float32]:
+        """A regression run's answer per row (``probabilities[:, 0]``)."""
+        return np.asarray(self.probabilities[:, 0], dtype=np.float32)
+
+    @property
+    def mse(self) -> float:
+        """Mean squared error of ``values`` against ``targets`` (NaN without targets)."""
+        if self.targets is None:
+            return float("nan")
+        return float(np.mean((self.values.astype(np.float64) - self.targets) ** 2))
+
+    @property
+    def mae(self) -> float:
+        if self.targets is None:
+            return float("nan")
+        return float(np.mean(np.abs(self.values.astype(np.float64) - self.targets)))
 
     @property
     def source(self) -> npt.NDArray[np.str_]:
@@ -141,8 +168,23 @@ class BundleRunner:
 
     def _run_node(self, file: str, x: npt.NDArray[np.float32], scores: bool
                   ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None]:
-        out = self.run(file, x, [PROBA_OUTPUT, ACTION_OUTPUT] if scores else [PROBA_OUTPUT])
+        answer = self.answer_output
+        out = self.run(file, x, [answer, ACTION_OUTPUT] if scores else [answer])
         return out[0], (out[1] if scores else None)
+
+    @property
+    def answer_output(self) -> str:
+        """``value`` for a regression bundle, else ``probabilities``."""
+        return VALUE_OUTPUT if self.manifest.is_regression else PROBA_OUTPUT
+
+    def _truth(self, y: npt.ArrayLike | None
+               ) -> tuple[npt.NDArray[np.int64] | None, npt.NDArray[np.float64] | None]:
+        """``(y, targets)`` of a result: labels for classification, numbers for regression."""
+        if y is None:
+            return None, None
+        if self.manifest.is_regression:
+            return None, np.asarray(y, dtype=np.float64).reshape(-1)
+        return np.asarray(y, dtype=np.int64), None
 
     def hpc_proba(self, X: npt.ArrayLike) -> npt.NDArray[np.float32]:
         """HPC probabilities on rows with only the HPC's sensors' columns kept (others 0)."""
@@ -151,7 +193,7 @@ class BundleRunner:
         for name in self.manifest.hpc.sensors:
             keep[list(self.manifest.sensors[self._sensor_index[name]].features)] = True
         x = np.where(keep, x, np.float32(0)).astype(np.float32)
-        return self.run(self.manifest.hpc.file, x, [PROBA_OUTPUT])[0]
+        return self.run(self.manifest.hpc.file, x, [self.answer_output])[0]
 
     def hpc_sensor_mask(self) -> npt.NDArray[np.bool_]:
         mask = np.zeros(len(self.sensor_names), dtype=bool)
@@ -180,6 +222,7 @@ class BundleRunner:
         if x.ndim != 2 or x.shape[1] != len(m.feature_names):
             raise ValueError(f"X must be [N, {len(m.feature_names)}] (the bundle's features), "
                              f"got shape {x.shape}")
+        truth = self._truth(y)
         walk = walk_manifest(m, policy_name, x, self._run_node)
         failed, live_bits = self._failed_reads(policy_name, x, walk)
         escalated = walk.escalated
@@ -209,7 +252,7 @@ class BundleRunner:
             sensors_read=read, sensor_names=self.sensor_names, nodes_visited=visited,
             final_node=final.astype(str), cost=c[:, 0], energy_mj=c[:, 1], latency_ms=c[:, 2],
             money=c[:, 3], bytes=np.rint(c[:, 4]).astype(np.int64),
-            y=None if y is None else np.asarray(y, dtype=np.int64))
+            y=truth[0], targets=truth[1])
 
     def _failed_reads(self, policy: str, x: npt.NDArray[np.float32], walk: BatchWalk
                       ) -> tuple[npt.NDArray[np.int64] | None,
@@ -246,6 +289,7 @@ class BundleRunner:
         x = np.asarray(X, dtype=np.float32)
         n = len(x)
         proba = self.hpc_proba(x)
+        truth = self._truth(y)
         read = np.tile(self.hpc_sensor_mask(), (n, 1))
         escalated = np.ones(n, dtype=bool)
         c = self.costs(read, escalated, sizes)
@@ -255,7 +299,7 @@ class BundleRunner:
             nodes_visited=np.zeros(n, dtype=np.int64), final_node=np.full(n, "hpc"),
             cost=c[:, 0], energy_mj=c[:, 1], latency_ms=c[:, 2], money=c[:, 3],
             bytes=np.rint(c[:, 4]).astype(np.int64),
-            y=None if y is None else np.asarray(y, dtype=np.int64))
+            y=truth[0], targets=truth[1])
 
 
 def evaluate_policy(bundle: str | Path | Manifest, policy_name: str, X: npt.ArrayLike,
