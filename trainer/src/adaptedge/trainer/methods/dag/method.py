@@ -80,7 +80,8 @@ def train_dag(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
 
     settings = settings_from(options)
     with threadpool_limits(limits=1, user_api="openmp"):
-        sweep = sweep_dag(problem_from(dataset, hpc), settings, progress=options.progress)
+        sweep = sweep_dag(problem_from(dataset, hpc), settings, progress=options.progress,
+                          n_jobs=options.n_jobs)
         return export_sweep(sweep)
 
 

@@ -232,16 +232,19 @@ def choose_bank(problem: DagProblem, settings: DagSettings,
 
 
 def sweep_dag(problem: DagProblem, settings: DagSettings, *,
-              bank: ClassifierBank | None = None, progress: bool = False) -> DagSweep:
-    """The sweep's graphs (``progress``: stage lines and the sweep's done/total, ETA)."""
+              bank: ClassifierBank | None = None, progress: bool = False,
+              n_jobs: int = 1) -> DagSweep:
+    """The sweep's graphs (``progress``: stage lines and the sweep's done/total, ETA).
+    ``n_jobs``: processes for the lattice nodes' classifiers (``ClassifierBank.prefetch``;
+    the same graphs for any value)."""
     # one thread for OpenMP (boosting) and BLAS (ridge / logistic policies): on a shared
     # 2-core machine extra threads spin and multiply CPU time
     with threadpool_limits(limits=1):
-        return _sweep(problem, settings, bank, progress)
+        return _sweep(problem, settings, bank, progress, n_jobs)
 
 
 def _sweep(problem: DagProblem, settings: DagSettings, bank: ClassifierBank | None,
-           progress: bool) -> DagSweep:
+           progress: bool, n_jobs: int = 1) -> DagSweep:
     start, cpu_start = time.perf_counter(), time.process_time()
     stages = Stages("dag", ("sensor lattice", "classifier bank", "reduction", "sweep"),
                     progress)
@@ -250,7 +253,8 @@ def _sweep(problem: DagProblem, settings: DagSettings, bank: ClassifierBank | No
     lattice, tracks = build_lattice(problem, settings, scorer)
     stages.start("classifier bank")
     bank = bank or choose_bank(problem, settings, mask_sets=list(lattice.edges))
-    stages.start("reduction")  # fits the bank's node classifiers on first use
+    stages.start("reduction")  # every lattice node's classifier: Graph-Reduce reads them all
+    bank.prefetch(lattice.nodes, n_jobs)
     reduction, scores = choose_reduction(bank, lattice, settings)
     sweep = DagSweep(problem, bank, lattice, tracks, scorer, reduction, scores)
     stages.start("sweep")
