@@ -10,6 +10,7 @@ import pytest
 
 from adaptedge.trainer.methods.dag.bank import ClassifierBank
 from adaptedge.trainer.methods.dag.masked import ChoiceBank, MaskedBank
+from adaptedge.trainer.methods.dag.sweep import DagSettings, choose_per_subset
 from tests.trainer.methods.test_dag import synthetic
 
 pytestmark = pytest.mark.usefixtures("one_native_thread")
@@ -62,3 +63,13 @@ def test_choice_bank_prefetch_fits_only_the_chosen_fold_models() -> None:
     assert ahead.fits == lazy.fits
     assert fitted <= ahead.fits  # the masked bank still fits its fold models on first use
     assert set(chosen.values()) == {"masked", "per-subset"}, chosen
+
+
+def test_kinds_fitted_side_by_side_choose_as_one_by_one() -> None:
+    problem = synthetic(3, n=300)
+    settings = DagSettings.quick(classifier="per-subset")
+    one, two = choose_per_subset(problem, settings, 1), choose_per_subset(problem, settings, 2)
+    assert one.kind == two.kind and one.kind_scores == two.kind_scores
+    assert len(one.kind_scores) == 3 and one.fits == two.fits == 1
+    everything = problem.all_sensors
+    np.testing.assert_array_equal(one.proba(everything, "val"), two.proba(everything, "val"))

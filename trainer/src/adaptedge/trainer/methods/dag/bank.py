@@ -99,8 +99,24 @@ def fit_model(model: Any, X: Any, y: Any) -> Any:
     return model
 
 
-def _fit_job(job: tuple[ModelSpec, Any, IntArray, tuple[int, ...], IntArray | None]
-             ) -> Any:
+FitJob = tuple[ModelSpec, Any, IntArray, tuple[int, ...], IntArray | None]
+"""(spec, training X, training y, the set's columns, the rows to fit on or None: all)."""
+
+
+def prefetch_models(banks: Sequence[ClassifierBank], sets: Sequence[SensorSet], n_jobs: int
+                    ) -> None:
+    """Fit every bank's models of ``sets`` not fitted yet (no fold models), all in one pool of
+    up to ``n_jobs`` processes: the models first use would fit (``ClassifierBank.prefetch``)."""
+    from adaptedge.trainer.parallel import parallel_map
+
+    jobs = [(bank, key) for bank in banks for key in bank._unfitted(sets)]
+    models = parallel_map(_fit_job, [bank._job(key, None) for bank, key in jobs], n_jobs,
+                          False, "dag classifier bank")
+    for (bank, key), model in zip(jobs, models, strict=True):
+        bank._store(key, model)
+
+
+def _fit_job(job: FitJob) -> Any:
     """``fit_model`` on a worker: the training rows ``rows`` (None: all) of ``columns``,
     sliced as ``ClassifierBank._fit`` and ``_out_of_fold`` slice them."""
     spec, X, y, columns, rows = job
@@ -245,14 +261,25 @@ class ClassifierBank:
         (``trainer.parallel``): the same models and probabilities as fitting them one by one
         on first use (each fit depends on its rows and the seed only)."""
         keys = list(dict.fromkeys(tuple(sorted(s)) for s in sets))
-        new = [k for k in keys if k not in self._entries and self.problem.columns(k)]
-        for key, model in zip(new, self._fit_many([(key, None) for key in new], n_jobs),
-                              strict=True):
-            self._entries[key] = BankEntry(key, self.problem.columns(key), model)
+        prefetch_models([self], keys, n_jobs)
         for key in keys:
             self.proba(key, "val")
         if out_of_fold:
             self._prefetch_out_of_fold([self.get(k) for k in keys], n_jobs)
+
+    def _unfitted(self, sets: Sequence[SensorSet]) -> list[SensorSet]:
+        """The sets (sorted, once each) whose model is not fitted yet (the empty set's prior
+        needs no fit)."""
+        keys = dict.fromkeys(tuple(sorted(s)) for s in sets)
+        return [k for k in keys if k not in self._entries and self.problem.columns(k)]
+
+    def _job(self, key: SensorSet, rows: IntArray | None) -> FitJob:
+        train = self.problem.splits["train"]
+        return self._spec(), train.X, train.y, self.problem.columns(key), rows
+
+    def _store(self, key: SensorSet, model: Any) -> None:
+        self._fits += 1
+        self._entries[key] = BankEntry(key, self.problem.columns(key), model)
 
     def _prefetch_out_of_fold(self, entries: Sequence[BankEntry], n_jobs: int) -> None:
         todo = [e for e in entries if "train" not in e.proba]
@@ -273,11 +300,9 @@ class ClassifierBank:
         """``fit_model`` of each (sensor set, training rows or None: all) job."""
         from adaptedge.trainer.parallel import parallel_map
 
-        train = self.problem.splits["train"]
-        items = [(self._spec(), train.X, train.y, self.problem.columns(key), rows)
-                 for key, rows in jobs]
-        self._fits += len(items)
-        return parallel_map(_fit_job, items, n_jobs, False, "dag classifier bank")
+        self._fits += len(jobs)
+        return parallel_map(_fit_job, [self._job(key, rows) for key, rows in jobs], n_jobs,
+                            False, "dag classifier bank")
 
     def _predict(self, model: Any, X: Any) -> FloatArray:
         """Probabilities over all ``n_classes`` (a fold may have missed a rare class)."""
