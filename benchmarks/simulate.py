@@ -18,7 +18,9 @@ come from the session's cache), ``per_row_decisions_per_s`` (``batched=False``: 
 of REPEATS) and ``equal_decisions``: every column of every decision (label, source,
 escalation, sensors read, request id, start time, latency, energy) and the run's duration of
 the batched replay equal the per-row replay's on those rows. ``*_per_cpu_s``: the same per
-second of this process's CPU time (what a shared machine's other jobs do not take away).
+second of this process's CPU time (what a shared machine's other jobs do not take away);
+``threads``: the threads a batched model call's row chunks ran on (``simulator.row_chunks``:
+the usable cores).
 Run: ``python -m benchmarks.simulate [--rows N] [--adapt-bundle DIR] [--dag-bundle DIR]``.
 """
 
@@ -87,6 +89,7 @@ def measure(bundle: Path, X: Any, y: Any, point: str, per_row_rows: int,
         "cold_replay_decisions_per_s": round(n / cold_s, 1),
         "cold_replay_decisions_per_cpu_s": round(n / cold_cpu, 1),
         "session_s": round(session_s, 3),
+        "threads": session.models.threads,
         "hpc_rows_computed": {"cold": hpc_rows_cold, "after_repeats": session.answers.computed},
         "decisions": n, "per_row_decisions": k, "operating_point": point,
         "policy_nodes": len(m.policies[m.operating_point(point).policy].nodes),

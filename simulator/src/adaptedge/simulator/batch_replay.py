@@ -35,6 +35,7 @@ from adaptedge.protocol.walk import ESCALATE, BatchWalk, walk_manifest
 from adaptedge.simulator.batch_sized import sized_costs
 from adaptedge.simulator.network import NetworkModel
 from adaptedge.simulator.records import ColumnArrays
+from adaptedge.simulator.row_chunks import CHUNK_ROWS, run_chunked, usable_threads
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -44,11 +45,16 @@ REPLY_ESTIMATE = 96
 
 
 class BundleModels:
-    """onnxruntime sessions (batched calls) for a verified bundle's files, hash-checked."""
+    """onnxruntime sessions (batched calls) for a verified bundle's files, hash-checked; a
+    call on many rows runs in row chunks on ``threads`` threads (``row_chunks``: the same
+    outputs as one call; default: the usable cores)."""
 
-    def __init__(self, manifest: Manifest, root: Path) -> None:
+    def __init__(self, manifest: Manifest, root: Path, *, threads: int | None = None,
+                 chunk_rows: int = CHUNK_ROWS) -> None:
         self.manifest = manifest
         self.root = root
+        self.threads = usable_threads() if threads is None else max(1, threads)
+        self.chunk_rows = chunk_rows
         self._sessions: dict[str, Any] = {}
 
     def session(self, file: str) -> Any:
@@ -70,7 +76,12 @@ class BundleModels:
 
     def run(self, file: str, x: F32, scores: bool) -> tuple[F32, F32 | None]:
         outputs = [PROBA_OUTPUT, ACTION_OUTPUT] if scores else [PROBA_OUTPUT]
-        out = self.session(file).run(outputs, {MODEL_INPUT: x})
+        session = self.session(file)
+
+        def call(rows: F32) -> list[F32]:
+            return list(session.run(outputs, {MODEL_INPUT: rows}))
+
+        out = run_chunked(call, x, self.threads, self.chunk_rows)
         return out[0], (out[1] if scores else None)
 
     def hpc_labels(self, x: F32, feature_mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:

@@ -5,7 +5,9 @@ the batched walk's onnxruntime sessions (``batch_replay.BundleModels``, each fil
 re-checked when its session is made), the HPC's answers (``hpc_cache.HpcAnswers``: per HPC
 file, rows and feature mask; in memory, and on disk under ``<cache_root>/replay`` unless
 ``disk_cache=False``), the cloud's ``HpcInference`` and the edge runtimes' model store for the
-per-row path. Pass it to ``replay.replay`` in place of the bundle directory.
+per-row path. ``threads``: how many threads a batched model call on many rows uses (row
+chunks, ``row_chunks``; default: the usable cores; 1: one call). Pass it to
+``replay.replay`` in place of the bundle directory.
 """
 
 from __future__ import annotations
@@ -39,10 +41,10 @@ class ReplaySession:
     """One verified bundle and what its replays share (not thread-safe)."""
 
     def __init__(self, bundle_dir: str | Path, *, disk_cache: bool = True,
-                 cache_dir: str | Path | None = None) -> None:
+                 cache_dir: str | Path | None = None, threads: int | None = None) -> None:
         self.root = Path(bundle_dir)
         self.manifest = verify(self.root)
-        self.models = BundleModels(self.manifest, self.root)
+        self.models = BundleModels(self.manifest, self.root, threads=threads)
         hpc_sha256 = self.manifest.files.get(self.manifest.hpc.file)
         directory = (Path(cache_dir) if cache_dir is not None else default_cache_dir()
                      ) if disk_cache and hpc_sha256 else None

@@ -8,6 +8,7 @@ locally, walked on the exported ONNX (what the device runs).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,12 +31,18 @@ class ValidationWalks:
 
 def validation_walks(manifest: Manifest, files: Mapping[str, bytes],
                      X_val: npt.ArrayLike) -> ValidationWalks:
-    """Walk every policy of ``manifest``'s points, and the HPC, on ``X_val`` (float32)."""
+    """Walk every policy of ``manifest``'s points, and the HPC, on ``X_val`` (float32); the
+    policies on the usable cores' threads (onnxruntime releases the GIL; each walk is the one
+    a single thread makes)."""
+    from adaptedge.trainer.parallel import usable_cores
+
     runner = BundleRunner.from_files(manifest, files)
     x = np.asarray(X_val, dtype=np.float32)
     hpc = np.asarray(np.argmax(runner.hpc_proba(x), axis=1), dtype=np.int64)
-    policies = dict.fromkeys(p.policy for p in manifest.operating_points)
-    return ValidationWalks(hpc, {name: runner.evaluate(name, x) for name in policies})
+    policies = list(dict.fromkeys(p.policy for p in manifest.operating_points))
+    with ThreadPoolExecutor(max_workers=max(1, min(usable_cores(), len(policies)))) as pool:
+        results = list(pool.map(lambda name: runner.evaluate(name, x), policies))
+    return ValidationWalks(hpc, dict(zip(policies, results, strict=True)))
 
 
 def validation_reference(manifest: Manifest, files: Mapping[str, bytes],

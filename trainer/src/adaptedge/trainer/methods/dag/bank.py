@@ -10,6 +10,7 @@ by sensor set; sweeps over lambda reuse them.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -23,7 +24,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from adaptedge.trainer.methods.dag.problem import DagProblem, FloatArray, SensorSet
+from adaptedge.trainer.methods.dag.problem import DagProblem, FloatArray, IntArray, SensorSet
 
 ClassifierKind = Literal["hgb", "hgb-wide", "lr"]
 
@@ -66,6 +67,63 @@ def make_classifier(kind: ClassifierKind, *, max_iter: int, seed: int,
         return make_pipeline(StandardScaler(),
                              LogisticRegression(C=1.0, max_iter=500))
     raise ValueError(f"unknown classifier kind {kind!r}; choose 'hgb', 'hgb-wide' or 'lr'")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a bank's fit depends on besides its rows: classifier kind, rounds, seed, stopping."""
+
+    kind: ClassifierKind
+    max_iter: int
+    seed: int
+    early_stopping: bool
+
+
+def new_model(spec: ModelSpec, y: Any) -> Any:
+    """An unfitted model for labels ``y`` (which decide whether it may stop early)."""
+    rounds, stop_early = spec.max_iter, spec.early_stopping
+    if stop_early and not can_early_stop(y):
+        rounds, stop_early = min(spec.max_iter, SMALL_FIT_ROUNDS), False
+    return clone(make_classifier(spec.kind, max_iter=rounds, seed=spec.seed,
+                                 early_stopping=stop_early))
+
+
+def fit_model(model: Any, X: Any, y: Any) -> Any:
+    """``model`` fitted on ``X``, ``y``, its thresholds rounded to the float32 its ONNX export
+    holds."""
+    # one OpenMP thread: on a shared 2-core machine more threads only spin
+    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="openmp"):
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    round_thresholds_to_float32(model)
+    return model
+
+
+FitJob = tuple[ModelSpec, Any, IntArray, tuple[int, ...], IntArray | None]
+"""(spec, training X, training y, the set's columns, the rows to fit on or None: all)."""
+
+
+def prefetch_models(banks: Sequence[ClassifierBank], sets: Sequence[SensorSet], n_jobs: int
+                    ) -> None:
+    """Fit every bank's models of ``sets`` not fitted yet (no fold models), all in one pool of
+    up to ``n_jobs`` processes: the models first use would fit (``ClassifierBank.prefetch``)."""
+    from adaptedge.trainer.parallel import parallel_map
+
+    jobs = [(bank, key) for bank in banks for key in bank._unfitted(sets)]
+    models = parallel_map(_fit_job, [bank._job(key, None) for bank, key in jobs], n_jobs,
+                          False, "dag classifier bank")
+    for (bank, key), model in zip(jobs, models, strict=True):
+        bank._store(key, model)
+
+
+def _fit_job(job: FitJob) -> Any:
+    """``fit_model`` on a worker: the training rows ``rows`` (None: all) of ``columns``,
+    sliced as ``ClassifierBank._fit`` and ``_out_of_fold`` slice them."""
+    spec, X, y, columns, rows = job
+    Xc = X[:, list(columns)]
+    if rows is not None:
+        Xc, y = Xc[rows], y[rows]
+    return fit_model(new_model(spec, y), Xc, y)
 
 
 def round_thresholds_to_float32(model: Any) -> None:
@@ -185,23 +243,66 @@ class ClassifierBank:
             oof[held_rows] = self._predict(model, X[held_rows])
         return oof
 
+    def _spec(self) -> ModelSpec:
+        return ModelSpec(self.model_kind, self.max_iter, self.seed, self.early_stopping)
+
     def _new_model(self, y: Any) -> Any:
         """An unfitted model for labels ``y`` (which decide whether it may stop early)."""
-        rounds, stop_early = self.max_iter, self.early_stopping
-        if stop_early and not can_early_stop(y):
-            rounds, stop_early = min(self.max_iter, SMALL_FIT_ROUNDS), False
-        return clone(make_classifier(self.model_kind, max_iter=rounds, seed=self.seed,
-                                     early_stopping=stop_early))
+        return new_model(self._spec(), y)
 
     def _fit_one(self, X: Any, y: Any) -> Any:
-        model = self._new_model(y)
-        # one OpenMP thread: on a shared 2-core machine more threads only spin
-        with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="openmp"):
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            model.fit(X, y)
-        round_thresholds_to_float32(model)
         self._fits += 1
-        return model
+        return fit_model(self._new_model(y), X, y)
+
+    def prefetch(self, sets: Sequence[SensorSet], n_jobs: int, *, out_of_fold: bool = True
+                 ) -> None:
+        """Fit what ``proba(s, "val")`` (and, with ``out_of_fold``, ``proba(s, "train")``)
+        would fit for each set ``s`` of ``sets``, on up to ``n_jobs`` processes
+        (``trainer.parallel``): the same models and probabilities as fitting them one by one
+        on first use (each fit depends on its rows and the seed only)."""
+        keys = list(dict.fromkeys(tuple(sorted(s)) for s in sets))
+        prefetch_models([self], keys, n_jobs)
+        for key in keys:
+            self.proba(key, "val")
+        if out_of_fold:
+            self._prefetch_out_of_fold([self.get(k) for k in keys], n_jobs)
+
+    def _unfitted(self, sets: Sequence[SensorSet]) -> list[SensorSet]:
+        """The sets (sorted, once each) whose model is not fitted yet (the empty set's prior
+        needs no fit)."""
+        keys = dict.fromkeys(tuple(sorted(s)) for s in sets)
+        return [k for k in keys if k not in self._entries and self.problem.columns(k)]
+
+    def _job(self, key: SensorSet, rows: IntArray | None) -> FitJob:
+        train = self.problem.splits["train"]
+        return self._spec(), train.X, train.y, self.problem.columns(key), rows
+
+    def _store(self, key: SensorSet, model: Any) -> None:
+        self._fits += 1
+        self._entries[key] = BankEntry(key, self.problem.columns(key), model)
+
+    def _prefetch_out_of_fold(self, entries: Sequence[BankEntry], n_jobs: int) -> None:
+        todo = [e for e in entries if "train" not in e.proba]
+        n_rows = len(self.problem.splits["train"].y)
+        folds = list(KFold(self.n_folds, shuffle=True, random_state=self.seed).split(
+            np.zeros((n_rows, 1))))
+        jobs = [(e.sensors, fit_rows) for e in todo for fit_rows, _ in folds]
+        models = iter(self._fit_many(jobs, n_jobs))
+        X = self.problem.splits["train"].X
+        for entry in todo:
+            oof = np.zeros((n_rows, self.problem.n_classes))
+            for _, held_rows in folds:
+                oof[held_rows] = self._predict(next(models), X[held_rows][:, list(entry.columns)])
+            entry.proba["train"] = oof
+
+    def _fit_many(self, jobs: Sequence[tuple[SensorSet, IntArray | None]], n_jobs: int
+                  ) -> list[Any]:
+        """``fit_model`` of each (sensor set, training rows or None: all) job."""
+        from adaptedge.trainer.parallel import parallel_map
+
+        self._fits += len(jobs)
+        return parallel_map(_fit_job, [self._job(key, rows) for key, rows in jobs], n_jobs,
+                            False, "dag classifier bank")
 
     def _predict(self, model: Any, X: Any) -> FloatArray:
         """Probabilities over all ``n_classes`` (a fold may have missed a rare class)."""

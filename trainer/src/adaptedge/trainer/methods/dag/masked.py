@@ -181,6 +181,11 @@ class MaskedBank(ClassifierBank):
     def _new_model(self, y: Any) -> Any:
         return make_masked_classifier(max_iter=self.max_iter, seed=self.seed)
 
+    def prefetch(self, sets: Sequence[SensorSet], n_jobs: int, *, out_of_fold: bool = True
+                 ) -> None:
+        """Nothing ahead of time: every entry is cut from the one masked model (and its fold
+        models), fitted on first use."""
+
     def _fit_masked(self, rows: IntArray, salt: int) -> HistGradientBoostingClassifier:
         train = self.problem.splits["train"]
         rng = np.random.default_rng([self.seed, salt])
@@ -261,6 +266,16 @@ class ChoiceBank(ClassifierBank):
 
     def get(self, sensors: SensorSet) -> BankEntry:
         return self.banks[self.choice(sensors)].get(tuple(sorted(sensors)))
+
+    def prefetch(self, sets: Sequence[SensorSet], n_jobs: int, *, out_of_fold: bool = True
+                 ) -> None:
+        """The per-subset models of ``sets`` (their validation losses decide each choice) and,
+        with ``out_of_fold``, the fold models of the sets that choose them, on ``n_jobs``
+        processes (``ClassifierBank.prefetch``)."""
+        per_subset = self.banks["per-subset"]
+        per_subset.prefetch(sets, n_jobs, out_of_fold=False)
+        if out_of_fold:
+            per_subset.prefetch([s for s in sets if self.choice(s) == "per-subset"], n_jobs)
 
     def proba(self, sensors: SensorSet, split: str) -> FloatArray:
         return self.banks[self.choice(sensors)].proba(tuple(sorted(sensors)), split)

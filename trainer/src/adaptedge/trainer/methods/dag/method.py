@@ -80,7 +80,8 @@ def train_dag(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
 
     settings = settings_from(options)
     with threadpool_limits(limits=1, user_api="openmp"):
-        sweep = sweep_dag(problem_from(dataset, hpc), settings, progress=options.progress)
+        sweep = sweep_dag(problem_from(dataset, hpc), settings, progress=options.progress,
+                          n_jobs=options.n_jobs)
         return export_sweep(sweep)
 
 
@@ -89,7 +90,7 @@ def train_static(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
     """The static skyline: the validation-frontier sensor subsets, one stop-only node each."""
     settings = settings_from(options)
     problem = problem_from(dataset, hpc)
-    bank = choose_bank(problem, settings)
+    bank = choose_bank(problem, settings, n_jobs=options.n_jobs)
     scorer = lattice_scorer(problem, settings.seed)
     sets = static_sets(bank, scorer, max_exhaustive=settings.max_exhaustive)
     points = static_points(bank, sets)
@@ -101,7 +102,7 @@ def train_cascade(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]
     """A fixed-order cascade (greedy sensor order), one policy per lambda."""
     settings = settings_from(options)
     problem = problem_from(dataset, hpc)
-    bank = choose_bank(problem, settings)
+    bank = choose_bank(problem, settings, n_jobs=options.n_jobs)
     order = greedy_order(problem, lattice_scorer(problem, settings.seed))
     reduction = "ridge" if "ridge" in settings.reductions else settings.reductions[0]
     points = cascade_points(bank, order, settings.lambdas, reduction)

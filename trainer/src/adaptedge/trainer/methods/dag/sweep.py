@@ -17,7 +17,12 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from adaptedge.trainer.errors import ParamError
-from adaptedge.trainer.methods.dag.bank import ClassifierBank, ClassifierKind, boosting_rounds
+from adaptedge.trainer.methods.dag.bank import (
+    ClassifierBank,
+    ClassifierKind,
+    boosting_rounds,
+    prefetch_models,
+)
 from adaptedge.trainer.methods.dag.filter_tree import DEFAULT_DEGREE
 from adaptedge.trainer.methods.dag.graph import (
     Lattice,
@@ -177,8 +182,10 @@ def choose_reduction(bank: ClassifierBank, lattice: Lattice, settings: DagSettin
     return best, scores
 
 
-def choose_per_subset(problem: DagProblem, settings: DagSettings) -> ClassifierBank:
-    """The per-subset bank: the settings' kind, or the best on validation with every sensor."""
+def choose_per_subset(problem: DagProblem, settings: DagSettings, n_jobs: int = 1
+                      ) -> ClassifierBank:
+    """The per-subset bank: the settings' kind, or the best on validation with every sensor
+    (the kinds' models fitted on ``n_jobs`` processes)."""
     kinds: tuple[ClassifierKind, ...]
     missing = bool(np.isnan(problem.splits["train"].X).any())
     if settings.classifier == "auto" or settings.classifier == "per-subset":
@@ -197,6 +204,7 @@ def choose_per_subset(problem: DagProblem, settings: DagSettings) -> ClassifierB
                             seed=settings.seed, early_stopping=True) for kind in kinds]
     if len(banks) == 1:
         return banks[0]
+    prefetch_models(banks, [problem.all_sensors], n_jobs)  # the kinds' fits side by side
     val = problem.splits["val"]
     scores = [float((b.proba(problem.all_sensors, "val").argmax(axis=1) == val.y).mean())
               for b in banks]
@@ -212,7 +220,8 @@ def masked_rounds(problem: DagProblem, settings: DagSettings) -> int:
 
 
 def choose_bank(problem: DagProblem, settings: DagSettings,
-                mask_sets: Sequence[SensorSet] | None = None) -> ClassifierBank:
+                mask_sets: Sequence[SensorSet] | None = None, n_jobs: int = 1
+                ) -> ClassifierBank:
     """The classifier bank ``settings.classifier`` asks for (see ``DagSettings``).
 
     ``mask_sets``: the sensor sets the masked model should serve best (the lattice's nodes).
@@ -227,21 +236,24 @@ def choose_bank(problem: DagProblem, settings: DagSettings,
                             mask_sets=mask_sets)
         if settings.classifier == "masked":
             return masked
-        return ChoiceBank(choose_per_subset(problem, settings), masked)
-    return choose_per_subset(problem, settings)
+        return ChoiceBank(choose_per_subset(problem, settings, n_jobs), masked)
+    return choose_per_subset(problem, settings, n_jobs)
 
 
 def sweep_dag(problem: DagProblem, settings: DagSettings, *,
-              bank: ClassifierBank | None = None, progress: bool = False) -> DagSweep:
-    """The sweep's graphs (``progress``: stage lines and the sweep's done/total, ETA)."""
+              bank: ClassifierBank | None = None, progress: bool = False,
+              n_jobs: int = 1) -> DagSweep:
+    """The sweep's graphs (``progress``: stage lines and the sweep's done/total, ETA).
+    ``n_jobs``: processes for the lattice nodes' classifiers (``ClassifierBank.prefetch``;
+    the same graphs for any value)."""
     # one thread for OpenMP (boosting) and BLAS (ridge / logistic policies): on a shared
     # 2-core machine extra threads spin and multiply CPU time
     with threadpool_limits(limits=1):
-        return _sweep(problem, settings, bank, progress)
+        return _sweep(problem, settings, bank, progress, n_jobs)
 
 
 def _sweep(problem: DagProblem, settings: DagSettings, bank: ClassifierBank | None,
-           progress: bool) -> DagSweep:
+           progress: bool, n_jobs: int = 1) -> DagSweep:
     start, cpu_start = time.perf_counter(), time.process_time()
     stages = Stages("dag", ("sensor lattice", "classifier bank", "reduction", "sweep"),
                     progress)
@@ -249,8 +261,9 @@ def _sweep(problem: DagProblem, settings: DagSettings, bank: ClassifierBank | No
     scorer = lattice_scorer(problem, settings.seed)
     lattice, tracks = build_lattice(problem, settings, scorer)
     stages.start("classifier bank")
-    bank = bank or choose_bank(problem, settings, mask_sets=list(lattice.edges))
-    stages.start("reduction")  # fits the bank's node classifiers on first use
+    bank = bank or choose_bank(problem, settings, mask_sets=list(lattice.edges), n_jobs=n_jobs)
+    stages.start("reduction")  # every lattice node's classifier: Graph-Reduce reads them all
+    bank.prefetch(lattice.nodes, n_jobs)
     reduction, scores = choose_reduction(bank, lattice, settings)
     sweep = DagSweep(problem, bank, lattice, tracks, scorer, reduction, scores)
     stages.start("sweep")
