@@ -11,8 +11,11 @@ tar through ``xz -9e``, and the time compressing it took; none for the full bund
 travels), ``load_ms_median`` and ``load_ms`` (``--loads`` loads, each a
 fresh ``EdgeRuntime.load``: manifest, hashes of every file, sessions of the default point).
 ``c_export`` gives the estimated Cortex-M0+ flash of the default point and, when it is over 256
-KB, the most accurate point that fits (``adaptedge export c --flash-limit 256K``). The numbers
-depend on the machine's load (``load_average`` is printed with them).
+KB, the most accurate point that fits (``adaptedge export c --flash-limit 256K``). ``profile``
+(``benchmarks.bundle_profile``): where the all-points device bundle's bytes go (distinct models
+and tree cores, the default point's bytes per ONNX attribute, its trees and splits) and what the
+one-point bundle's load spends in ``verify`` and in sessions. The numbers depend on the
+machine's load (``load_average`` is printed with them).
 
 Run: ``python -m benchmarks.device_bundle [--bundle DIR] [--loads N] [--xz]``; prints one
 JSON object.
@@ -81,6 +84,15 @@ def _c_export(root: Path) -> dict[str, Any]:
             {"point": best[0], "accuracy": best[1], "flash_bytes": best[2]}}
 
 
+def _profile(work: Path, loads: int) -> dict[str, Any]:
+    from adaptedge.protocol.bundle import verify
+    from benchmarks.bundle_profile import bytes_profile, load_profile
+
+    every = work / "device-all"
+    return {"bytes": bytes_profile(every, verify(every)),
+            "load": load_profile(work / "device-one", max(loads, 1))}
+
+
 def _trained(work: Path) -> Path:
     from adaptedge.trainer.api import train_bundle
 
@@ -110,7 +122,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                      for n in ("device-all", "device-one"))]
         result = {"benchmark": "device_bundle", "source": str(full),
                   "load_average": os.getloadavg(), "results": records,
-                  "c_export": _c_export(Path(full))}
+                  "c_export": _c_export(Path(full)), "profile": _profile(work, args.loads)}
     print(json.dumps(result, indent=2))
     return result
 
