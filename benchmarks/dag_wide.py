@@ -83,7 +83,25 @@ def diagnose(seed: int, extra: dict[str, Any], tmp: Path) -> dict[str, Any]:
         "lattice_nodes": len(sweep.lattice.edges), "hpc_val_accuracy": hpc.val_accuracy,
         "node_val_accuracy_by_sensors": {k: {"nodes": len(v), "best": max(v)}
                                          for k, v in sorted(by_size.items())},
-        "point": _reach(min(near, key=lambda g: g.validation.cost), sweep) if near else None}
+        "point": _reach(min(near, key=lambda g: g.validation.cost), sweep) if near else None,
+        "order_strength_16": _order_strength(problem, sweep.scorer, seed)}
+    return out
+
+
+def _order_strength(problem: Any, scorer: Any, seed: int, k: int = 16) -> dict[str, float]:
+    """Validation accuracy of the bank's HPC-free HGB on the first ``k`` sensors of the greedy
+    proxy order (the track lattice's) and of the gain order (the block lattice's)."""
+    from adaptedge.trainer.methods.dag.bank import make_classifier
+    from adaptedge.trainer.methods.dag.blocks import gain_order
+    from adaptedge.trainer.methods.dag.subsets import greedy_order
+
+    train, val = problem.splits["train"], problem.splits["val"]
+    out = {}
+    for name, order in (("greedy", greedy_order(problem, scorer)), ("gain", gain_order(problem))):
+        cols = list(problem.columns(order[:k]))
+        model = make_classifier("hgb", max_iter=500, seed=seed, early_stopping=True)
+        model.fit(train.X[:, cols], train.y)
+        out[name] = float((model.predict(val.X[:, cols]) == val.y).mean())
     return out
 
 

@@ -85,7 +85,6 @@ def test_lattice_auto_keeps_tracks_up_to_24_sensors_and_blocks_beyond() -> None:
     assert settings_from(MethodOptions(extra={"lattice": "blocks"})).lattice == "blocks"
 
 
-@pytest.mark.slow
 def test_quick_sweep_on_64_pixels_is_cheap_near_all_sensors_and_exports_exactly(
         tmp_path: Path) -> None:
     dataset: Any = load_dataset(str(digits_csv(tmp_path)), target="label", seed=0)
