@@ -24,7 +24,13 @@ from adaptedge.trainer.methods.dag.method import export_sweep, settings_from
 from adaptedge.trainer.methods.dag.nodes import dag_walk
 from adaptedge.trainer.methods.dag.problem import DagProblem, make_problem, problem_from
 from adaptedge.trainer.methods.dag.subsets import lattice_scorer
-from adaptedge.trainer.methods.dag.sweep import DagSettings, build_lattice, sweep_dag
+from adaptedge.trainer.methods.dag.sweep import (
+    LATTICE_CHOICES,
+    DagSettings,
+    build_lattice,
+    sweep_dag,
+)
+from adaptedge.trainer.methods.params import DAG_PARAMS, ParamError
 from adaptedge.trainer.methods.registry import MethodOptions
 from benchmarks.auto import digits_csv
 from tests.support.dag_parity import assert_same_walk
@@ -83,6 +89,10 @@ def test_lattice_auto_keeps_tracks_up_to_24_sensors_and_blocks_beyond() -> None:
     blocks, units = build_lattice(many, settings, lattice_scorer(many))
     assert len(blocks.edges) == 2 ** len(units) and len(units) == 4
     assert settings_from(MethodOptions(extra={"lattice": "blocks"})).lattice == "blocks"
+    lattice = next(p for p in DAG_PARAMS if p.key == "lattice")
+    assert lattice.choices == LATTICE_CHOICES
+    with pytest.raises(ParamError, match="lattice"):
+        settings_from(MethodOptions(extra={"lattice": "grid"}))
 
 
 def test_quick_sweep_on_64_pixels_is_cheap_near_all_sensors_and_exports_exactly(
