@@ -58,6 +58,9 @@ DAG_PARAMS: tuple[Param, ...] = (
           choices=("auto", "per-subset", "masked", "hgb", "hgb-wide", "lr")),
     Param("max_nodes", "int", "nodes of a graph beyond max_exhaustive sensors", min=1),
     Param("max_exhaustive", "int", "up to this many sensors, every subset is a node", min=1),
+    Param("lattice", "str", "graph beyond max_exhaustive sensors: tracks (greedy order and "
+          "subsets), blocks (unions of gain-order blocks) or auto (tracks up to 24 sensors, "
+          "blocks beyond)", choices=("auto", "tracks", "blocks")),
     Param("n_subsets", "int", "greedy subsets kept", min=1),
     Param("max_subset_size", "int", "largest greedy subset", min=1),
     Param("max_iter", "int", "Graph-Reduce iterations", min=1),

@@ -6,7 +6,7 @@ Also ``--method static`` (the static skyline: one node per sensor subset, stop o
 Method-specific options (``MethodOptions.extra``) are declared in
 ``trainer.methods.params.DAG_PARAMS``: ``lambdas``, ``escalation``, ``reduction``,
 ``policy`` (``paper``: the paper's filter tree, ``trainer.methods.dag.filter_tree``),
-``policy_degree``, ``classifier``, ``max_nodes``, ``max_exhaustive``, ``n_subsets``, ``max_subset_size``,
+``policy_degree``, ``classifier``, ``lattice``, ``max_nodes``, ``max_exhaustive``, ``n_subsets``, ``max_subset_size``,
 ``max_iter``, ``subset_trees``, ``masked_trees``, ``masked_replicas``.
 """
 
@@ -52,6 +52,8 @@ def settings_from(options: MethodOptions) -> DagSettings:
         changes["policy_degree"] = extra["policy_degree"]
     if "classifier" in extra:
         changes["classifier"] = extra["classifier"]
+    if "lattice" in extra:
+        changes["lattice"] = extra["lattice"]
     changes.update({key: extra[key] for key in _INT_KEYS if key in extra})
     return replace(base, **changes)
 

@@ -23,6 +23,12 @@ from adaptedge.trainer.methods.dag.bank import (
     boosting_rounds,
     prefetch_models,
 )
+from adaptedge.trainer.methods.dag.blocks import (
+    BLOCK_ENDS,
+    QUICK_BLOCK_ENDS,
+    WIDE_SENSORS,
+    block_lattice,
+)
 from adaptedge.trainer.methods.dag.filter_tree import DEFAULT_DEGREE
 from adaptedge.trainer.methods.dag.graph import (
     Lattice,
@@ -45,6 +51,8 @@ from adaptedge.trainer.progress import Stages
 from adaptedge.trainer.progress import track as track_progress
 
 ClassifierChoice = ClassifierKind | Literal["auto", "per-subset", "masked"]
+LatticeChoice = Literal["auto", "tracks", "blocks"]
+LATTICE_CHOICES: tuple[str, ...] = ("auto", "tracks", "blocks")
 CLASSIFIER_CHOICES: tuple[str, ...] = ("auto", "per-subset", "masked", "hgb", "hgb-wide", "lr")
 DEFAULT_LAMBDAS = (0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.7, 1.0, 2.0)
 QUICK_LAMBDAS = (0.01, 0.1, 1.0)
@@ -89,13 +97,21 @@ class DagSettings:
     order_track: int = 12
     """Length of the greedy-order track, the lattice's first track (0: none). Long enough
     that a hard example can read most sensors locally; ``max_nodes`` bounds the lattice."""
+    lattice: LatticeChoice = "auto"
+    """Beyond ``max_exhaustive`` sensors: "tracks" (the greedy order and subsets, single-sensor
+    steps, cut to ``max_nodes``), "blocks" (every union of blocks of the gain order,
+    ``trainer.methods.dag.blocks``) or "auto": tracks up to ``WIDE_SENSORS`` sensors, blocks
+    beyond."""
+    block_ends: tuple[float, ...] = BLOCK_ENDS
+    """Where the blocks of the "blocks" lattice end, as fractions of the all-sensor cost."""
     seed: int = 0
 
     @classmethod
     def quick(cls, **overrides: Any) -> DagSettings:
         base = cls(lambdas=QUICK_LAMBDAS, escalation_prices=(None, 1.0), reductions=("ridge",),
                    max_iter=20, subset_trees=60, masked_trees=60, masked_replicas=3, n_folds=2,
-                   n_subsets=3, max_subset_size=2, max_nodes=16, order_track=3)
+                   n_subsets=3, max_subset_size=2, max_nodes=16, order_track=3,
+                   block_ends=QUICK_BLOCK_ENDS)
         return replace(base, **overrides)
 
 
@@ -142,8 +158,9 @@ def fit_tracks(tracks: Sequence[SensorSet], max_nodes: int) -> list[SensorSet]:
 
 def build_lattice(problem: DagProblem, settings: DagSettings, scorer: ProxyScorer
                   ) -> tuple[Lattice, list[SensorSet]]:
-    """Every subset for few sensors; otherwise a track lattice over the greedy sensor order
-    and then the greedy subsets (Alg. 2), in that priority when ``max_nodes`` cuts them.
+    """Every subset for few sensors; many sensors (``settings.lattice``): the block lattice
+    (``trainer.methods.dag.blocks``), or a track lattice over the greedy sensor order and then
+    the greedy subsets (Alg. 2), in that priority when ``max_nodes`` cuts them.
 
     The order track comes first: it is what lets a hard example read deep. The subsets'
     reward ("some subset classifies it right") saturates early on binary tasks, where weak
@@ -151,6 +168,12 @@ def build_lattice(problem: DagProblem, settings: DagSettings, scorer: ProxyScore
     """
     if problem.n_sensors <= settings.max_exhaustive:
         return exhaustive_lattice(problem.n_sensors), [(s,) for s in range(problem.n_sensors)]
+    if settings.lattice not in LATTICE_CHOICES:
+        raise ValueError(f"unknown lattice {settings.lattice!r}; choose one of "
+                         f"{list(LATTICE_CHOICES)}")
+    if settings.lattice == "blocks" or (settings.lattice == "auto"
+                                        and problem.n_sensors > WIDE_SENSORS):
+        return block_lattice(problem, settings.block_ends)
     subsets = greedy_subsets(problem, scorer, n_subsets=settings.n_subsets,
                              max_size=settings.max_subset_size)
     order = tuple(greedy_order(problem, scorer, max_len=settings.order_track))
