@@ -1,6 +1,7 @@
 """``--method auto`` against the methods it merges; prints one JSON object.
 
-    python -m benchmarks.auto [--quick] [--datasets letter-binary,digits-binary]
+    python -m benchmarks.auto [--quick]
+        [--datasets letter-binary,digits-binary,breast-cancer,phishing]
         [--seeds 0,1,2,3,4] [--methods confidence,adapt-gbrt,...] [--out DIR] [--jobs N]
         [--val-fraction F]
 
@@ -48,48 +49,153 @@ def digits_csv(directory: Path) -> Path:
     return path
 
 
+def table_csv(name: str, directory: Path) -> Path:
+    """A public data set shipped inside a pip package as a CSV with a ``label`` column:
+    ``breast-cancer`` (scikit-learn's, 569 rows, 30 features; ``malignant`` / ``benign``) or
+    ``phishing`` (river's ``datasets.Phishing``, 1,250 rows, 9 features; ``True`` /
+    ``False``: the benchmark extra installs river for it). No download."""
+    if name == "breast-cancer":
+        from sklearn.datasets import load_breast_cancer
+
+        data = load_breast_cancer()
+        names = [f"f{i}" for i in range(data.data.shape[1])]
+        rows = [[*(f"{v:.10g}" for v in x), str(data.target_names[t])]
+                for x, t in zip(data.data, data.target, strict=True)]
+    else:
+        from river.datasets import Phishing
+
+        pairs = list(Phishing())
+        names = list(pairs[0][0])
+        rows = [[*(f"{float(x[k]):g}" for k in names), str(bool(y))] for x, y in pairs]
+    path = directory / f"{name}.csv"
+    lines = [",".join([*names, "label"]), *(",".join(r) for r in rows)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def load(name: str, seed: int, tmp: Path) -> Any:
     from adaptedge.trainer.data.datasets import load_dataset
 
     if name == "digits-binary":
         return load_dataset(str(digits_csv(tmp)), target="label", seed=seed)
+    if name in ("breast-cancer", "phishing"):
+        return load_dataset(str(table_csv(name, tmp)), target="label", seed=seed)
     return load_dataset(name, seed=seed)
 
 
 def default_point(dataset: Any, hpc: Any, hpc_onnx: bytes, graphs: list[Any],
-                  hpc_cost: float) -> dict[str, Any]:
+                  hpc_cost: float, *, rules: bool = False, seed: int = 0) -> dict[str, Any]:
     """The default point of ``graphs``' validation front as ``train`` picks it (validation),
-    reported on test."""
-    from adaptedge.protocol.operating_points import paired_lower_bound
+    reported on test; with ``rules``, also what each certifying rule of ``RULES`` picks."""
     from adaptedge.trainer.api import choose_default
     from adaptedge.trainer.export.bundle import build_bundle, paired_on_validation
     from adaptedge.trainer.policy.frontier import pareto_frontier
     from adaptedge.trainer.policy.oracle import BundleRunner
+    from adaptedge.trainer.validation_reference import validation_walks
 
     front = list(pareto_frontier(graphs))
     manifest, files = build_bundle(dataset, hpc, front, hpc_onnx=hpc_onnx)
-    paired = paired_on_validation(manifest, files, dataset)
+    walks = validation_walks(manifest, files, dataset.split("validation")[0])
+    paired = paired_on_validation(manifest, files, dataset, walks)
     point, _, certified = choose_default(front, paired, None)
     i = next(k for k, p in enumerate(front) if p is point)
     runner = BundleRunner.from_files(manifest, files)
+    out = {"point": point.name, "method": point.method, "certified": certified,
+           "front_size": len(front),
+           "validation": {"accuracy": point.validation.accuracy, "cost": point.validation.cost,
+                          "paired_lower_bound": paired[i].lower_bound},
+           "test": on_test(runner, point.name, dataset, hpc, hpc_cost)}
+    if rules:
+        _, y_val = dataset.split("validation")
+        right = [walks.results[p.policy].labels == y_val for p in manifest.operating_points]
+        hpc_right = walks.hpc_labels == y_val
+        tests = [on_test(runner, p.name, dataset, hpc, hpc_cost) for p in front]
+        out["front"] = {"n_rows": len(y_val), "hpc_right": _bits(hpc_right), "points": [
+            {"name": p.name, "method": p.method, "validation_cost": p.validation.cost,
+             "validation_right": _bits(r), "test": t}
+            for p, r, t in zip(front, right, tests, strict=True)]}
+        out["rules"] = rule_table(out["front"], seed)
+    return out
+
+
+def on_test(runner: Any, name: str, dataset: Any, hpc: Any, hpc_cost: float) -> dict[str, Any]:
+    """A point's TEST figures against the HPC's (reported, never used to choose)."""
+    from adaptedge.protocol.operating_points import paired_lower_bound
+
     X, y = dataset.split("test")
-    result = runner.evaluate(point.name, X, y)
+    result = runner.evaluate(name, X, y)
     right = result.labels == y
     hpc_right = np.argmax(hpc.proba_test, axis=1) == y  # reports-test: row-wise prediction
     hpc_acc = float(np.mean(hpc_right))
-    n = len(y)
-    return {
-        "point": point.name, "method": point.method, "certified": certified,
-        "front_size": len(front),
-        "validation": {"accuracy": point.validation.accuracy, "cost": point.validation.cost,
-                       "paired_lower_bound": paired[i].lower_bound},
-        "test": {"accuracy": result.accuracy, "cost": result.mean_cost,
-                 "escalation_rate": result.escalation_rate,
-                 "cost_reduction": 1 - result.mean_cost / hpc_cost if hpc_cost else 0.0,
-                 "hpc_accuracy": hpc_acc, "held": result.accuracy >= hpc_acc - 0.01,
-                 "paired_lower_bound": paired_lower_bound(
-                     int(np.sum(right & ~hpc_right)), int(np.sum(~right & hpc_right)), n)},
-    }
+    return {"accuracy": result.accuracy, "cost": result.mean_cost,
+            "escalation_rate": result.escalation_rate,
+            "cost_reduction": 1 - result.mean_cost / hpc_cost if hpc_cost else 0.0,
+            "hpc_accuracy": hpc_acc, "held": result.accuracy >= hpc_acc - 0.01,
+            "paired_lower_bound": paired_lower_bound(
+                int(np.sum(right & ~hpc_right)), int(np.sum(~right & hpc_right)), len(y))}
+
+
+RULES = ("fixed_sequence", "per_point", "split")
+"""``fixed_sequence``: the trainer's rule (``certified_near``: the front tested from the most
+expensive point, stop at the first failure); ``per_point``: the cheapest point whose own
+bound passes (``sequential=False``, the rule before); ``split``: a seeded random half A of
+the validation rows chooses (the front on A's accuracies), the other half B certifies (the
+A-front tested in fixed sequence on B's bounds), so no label tested was used to choose."""
+
+
+def _bits(right: Any) -> str:
+    """Per-row outcomes as hex (``_unbits`` reads them back)."""
+    return np.packbits(np.asarray(right, dtype=bool)).tobytes().hex()
+
+
+def _unbits(text: str, n: int) -> Any:
+    return np.unpackbits(np.frombuffer(bytes.fromhex(text), dtype=np.uint8))[:n].astype(bool)
+
+
+def rule_table(front: dict[str, Any], seed: int) -> dict[str, Any]:
+    """What each rule of ``RULES`` certifies on a recorded front (``default_point``'s
+    ``front``: per point its validation cost and per-row outcomes, and its test figures), and
+    that point's test figures (``None``: nothing certified). Re-run offline on stored runs."""
+    points = front["points"]
+    n = int(front["n_rows"])
+    right = [_unbits(p["validation_right"], n) for p in points]
+    picks = pick_by_rules([p["validation_cost"] for p in points], right,
+                          _unbits(front["hpc_right"], n), seed)
+    return {rule: {"point": None if k is None else points[k]["name"], "certified": k is not None,
+                   "test": None if k is None else points[k]["test"]}
+            for rule, k in picks.items()}
+
+
+def pick_by_rules(costs: list[float], right: list[Any], hpc_right: Any,
+                  seed: int) -> dict[str, int | None]:
+    """Index of the point each rule of ``RULES`` certifies (``None``: none), from each
+    point's validation cost and its and the HPC's per-row outcomes on VALIDATION."""
+    from adaptedge.protocol.operating_points import PairedCounts, certified_near, pareto_front
+
+    def scored(rows: Any) -> list[Any]:
+        return [_Scored(float(np.mean(r[rows])) if len(rows) else 0.0, c)
+                for r, c in zip(right, costs, strict=True)]
+
+    def bounds(rows: Any) -> list[float | None]:
+        return [PairedCounts.of(r[rows], hpc_right[rows]).lower_bound for r in right]
+
+    every = np.arange(len(hpc_right))
+    out = {rule: certified_near(scored(every), bounds(every), 0.01, fallback=False,
+                                sequential=sequential)
+           for rule, sequential in (("fixed_sequence", True), ("per_point", False))}
+    half = np.random.default_rng(seed).permutation(every)
+    choose, certify = half[: len(half) // 2], half[len(half) // 2:]
+    on_a = pareto_front(scored(choose))
+    on_b, b_bounds = scored(certify), bounds(certify)
+    k = certified_near([on_b[j] for j in on_a], [b_bounds[j] for j in on_a], 0.01,
+                       fallback=False)
+    out["split"] = None if k is None else on_a[k]
+    return out
+
+
+class _Scored:
+    def __init__(self, accuracy: float, cost: float) -> None:
+        self.accuracy, self.cost = accuracy, cost
 
 
 def run_one(name: str, seed: int, quick: bool, n_jobs: int, methods: str | None,
@@ -125,7 +231,8 @@ def run_one(name: str, seed: int, quick: bool, n_jobs: int, methods: str | None,
                                   **default_point(d, hpc, hpc_onnx, list(graphs), hpc_cost)}
     merged = merge(done.candidates)
     out["methods"]["auto"] = {"train_seconds": sum(done.seconds.values()) + hpc_seconds,
-                              **default_point(d, hpc, hpc_onnx, list(merged), hpc_cost),
+                              **default_point(d, hpc, hpc_onnx, list(merged), hpc_cost,
+                                            rules=True, seed=seed),
                               "front_methods": sorted({g.method for g in merged})}
     out["load_average_1min"] = {"before": load_before, "after": os.getloadavg()[0]}
     return out
@@ -134,7 +241,8 @@ def run_one(name: str, seed: int, quick: bool, n_jobs: int, methods: str | None,
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Per dataset (and ``--val-fraction``, when given) and method: mean test cost reduction
     of the default point over seeds, and on how many seeds it was certified on validation and
-    held on test."""
+    held on test; per rule of ``RULES`` (``auto/<rule>``): on how many seeds it certified a
+    point, how many of those held on test, and their cost reductions."""
     table: dict[str, dict[str, Any]] = {}
     for r in results:
         key = r["dataset"] + ("" if r.get("val_fraction") is None
@@ -146,9 +254,18 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
             row["cost_reduction"].append(round(m["test"]["cost_reduction"], 4))
             row["certified"] += bool(m["certified"])
             row["held"] += bool(m["test"]["held"])
+        for rule, m in r["methods"].get("auto", {}).get("rules", {}).items():
+            row = table[key].setdefault(f"auto/{rule}", {"seeds": [], "certified": 0,
+                                                         "held": 0, "cost_reduction": []})
+            row["seeds"].append(r["seed"])
+            if m["certified"]:
+                row["certified"] += 1
+                row["held"] += bool(m["test"]["held"])
+                row["cost_reduction"].append(round(m["test"]["cost_reduction"], 4))
     for rows in table.values():
         for row in rows.values():
-            row["mean_cost_reduction"] = round(float(np.mean(row["cost_reduction"])), 4)
+            row["mean_cost_reduction"] = (round(float(np.mean(row["cost_reduction"])), 4)
+                                          if row["cost_reduction"] else None)
     return table
 
 

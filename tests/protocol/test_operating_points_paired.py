@@ -115,7 +115,10 @@ def test_rows_to_certify_is_the_first_count_that_certifies() -> None:
 
 def test_certified_near_picks_cheapest_certified_else_most_accurate() -> None:
     pts = [P(0.95, 1.0), P(0.97, 2.0), P(0.975, 2.0), P(0.99, 5.0), P(0.99, 4.0)]
-    assert certified_near(pts, [-0.5, -0.009, -0.001, 0.0, None], 0.01) == 2  # tie: accurate
+    assert certified_near(pts, [-0.5, -0.009, -0.001, 0.0, 0.0], 0.01) == 2  # tie: accurate
+    # the fixed sequence stops at the unknown bound of the 4.0 point; one by one, 2 passes
+    assert certified_near(pts, [-0.5, -0.009, -0.001, 0.0, None], 0.01) == 3
+    assert certified_near(pts, [-0.5, -0.009, -0.001, 0.0, None], 0.01, sequential=False) == 2
     assert certified_near(pts, [-0.5, -0.2, -0.2, -0.2, -0.2], 0.01) == 4  # cheaper of best
     assert certified_near(pts, [None] * 5, 0.01, fallback=False) is None
     assert certified_near([], [], 0.01) is None

@@ -161,9 +161,12 @@ def test_pareto_frontier_and_picks() -> None:
     assert pick_within_budget(pts, 100).name == "d"
     with pytest.raises(BudgetError, match="the cheapest costs 1"):
         pick_within_budget(pts, 0.5)
-    # the paired rule: the cheapest certified (bound >= -0.01), else the most accurate
-    bounds = [-0.2, -0.009, -0.05, -0.001, 0.0, -0.3]
+    # the paired rule in fixed sequence (most expensive first, stop at the first bound below
+    # -0.01): the cheapest certified, else the most accurate
+    bounds = [-0.2, -0.009, -0.005, -0.001, 0.0, -0.3]
     assert pick_certified(pts, bounds).name == "b"
+    bounds = [-0.2, -0.009, -0.05, -0.001, 0.0, -0.3]  # c (cost 3, before d) stops it
+    assert pick_certified(pts, bounds).name == "e"
     assert pick_certified(pts, [-0.2] * 6).name == "d"  # nothing certified: most accurate
     with pytest.raises(BudgetError):
         pick_certified([], [])

@@ -1,5 +1,6 @@
 """The one Pareto front and the operating-point pickers (trainer, ``adaptedge evaluate``, edge),
-and the paired non-inferiority rule that picks the default point (``certified_near``).
+and the paired non-inferiority rule that picks the default point (``certified_near``: paired
+bounds tested in a fixed sequence, ``fixed_sequence``).
 
 They work on any records with ``accuracy`` and ``cost`` (``manifest.OperatingPoint``, the
 trainer's ``Metrics``, ...) and answer with indices into the sequence given, so each caller
@@ -192,19 +193,51 @@ def paired_lower_bound(point_only: float, hpc_only: float, n: float) -> float:
     return low
 
 
+def fixed_sequence(points: Sequence[Scored], bounds: Sequence[float | None],
+                   tolerance: float, order: Sequence[float] | None = None) -> list[int]:
+    """The points certified by fixed-sequence testing (Learn then Test, Angelopoulos et al.
+    2021): test the points one at a time in descending ``order`` (default: each point's cost,
+    a key that does not look at labels; ties by position), each with its own paired bound
+    (``bounds[i] >= -tolerance``; ``None`` fails), and stop at the first failure. Indices in
+    the order tested. Every point before the first failure is certified together: the chance
+    that any point truly worse than the HPC by more than ``tolerance`` is among them is at most
+    2.5% however many points there are (no Bonferroni penalty), provided ``order`` was fixed
+    without the labels the bounds were measured on."""
+    if len(bounds) != len(points):
+        raise ValueError(f"{len(bounds)} bounds for {len(points)} points")
+    keys = [p.cost for p in points] if order is None else list(order)
+    if len(keys) != len(points):
+        raise ValueError(f"{len(keys)} order keys for {len(points)} points")
+    passed: list[int] = []
+    for i in sorted(range(len(points)), key=lambda k: (-keys[k], k)):
+        bound = bounds[i]
+        if bound is None or bound < -tolerance:
+            break
+        passed.append(i)
+    return passed
+
+
 def certified_near(points: Sequence[Scored], bounds: Sequence[float | None], tolerance: float,
-                   *, fallback: bool = True) -> int | None:
+                   *, fallback: bool = True, sequential: bool = True,
+                   order: Sequence[float] | None = None) -> int | None:
     """THE rule for the default operating point (trainer, ``adaptedge evaluate``,
-    recalibration): the cheapest point whose paired lower bound (``bounds[i]``: see
-    ``paired_lower_bound``; ``None``: unknown, never certified) is >= ``-tolerance``, the more
-    accurate on ties. When none is, with ``fallback`` the most accurate point (the cheaper on
-    ties), else ``None``; ``None`` also when there are no points.
+    recalibration): the cheapest point certified within ``tolerance`` of the reference, the
+    more accurate on ties. ``bounds[i]``: the point's paired lower bound (see
+    ``paired_lower_bound``; ``None``: unknown, never certified). Certified means passed by
+    ``fixed_sequence`` (most expensive first, or descending ``order``; stop at the first bound
+    below ``-tolerance``); ``sequential=False``: the older per-point rule, any point whose
+    bound is >= ``-tolerance`` (the cheapest of many lucky passes: it does not hold under
+    selection; kept for comparison). When none is certified, with ``fallback`` the most
+    accurate point (the cheaper on ties), else ``None``; ``None`` also when there are no points.
 
     The bound is on the difference from the reference on the same validation rows, so it
     counts the reference's own estimation error and only the rows where the two disagree."""
     if len(bounds) != len(points):
         raise ValueError(f"{len(bounds)} bounds for {len(points)} points")
-    good = [i for i, b in enumerate(bounds) if b is not None and b >= -tolerance]
+    if sequential:
+        good = fixed_sequence(points, bounds, tolerance, order)
+    else:
+        good = [i for i, b in enumerate(bounds) if b is not None and b >= -tolerance]
     if good:
         return min(good, key=lambda i: (points[i].cost, -points[i].accuracy, i))
     return most_accurate(points) if fallback else None

@@ -13,7 +13,7 @@ from typing import Any
 
 from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
-from adaptedge.protocol.operating_points import PairedCounts, rows_to_certify
+from adaptedge.protocol.operating_points import PairedCounts, fixed_sequence, rows_to_certify
 from adaptedge.trainer.data.bundle_data import SIZE_COLUMN_KEY, TARGET_COLUMN_KEY
 from adaptedge.trainer.data.costs import size_column
 from adaptedge.trainer.data.csv_dataset import check_training_classes
@@ -59,11 +59,14 @@ def choose_default(frontier: list[Any], paired: Sequence[PairedCounts], budget: 
         bounds = [c.lower_bound for c in paired]
         point = pick_certified(frontier, bounds, DEFAULT_TOLERANCE)
         i = next(k for k, p in enumerate(frontier) if p is point)
-        if bounds[i] >= -DEFAULT_TOLERANCE:
+        passed = fixed_sequence([p.validation for p in frontier], bounds, DEFAULT_TOLERANCE)
+        if passed:
             return point, (f"the cheapest point within {DEFAULT_TOLERANCE:g} of the HPC's "
                            f"validation accuracy with 97.5% confidence (paired lower bound "
                            f"{bounds[i]:+.4f} on its accuracy minus the HPC's, on the same "
-                           f"{int(paired[i].n)} validation rows)"), True
+                           f"{int(paired[i].n)} validation rows; fixed-sequence test from the "
+                           f"most expensive point: {len(passed)} of {len(frontier)} passed "
+                           f"before the first failure)"), True
         return point, not_certified(paired[i], DEFAULT_TOLERANCE, total_rows), False
     try:
         return pick_within_budget(frontier, budget), (
@@ -83,6 +86,7 @@ def not_certified(counts: PairedCounts, tolerance: float, total_rows: int | None
     n = int(counts.n)
     hpc = (counts.both + counts.hpc_only) / n if n else 0.0
     head = (f"NOT certified: no point is within {tolerance:g} of the HPC with 97.5% confidence "
+            f"(fixed-sequence test from the most expensive point) "
             f"on {n} validation rows; the default is the most accurate point "
             f"({hpc + counts.difference:.4f} vs the HPC's {hpc:.4f}, "
             f"exactly one of the two right on {int(counts.point_only + counts.hpc_only)} of "
@@ -137,8 +141,8 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
     The bundle holds the validation frontier of the method's sweep. The default operating
     point is the most accurate within ``budget`` when given, else the cheapest certified within
     1% of the HPC's validation accuracy with 97.5% confidence (a paired lower bound on the
-    difference on the same validation rows, ``protocol.operating_points.certified_near``; else
-    the most accurate). ``val_fraction``: re-draw validation from the training rows to hold
+    difference on the same validation rows, tested in a fixed sequence from the most expensive
+    point, ``protocol.operating_points.certified_near``; else the most accurate). ``val_fraction``: re-draw validation from the training rows to hold
     this share of all rows (test unchanged; default: the dataset's split). Missing cells (empty
     or ``nan``: sensors not measured on that row) are learnt by the methods in
     ``LEARNS_MISSING`` and walked as failed reads, as on a device; another method refuses them

@@ -69,8 +69,9 @@ def pick_within_budget(points: Sequence[V], budget: float) -> V:
 
 def pick_certified(points: Sequence[V], bounds: Sequence[float], tolerance: float = 0.01) -> V:
     """The default operating point (``protocol.operating_points.certified_near``): the
-    cheapest whose paired lower bound on (its validation accuracy - the HPC's), ``bounds[i]``,
-    is >= ``-tolerance``, else the most accurate on validation (the cheaper on ties)."""
+    cheapest certified by the fixed sequence of paired lower bounds on (its validation accuracy
+    - the HPC's), ``bounds[i]`` (most expensive first, stop at the first below
+    ``-tolerance``), else the most accurate on validation (the cheaper on ties)."""
     if not points:
         raise BudgetError("no operating points to choose from")
     best = certified_near([p.validation for p in points], bounds, tolerance)
