@@ -32,7 +32,6 @@ from adaptedge.trainer.methods.dag.sweep import (
 )
 from adaptedge.trainer.methods.params import DAG_PARAMS, ParamError
 from adaptedge.trainer.methods.registry import MethodOptions
-from benchmarks.auto import digits_csv
 from tests.support.dag_parity import assert_same_walk
 
 pytestmark = pytest.mark.usefixtures("one_native_thread")
@@ -97,7 +96,7 @@ def test_lattice_auto_keeps_tracks_up_to_24_sensors_and_blocks_beyond() -> None:
 
 def test_quick_sweep_on_64_pixels_is_cheap_near_all_sensors_and_exports_exactly(
         tmp_path: Path) -> None:
-    dataset: Any = load_dataset(str(digits_csv(tmp_path)), target="label", seed=0)
+    dataset: Any = load_dataset(str(_digits_csv(tmp_path)), target="label", seed=0)
     hpc = fit_hpc(dataset, kind="logistic", cache=False)
     problem = problem_from(dataset, hpc)
     sweep = sweep_dag(problem, DagSettings.quick(classifier="hgb"))
@@ -113,3 +112,17 @@ def test_quick_sweep_on_64_pixels_is_cheap_near_all_sensors_and_exports_exactly(
                                      evaluate_exports(dataset, hpc, exports, "test"),
                                      strict=True):
         assert_same_walk(result, dag_walk(point, sweep.bank, "test"), names, export.name)
+
+
+def _digits_csv(directory: Path) -> Path:
+    """scikit-learn's digits as a CSV (64 pixel columns and ``label``: ``ge5`` / ``lt5``), built
+    here rather than imported from ``benchmarks`` so the trainer's sdist runs this test."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    path = directory / "digits-binary.csv"
+    lines = [",".join([*(f"p{i}" for i in range(64)), "label"])]
+    for row, digit in zip(digits.data, digits.target, strict=True):
+        lines.append(",".join([*(f"{v:g}" for v in row), "ge5" if digit >= 5 else "lt5"]))
+    path.write_text("\n".join(lines) + "\n")
+    return path
