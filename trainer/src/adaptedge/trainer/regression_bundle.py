@@ -28,12 +28,11 @@ from adaptedge.protocol.manifest import (
     OperatingPoint,
 )
 from adaptedge.protocol.operating_points import certified_near
-from adaptedge.protocol.policy_graph import ModelRef, PolicyGraph, PolicyNode
 from adaptedge.protocol.split_recipe import SplitRecipe
 from adaptedge.trainer.data.costs import sensor_cost_vector
 from adaptedge.trainer.data.dataset_core import Dataset
 from adaptedge.trainer.errors import TrainError
-from adaptedge.trainer.export.bundle import HPC_FILE, model_file_name
+from adaptedge.trainer.export.bundle import HPC_FILE, manifest_graph
 from adaptedge.trainer.policy.graph import Graph, Metrics
 from adaptedge.trainer.policy.oracle import BundleRunner, PolicyResult
 from adaptedge.trainer.regression_hpc import RegressionHpc, fit_regression_hpc
@@ -79,20 +78,6 @@ def regression_graphs(dataset: Dataset, method: str, *, seed: int, quick: bool) 
     return graphs
 
 
-def _policy(graph: Graph, files: dict[str, bytes]) -> PolicyGraph:
-    nodes: dict[str, PolicyNode] = {}
-    for node_id in sorted(graph.nodes):
-        node = graph.nodes[node_id]
-        onnx_model = node.model.to_onnx()
-        file = model_file_name(onnx_model)
-        files[file] = onnx_model
-        nodes[node_id] = PolicyNode(sensors=tuple(node.sensors),
-                                    model=ModelRef(file, tuple(int(i) for i in node.inputs)),
-                                    actions=tuple(a.to_manifest() for a in node.actions),
-                                    compute=node.compute)
-    return PolicyGraph(root=graph.root, nodes=nodes)
-
-
 def _point(graph: Graph, result: PolicyResult, errors: PairedErrors) -> OperatingPoint:
     params = {k: v if isinstance(v, str) else float(v) for k, v in sorted(graph.params.items())}
     return OperatingPoint(
@@ -108,7 +93,7 @@ def build_regression(dataset: Dataset, hpc: RegressionHpc, graphs: Sequence[Grap
     """The manifest (default: the first point; hashes pending) and files of ``graphs``,
     every point measured on the validation rows through its exported ONNX."""
     files: dict[str, bytes] = {HPC_FILE: hpc.onnx_bytes()}
-    policies = {g.name: _policy(g, files) for g in graphs}
+    policies = {g.name: manifest_graph(g, files) for g in graphs}
     manifest = Manifest(
         schema_version=REGRESSION_SCHEMA_VERSION, bundle_id="pending", classes=(),
         feature_names=dataset.feature_names, sensors=dataset.sensors, link=dataset.link,

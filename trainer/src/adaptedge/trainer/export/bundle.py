@@ -59,6 +59,22 @@ def _point(policy: Graph, n_val: int) -> OperatingPoint:
                           method=policy.method or None)
 
 
+def manifest_graph(graph: Graph, files: dict[str, bytes]) -> PolicyGraph:
+    """A trainer graph as the manifest's policy graph; each node's ONNX model is added to
+    ``files`` under its content-addressed name (shared models are stored once)."""
+    nodes: dict[str, PolicyNode] = {}
+    for node_id in sorted(graph.nodes):
+        node = graph.nodes[node_id]
+        onnx_model = node.model.to_onnx()
+        file = model_file_name(onnx_model)
+        files[file] = onnx_model
+        nodes[node_id] = PolicyNode(sensors=tuple(node.sensors),
+                                    model=ModelRef(file, tuple(int(i) for i in node.inputs)),
+                                    actions=tuple(a.to_manifest() for a in node.actions),
+                                    compute=node.compute)
+    return PolicyGraph(root=graph.root, nodes=nodes)
+
+
 def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
                  default: str | None = None, metadata: Mapping[str, Any] | None = None,
                  hpc_onnx: bytes | None = None, split: SplitRecipe | None = None
@@ -73,17 +89,7 @@ def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
     files: dict[str, bytes] = {HPC_FILE: hpc_onnx if hpc_onnx is not None else hpc.onnx_bytes()}
     graphs: dict[str, PolicyGraph] = {}
     for policy in policies:
-        nodes: dict[str, PolicyNode] = {}
-        for node_id in sorted(policy.nodes):
-            node = policy.nodes[node_id]
-            onnx_model = node.model.to_onnx()
-            file = model_file_name(onnx_model)
-            files[file] = onnx_model
-            nodes[node_id] = PolicyNode(sensors=tuple(node.sensors),
-                                        model=ModelRef(file, tuple(int(i) for i in node.inputs)),
-                                        actions=tuple(a.to_manifest() for a in node.actions),
-                                        compute=node.compute)
-        graphs[policy.name] = PolicyGraph(root=policy.root, nodes=nodes)
+        graphs[policy.name] = manifest_graph(policy, files)
     points = tuple(_point(p, len(dataset.y_val)) for p in policies)
     chosen = default if default is not None else points[0].name
     if chosen not in names:
