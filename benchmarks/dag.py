@@ -146,16 +146,8 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from adaptedge.trainer.data.datasets import load_dataset
     from adaptedge.trainer.hpc import fit_hpc
-    from adaptedge.trainer.methods.dag.baselines import (
-        cascade_points,
-        one_node_points,
-        static_points,
-        static_sets,
-    )
     from adaptedge.trainer.methods.dag.problem import problem_from
-    from adaptedge.trainer.methods.dag.subsets import greedy_order
     from adaptedge.trainer.methods.dag.sweep import sweep_dag
-    from adaptedge.trainer.policy.frontier import pareto_frontier as frontier
 
     dataset = load_dataset(name, seed=seed)
     start = time.perf_counter()
@@ -167,48 +159,24 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
     bank = sweep.bank
 
     start = time.perf_counter()
-    scorer = sweep.scorer
-    sets = static_sets(bank, scorer, max_exhaustive=settings.max_exhaustive,
-                       extra=list(sweep.lattice.edges))
-    statics = static_points(bank, sets)
-    sky = frontier(statics)
-    everything = [p for p in statics if p.root == ("n" + "_".join(
-        str(s) for s in problem.all_sensors))]
-    order = greedy_order(problem, scorer)
-    cascades = cascade_points(bank, order, settings.lambdas, sweep.reduction)
-    gate_sets = [tuple(p.nodes[p.root].model.classifier) for p in sky][-3:]
-    gates = one_node_points(bank, gate_sets, settings.lambdas, sweep.reduction)
+    baselines, everything, order = _baseline_points(problem, sweep, settings)
     baseline_seconds = time.perf_counter() - start
-
     points = ([_point(p, bank, "dag" if p.params["escalation_price"] != "off"
-                      else "dag-no-escalation") for p in sweep.points]
-              + [_point(p, bank, "static") for p in sky]
-              + [_point(p, bank, "cascade") for p in cascades]
-              + [_point(p, bank, "one-node") for p in gates])
+                      else "dag-no-escalation") for p in sweep.points] + baselines)
     adapt_seconds = None
     if with_adapt:
         adapt, adapt_seconds = adapt_points(dataset, hpc, quick, seed)
         points += adapt
-    all_point = _point(everything[0], bank, "all-sensors")
-    all_val, all_test = all_point["val"]["accuracy"], all_point["test"]["accuracy"]
-    hpc_test = float((hpc.proba_test.argmax(axis=1) == dataset.y_test).mean())
-    target = all_val - 0.01
-    hpc_target = hpc.val_accuracy - 0.01
-    n_val = len(dataset.y_val)  # operating points: chosen by the Wilson lower bound on these
-
-    def family(*names: str) -> list[dict[str, Any]]:
-        return [p for p in points if p["family"] in names]
-
-    dag_all = family("dag", "dag-no-escalation")
+    all_point = _point(everything, bank, "all-sensors")
     result: dict[str, Any] = {
         "sensors": problem.n_sensors,
         "all_sensors_cost": problem.total_cost,
         "link_cost": problem.link_cost,
-        "all_sensors_accuracy": all_test,
-        "all_sensors_val_accuracy": all_val,
-        "hpc_accuracy": hpc_test,
+        "all_sensors_accuracy": all_point["test"]["accuracy"],
+        "all_sensors_val_accuracy": all_point["val"]["accuracy"],
+        "hpc_accuracy": float((hpc.proba_test.argmax(axis=1) == dataset.y_test).mean()),
         "hpc_val_accuracy": hpc.val_accuracy,
-        "validation_rows": n_val,
+        "validation_rows": len(dataset.y_val),
         "train_seconds": sweep.seconds,
         "train_cpu_seconds": sweep.cpu_seconds,
         "hpc_seconds": hpc_seconds,
@@ -222,22 +190,67 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
         "classifier_choice": sweep.classifier,
         "node_accuracy": node_accuracy(bank, order),
         "reduction_scores": sweep.reduction_scores,
-        "at_1pct": {fam: chosen(family(*fams), target, n_val) for fam, fams in (
-            ("dag", ("dag", "dag-no-escalation")), ("dag_escalation", ("dag",)),
-            ("dag_no_escalation", ("dag-no-escalation",)), ("static", ("static",)),
-            ("cascade", ("cascade",)), ("one_node", ("one-node",)))},
-        "at_hpc_1pct": {fam: chosen(family(*fams), hpc_target, n_val) for fam, fams in (
-            ("dag", ("dag", "dag-no-escalation")), ("dag_escalation", ("dag",)),
-            ("dag_no_escalation", ("dag-no-escalation",)), ("static", ("static",)),
-            ("one_node", ("one-node",)), ("adapt_gbrt", ("adapt-gbrt",)))},
     }
-    result["dag_cost_at_1pct"] = _cost(chosen(dag_all, target, n_val))
+    _add_choices(result, points, problem.total_cost + problem.link_cost)
+    result["points"] = [*points, all_point]
+    return result, result["points"]
+
+
+def _baseline_points(problem: Any, sweep: Any, settings: Any
+                     ) -> tuple[list[dict[str, Any]], Any, list[int]]:
+    """The static skyline, cascade and one-node points beside the DAG's (as result points),
+    the all-sensors static point and the greedy sensor order."""
+    from adaptedge.trainer.methods.dag.baselines import (
+        cascade_points,
+        one_node_points,
+        static_points,
+        static_sets,
+    )
+    from adaptedge.trainer.methods.dag.subsets import greedy_order
+    from adaptedge.trainer.policy.frontier import pareto_frontier as frontier
+
+    bank, scorer = sweep.bank, sweep.scorer
+    sets = static_sets(bank, scorer, max_exhaustive=settings.max_exhaustive,
+                       extra=list(sweep.lattice.edges))
+    statics = static_points(bank, sets)
+    sky = frontier(statics)
+    all_root = "n" + "_".join(str(s) for s in problem.all_sensors)
+    everything = next(p for p in statics if p.root == all_root)
+    order = greedy_order(problem, scorer)
+    cascades = cascade_points(bank, order, settings.lambdas, sweep.reduction)
+    gate_sets = [tuple(p.nodes[p.root].model.classifier) for p in sky][-3:]
+    gates = one_node_points(bank, gate_sets, settings.lambdas, sweep.reduction)
+    points = ([_point(p, bank, "static") for p in sky]
+              + [_point(p, bank, "cascade") for p in cascades]
+              + [_point(p, bank, "one-node") for p in gates])
+    return points, everything, order
+
+
+def _add_choices(result: dict[str, Any], points: list[dict[str, Any]],
+                 always_cloud: float) -> None:
+    """Each family's point chosen on validation (within 1% of the all-sensors and of the HPC's
+    validation accuracy; operating points by the Wilson lower bound on the validation rows)."""
+    target = result["all_sensors_val_accuracy"] - 0.01
+    hpc_target = result["hpc_val_accuracy"] - 0.01
+    n_val = result["validation_rows"]
+
+    def family(*names: str) -> list[dict[str, Any]]:
+        return [p for p in points if p["family"] in names]
+
+    result["at_1pct"] = {fam: chosen(family(*fams), target, n_val) for fam, fams in (
+        ("dag", ("dag", "dag-no-escalation")), ("dag_escalation", ("dag",)),
+        ("dag_no_escalation", ("dag-no-escalation",)), ("static", ("static",)),
+        ("cascade", ("cascade",)), ("one_node", ("one-node",)))}
+    result["at_hpc_1pct"] = {fam: chosen(family(*fams), hpc_target, n_val) for fam, fams in (
+        ("dag", ("dag", "dag-no-escalation")), ("dag_escalation", ("dag",)),
+        ("dag_no_escalation", ("dag-no-escalation",)), ("static", ("static",)),
+        ("one_node", ("one-node",)), ("adapt_gbrt", ("adapt-gbrt",)))}
+    result["dag_cost_at_1pct"] = _cost(chosen(family("dag", "dag-no-escalation"), target, n_val))
     result["static_cost_at_1pct"] = _cost(chosen(family("static"), target, n_val))
     if result["dag_cost_at_1pct"] is not None and result["static_cost_at_1pct"]:
         result["dag_to_static_cost_ratio"] = (result["dag_cost_at_1pct"]
                                               / result["static_cost_at_1pct"])
     # as ``adaptedge evaluate``: validation accuracy >= HPC's - 0.01, vs always-cloud cost
-    always_cloud = problem.total_cost + problem.link_cost
     result["always_cloud_cost"] = always_cloud
     for fam, fams in (("dag", ("dag", "dag-no-escalation")), ("static", ("static",)),
                       ("adapt_gbrt", ("adapt-gbrt",)), ("one_node", ("one-node",))):
@@ -246,8 +259,6 @@ def run_dataset(name: str, quick: bool, seed: int, with_adapt: bool = False,
             result.setdefault("best_within_1pct", {})[fam] = {
                 **best, "cost_reduction": 1.0 - best["test_cost"] / always_cloud}
     result["escalation_vs_not"] = _dominance(family("dag"), family("dag-no-escalation"))
-    result["points"] = [*points, all_point]
-    return result, result["points"]
 
 
 def _dominance(esc: list[dict[str, Any]], no_esc: list[dict[str, Any]]) -> dict[str, Any]:
