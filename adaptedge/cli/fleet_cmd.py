@@ -87,6 +87,11 @@ def status(args: argparse.Namespace) -> int:
               f"{_fmt(r['agreement']) + band:>22} {_fmt(r['escalation_rate']):>10} "
               f"{_fmt(r['outbox_records'], '.0f'):>7} {r['alarms']:>6} "
               f"{r['quota_refused']:>7}")
+    for r in rows:  # a regression device's audits: its values against the HPC's
+        if "audit_mse" in r:
+            print(f"{r['device']}: audited values vs the HPC's: MSE {r['audit_mse']:.4g}, "
+                  f"MAE {r['audit_mae']:.4g} (the target's unit) over {r['audits_valued']} "
+                  "audits")
     return 0
 
 

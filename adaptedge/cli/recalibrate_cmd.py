@@ -71,6 +71,11 @@ def run(args: argparse.Namespace) -> int:
     if not 0.0 < share <= 1.0:
         raise CommandError(f"--max-device-share must be in (0, 1], got {share}")
     source = verify(args.bundle)
+    if source.is_regression:  # its stored rows carry values, not the labels a gate agrees on
+        raise CommandError(f"bundle {source.bundle_id} is a regression bundle: recalibrate "
+                           "re-picks a classification gate from stored labels and does not "
+                           "take regression rows yet (issue 33); retrain it with adaptedge "
+                           "train --task regression")
     rows = _rows(args, source.bundle_id)
     try:
         audit = None if args.audit_fraction is None else AuditPolicy(args.audit_fraction)

@@ -79,15 +79,13 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.no_progress and sys.stderr.isatty()
     with open_bundle(args.bundle) as root:
         manifest = verify(root)
-        if manifest.is_regression:
-            raise CommandError("simulate does not replay regression bundles yet (issue 33); "
-                               "run adaptedge edge run --replay (error in the target's units) "
-                               "or adaptedge evaluate")
         seed = replay_seed(manifest.split, args.data)  # the rows it was not trained on
         dataset = load_for_bundle(args.data, manifest, target=args.target, seed=seed)
         dataset = recipe_validation(manifest.split, dataset, seed)  # train --val-fraction's
         check_split(manifest.split, dataset, seed)
         X, y = dataset.split(args.split)
+        if manifest.is_regression:  # scored on the target, in its unit
+            y = dataset.targets(args.split)
         if X.shape[1] != len(manifest.feature_names):
             raise CommandError(f"dataset {args.data!r} has {X.shape[1]} features but bundle "
                                f"{manifest.bundle_id} takes {len(manifest.feature_names)}: "

@@ -42,12 +42,42 @@ def test_replay_values_equal_evaluate_to_float32(
     assert np.mean(np.abs(replayed - y)) == pytest.approx(row["mae"], rel=1e-5)
 
 
-def test_simulate_refuses_a_regression_bundle_in_one_line(
+def test_simulate_errors_equal_evaluate_per_point(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    data, bundle = train_tiny_regression(tmp_path)
+    """simulate's per-point MSE and MAE (and the HPC's) are evaluate --json's on the split,
+    escalations answered by the HPC's value; the report speaks in the target's unit."""
+    data, bundle = train_tiny_regression(tmp_path, "confidence", costs=True)
     capsys.readouterr()
-    assert main(["simulate", "--bundle", str(bundle), "--data", str(data), "--report",
-                 str(tmp_path / "r"), "--no-progress"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "does not replay regression bundles yet" in err and "\n" not in err
-    assert not (tmp_path / "r").exists()
+    m = verify(bundle)
+    assert max(p.escalation_rate for p in m.operating_points) > 0
+    costs = ["--costs", str(tmp_path / "costs.toml")]
+    assert main(["evaluate", "--bundle", str(bundle), "--data", str(data), "--target", "temp",
+                 *costs, "--split", "test", "--json"]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    out = tmp_path / "r"
+    assert main(["simulate", "--bundle", str(bundle), "--data", str(data), "--target", "temp",
+                 "--split", "test", "--report", str(out), "--no-progress"]) == 0
+    shown = capsys.readouterr().out
+    report = json.loads((out / "report.json").read_text())
+    assert report["task"] == "regression" and report["target"]["name"] == "temp"
+    frontier = {p["label"]: p for p in report["frontier"] if p["group"] != "baseline"}
+    assert set(frontier) == {p["name"] for p in evaluated["points"]}
+    escalated = 0.0
+    for point in evaluated["points"]:
+        sim = frontier[point["name"]]
+        assert sim["mse"] == pytest.approx(point["mse"], rel=1e-6)
+        assert sim["mae"] == pytest.approx(point["mae"], rel=1e-6)
+        assert sim["rmse"] == pytest.approx(np.sqrt(point["mse"]), rel=1e-6)
+        assert sim["scalar"] == pytest.approx(point["cost"], rel=1e-9)
+        assert sim["accuracy"] is None
+        escalated = max(escalated, sim["sent_rate"])
+    assert escalated > 0  # the HPC answered some rows of some point
+    hpc = report["baselines"]["hpc_always"]
+    assert hpc["mse"] == pytest.approx(evaluated["hpc"]["mse"], rel=1e-6)
+    assert hpc["mae"] == pytest.approx(evaluated["hpc"]["mae"], rel=1e-6)
+    assert report["summary"]["mse"] == pytest.approx(
+        frontier[report["summary"]["operating_point"]]["mse"], rel=1e-12)
+    assert "MSE" in shown and "RMSE" in shown and "accuracy" not in shown
+    md = (out / "report.md").read_text()
+    assert "| | MSE | MAE | RMSE |" in md and "Error vs cost" in md
+    assert (out / "frontier.png").stat().st_size > 0

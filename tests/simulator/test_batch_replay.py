@@ -1,7 +1,8 @@
 """The batched replay makes exactly the per-row replay's decisions (the real ``EdgeRuntime`` row
 by row): same label, source, escalation, sensors read (in order), request id, start time,
 latency and energy on every row of every device, on every bundle kind (size-dependent ones
-with per-item sizes too), impairments on (a bandwidth limit too)."""
+with per-item sizes too, regression ones: the same value per row), impairments on (a
+bandwidth limit too)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ SCENARIOS = {
                                                 bandwidth_kbps=12, outages=(Outage(5.0, 2.0),))),
 }
 COLUMNS = ("device", "row", "t_start", "latency_ms", "label", "truth", "source", "escalated",
-           "sent", "sensors", "request_id", "energy_mj")
+           "sent", "sensors", "request_id", "energy_mj", "value", "target")
 
 
 def assert_same_decisions(bundle: Path, X: F32, y: npt.NDArray[Any], point: str,
@@ -75,6 +76,28 @@ def rows(n: int, width: int, seed: int) -> tuple[F32, npt.NDArray[np.int64]]:
 def test_toy_bundle_one_node_and_acquire(toy_bundle: tuple[Path, Manifest], point: str) -> None:
     X, y = rows(400, 3, seed=2)
     assert assert_same_decisions(toy_bundle[0], X, y, point) == {"local", "degraded", "cloud"}
+
+
+@pytest.mark.parametrize("point", ["gate", "walk"])
+def test_toy_regression_bundle(tmp_path: Path, point: str) -> None:
+    from tests.support.toy_regression_bundle import build_toy_regression_bundle, hpc_value
+
+    build_toy_regression_bundle(tmp_path / "b")
+    X, _ = rows(400, 3, seed=2)
+    y = (2.0 * X[:, 0] - X[:, 2]).astype(np.float64)
+    assert assert_same_decisions(tmp_path / "b", X, y, point) == {"local", "degraded", "cloud"}
+    run = replay(tmp_path / "b", X, y, operating_point=point, scenario=SCENARIOS["ideal"])
+    c = run.columns
+    assert run.regression and set(c.label) == {-1} and len(c.value) == len(c.target) == run.n
+    assert np.array_equal(c.target, np.tile(y, 2))
+    cloud = np.flatnonzero(np.asarray(c.source) == "cloud")
+    hpc = [hpc_value(X[c.row[i]]) for i in cloud]  # float32, up to its rounding order
+    assert cloud.size and np.allclose(c.value[cloud], hpc, rtol=1e-6, atol=1e-6)
+    errors = run.errors()
+    diff = np.asarray(c.value) - np.asarray(c.target)
+    assert errors["mse"] == pytest.approx(np.mean(diff ** 2), rel=1e-12)
+    assert errors["rmse"] == pytest.approx(np.sqrt(errors["mse"]), rel=1e-12)
+    assert np.isnan(run.accuracy())
 
 
 def test_dataset_bundle(tmp_path: Path) -> None:

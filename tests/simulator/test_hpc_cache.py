@@ -73,3 +73,26 @@ def test_the_digest_sees_values_and_shape() -> None:
     assert rows_digest(X) == rows_digest(X.copy())
     assert rows_digest(X) != rows_digest(Y)
     assert rows_digest(X) != rows_digest(X.reshape(20, 2))
+
+
+def test_regression_values_are_asked_once_and_kept_apart_on_disk(tmp_path: Path) -> None:
+    """A regression HPC's values: float32 per row, asked once, in files of their own (a label
+    table of the same HPC, rows and mask is another file)."""
+    X = _rows(100)
+    digest, mask = rows_digest(X), np.ones(4, dtype=bool)
+    asked = []
+
+    def values(x: F32, m: npt.NDArray[np.bool_]) -> F32:
+        asked.append(len(x))
+        return np.where(m, x, 0.0).sum(axis=1).astype(np.float32)
+
+    cache = HpcAnswers("ef" * 32, values, tmp_path, values=True)
+    got = cache.values(X, digest, np.arange(60), mask)
+    assert got.dtype == np.float32 and np.array_equal(got, X[:60].sum(axis=1))
+    both = cache.values(X, digest, np.arange(40, 100), mask)
+    assert asked == [60, 40] and np.array_equal(both, X[40:].sum(axis=1))
+    HpcAnswers("ef" * 32, CountingHpc(), tmp_path).labels(X, digest, np.arange(100), mask)
+    assert sorted(f.name.endswith("-v.npy") for f in tmp_path.iterdir()) == [False, True]
+    again = HpcAnswers("ef" * 32, values, tmp_path, values=True)
+    assert np.array_equal(again.values(X, digest, np.arange(100), mask), X.sum(axis=1))
+    assert asked == [60, 40]  # a new process: every value from disk

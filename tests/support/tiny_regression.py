@@ -22,11 +22,30 @@ def tiny_regression_csv(path: Path, n: int = 300) -> Path:
     return path
 
 
-def train_tiny_regression(root: Path, method: str = "greedy-miser") -> tuple[Path, Path]:
+TINY_COSTS = """weights = "energy"
+[link]
+deadline_ms = 5000
+""" + "".join(f"""[[sensor]]
+name = "{s}"
+features = ["{s}"]
+energy_mj = 1.0
+latency_ms = 1.0
+""" for s in "abcd")
+"""Costs of the tiny CSV (``--costs``): 1 mJ per sensor, a deadline no shared machine misses."""
+
+
+def train_tiny_regression(root: Path, method: str = "greedy-miser",
+                          costs: bool = False) -> tuple[Path, Path]:
     """``(csv, bundle)`` under ``root``: the CSV and a ``--quick`` regression bundle of it
-    (its device bundle beside it, ``bundle-device``)."""
+    (its device bundle beside it, ``bundle-device``); ``costs``: trained with ``TINY_COSTS``
+    (``root/costs.toml``)."""
     data = tiny_regression_csv(root / "t.csv")
     out = root / "bundle"
+    extra = []
+    if costs:
+        (root / "costs.toml").write_text(TINY_COSTS)
+        extra = ["--costs", str(root / "costs.toml")]
     assert main(["train", "--data", str(data), "--target", "temp", "--task", "regression",
-                 "--method", method, "--quick", "--no-progress", "--out", str(out)]) == 0
+                 "--method", method, "--quick", "--no-progress", "--out", str(out),
+                 *extra]) == 0
     return data, out

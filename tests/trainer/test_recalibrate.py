@@ -130,6 +130,36 @@ def test_rows_jsonl_round_trip(tmp_path: Path) -> None:
         read_rows(tmp_path / "bad.jsonl")
 
 
+def test_regression_rows_jsonl_keep_their_values_and_classification_lines_do_not_change(
+        tmp_path: Path) -> None:
+    """Issue 33: a regression row's values round-trip; a classification row's line has the
+    keys it had before regression rows existed, and such older lines still read."""
+    valued = LabelledRow("d", "b", 8, "audit", 0, (2.0,), None, -1, 3.0, 0.1, 41.5, 40.0)
+    plain = LabelledRow("d", "b", 7, "audit", None, (1.0,), 1, 0, 12.5, 0.02)
+    write_rows(tmp_path / "r.jsonl", [valued, plain])
+    assert read_rows(tmp_path / "r.jsonl") == [valued, plain]
+    lines = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert (lines[0]["hpc_value"], lines[0]["local_value"]) == (41.5, 40.0)
+    assert set(lines[1]) == {"device", "bundle_id", "request_id", "kind", "point", "features",
+                             "local_label", "hpc_label", "received_at", "audit_fraction"}
+    (tmp_path / "bad.jsonl").write_text(json.dumps({**lines[0], "hpc_value": "x"}) + "\n")
+    with pytest.raises(ValueError, match="hpc_value must be a finite number"):
+        read_rows(tmp_path / "bad.jsonl")
+
+
+def test_cli_recalibrate_refuses_a_regression_bundle_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.support.toy_regression_bundle import build_toy_regression_bundle
+
+    build_toy_regression_bundle(tmp_path / "b")
+    write_rows(tmp_path / "rows.jsonl", [])
+    assert main(["recalibrate", "--bundle", str(tmp_path / "b"), "--rows",
+                 str(tmp_path / "rows.jsonl"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is a regression bundle" in err and "\n" not in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_cli_recalibrate_from_rows(toy_bundle: tuple[Path, Manifest], tmp_path: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     bundle, manifest = toy_bundle

@@ -108,3 +108,28 @@ def test_the_ingest_raises_alarms_from_what_it_stores(toy_bundle: Bundle, tmp_pa
     alarms = store.alarms("dev1")
     assert alarms and {a.metric for a in alarms} == {"agreement_down"}
     assert live.alarms == len(alarms)
+
+
+def test_a_regression_bundle_alarms_on_its_escalation_rate(tmp_path: Path) -> None:
+    """Issue 33: a regression bundle's devices feed the escalation charts from telemetry as a
+    classification bundle's do; their audits (values, no labels) feed no agreement chart."""
+    from tests.support.toy_regression_bundle import build_toy_regression_bundle
+
+    manifest = build_toy_regression_bundle(tmp_path / "b")
+    ref = {p.name: {"escalation_rate": 0.2, "n_rows": 2000} for p in manifest.operating_points}
+    manifest = dataclasses.replace(manifest, metadata={**manifest.metadata,
+                                                       "drift_reference": ref})
+    with FleetStore(tmp_path / "fleet.db") as store:
+        live = LiveDrift(store, lambda b: manifest if b == manifest.bundle_id else None)
+        for device, rate in (("steady", 0.2), ("drifted", 0.6)):
+            rng = np.random.default_rng(7)
+            escalations = 0
+            for i in range(3000):
+                escalations += bool(rng.random() < rate)
+                if i % 10 == 0:  # an audit of a regression device: values, no labels
+                    live.on_record(device, manifest.bundle_id, "audit", 1, None, None)
+                if i % 100 == 99:
+                    live.on_telemetry(device, {"decisions": i + 1, "escalations": escalations})
+        alarms = store.alarms()
+    assert alarms and {(a.device, a.metric) for a in alarms} == {("drifted", "escalation_up")}
+    assert all(a.point == 1 for a in alarms) and len(alarms) == live.alarms

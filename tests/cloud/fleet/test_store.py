@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -178,3 +179,53 @@ def test_the_database_password_comes_from_a_file_never_the_command_line(
     assert cli(["fleet", "status", "--db", url, "--db-password-file",
                 str(tmp_path / "missing")]) == 2
     assert "cannot read the password file" in capsys.readouterr().err
+
+
+def test_regression_rows_carry_both_values(store: FleetStore) -> None:
+    """Issue 33: a regression row stores the HPC's value and the device's own; audits are
+    tallied as squared and absolute errors in the target's unit; a classification row beside
+    it reads as before (no values)."""
+    def valued(rid: int, kind: str, hpc: float | None, local: float | None) -> NewRecord:
+        r = record(rid, kind=kind, local=None, hpc=None)
+        return replace(r, hpc_value=hpc, local_value=local, label_error=None)
+
+    store.add_records([valued(1, "audit", 10.0, 12.5), valued(2, "audit", -1.0, -2.0),
+                       valued(3, "escalated", 4.0, 3.0), valued(4, "audit", 5.0, None),
+                       valued(5, "audit", None, 1.0), record(6)])
+    rows = {r.request_id: r for r in store.labelled_rows()}
+    assert sorted(rows) == [1, 2, 3, 4, 6]  # row 5: the HPC gave no value
+    assert (rows[1].hpc_value, rows[1].local_value, rows[1].hpc_label) == (10.0, 12.5, -1)
+    assert rows[1].is_regression and rows[1].local_label is None
+    assert rows[4].local_value is None  # the device sent no value
+    assert (rows[6].hpc_label, rows[6].hpc_value, rows[6].local_value) == (1, None, None)
+    assert not rows[6].is_regression
+    tallies = {k: (n, sq, ab) for _, _, k, n, sq, ab in store.value_tallies()}
+    assert tallies["audit"] == (2, 2.5 ** 2 + 1.0, 2.5 + 1.0)
+    assert tallies["escalated"] == (1, 1.0, 1.0)
+
+
+def test_a_version_4_store_gains_the_value_columns(tmp_path: Path) -> None:
+    """A store written before regression (version 4) opens at the current version, its rows
+    unchanged and without values."""
+    engine = create_engine(database_url(tmp_path / "v4.db"))
+    t = tables()
+    with engine.begin() as conn:
+        t.version.create(conn)
+        conn.execute(t.version.insert().values(version=0))
+    migrate_to = MIGRATIONS[:4]
+    with engine.begin() as conn:
+        for step, apply in enumerate(migrate_to):
+            apply(conn, t)
+            conn.execute(t.version.update().values(version=step + 1))
+        conn.execute(text("INSERT INTO records (device, request_id, digest, bundle_id, kind, "
+                          "point, features, mask, local_label, hpc_label, label_error, "
+                          "sent_at, received_at, audit_fraction) VALUES ('dev1', 9, :d, 'b', "
+                          "'audit', 0, :f, :m, 1, 0, NULL, 0.5, 2.0, 0.02)"),
+                     {"d": b"d" * 16, "f": np.float32([1.5]).tobytes(), "m": b"\x01"})
+    engine.dispose()
+    with FleetStore(tmp_path / "v4.db") as s:
+        assert s.version == SCHEMA_VERSION == 5
+        (row,) = s.labelled_rows()
+        assert (row.request_id, row.local_label, row.hpc_label, row.audit_fraction,
+                row.features) == (9, 1, 0, 0.02, (1.5,))
+        assert row.hpc_value is None and row.local_value is None and s.value_tallies() == []

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import msgpack
 import numpy as np
 import pytest
 
-from adaptedge.cloud.service.worker import CloudService
 from adaptedge.edge import EdgeRuntime
 from adaptedge.edge.escalation import DEADLINE, MISMATCHED_REPLY
 from adaptedge.edge.mqtt_uplink import MqttUplink
 from adaptedge.protocol import InferenceReply, InferenceRequest, LinkSpec, encode
 from adaptedge.protocol.messages import TYPE_VALUE, VALUE_SCHEMA_VERSION, kind
 from adaptedge.simulator.brokers import MosquittoBroker
+from tests.cloud.service.conftest import Served
 from tests.support.edge_doubles import MqttResponder
 from tests.support.toy_regression_bundle import (
     build_toy_regression_bundle,
@@ -36,36 +36,21 @@ ESCALATE_AT_AB = [0.0, 2.0, -1.5]
 STOP_AT_A = [2.0, 0.5, 9.0]
 
 
-@pytest.fixture()
-def broker() -> Iterator[MosquittoBroker]:
-    with MosquittoBroker() as b:
-        yield b
-
-
-def test_escalations_get_the_hpc_value(broker: MosquittoBroker, tmp_path: Path) -> None:
+def test_escalations_get_the_hpc_value(served: Served, tmp_path: Path) -> None:
     # a generous deadline: the machine is shared, the answer's source is what is tested
     manifest = build_toy_regression_bundle(tmp_path / "b", link=LinkSpec(deadline_ms=5000.0))
-    service = CloudService(tmp_path / "b", broker.url, client_id="reg-worker", share="off",
-                           stats_every_s=60.0)
-    service.start()
-    try:
-        with MqttUplink(broker.url, "dev1") as uplink:
-            assert uplink.wait_connected(5.0)
-            time.sleep(0.2)  # the reply subscription rides on the CONNACK's callback
-            with EdgeRuntime.load(tmp_path / "b", uplink=uplink) as rt:
-                for row in (ESCALATE_AT_A, ESCALATE_AT_AB):
-                    d = rt.predict_row(row)
-                    assert (d.source, d.error, d.escalated) == ("cloud", None, True)
-                    assert d.value == hpc_value(row)  # the float32 the HPC computed
-                    assert d.value == np.float32(d.value)
-                    assert d.bundle_id == manifest.bundle_id and d.label == ""
-                d = rt.predict_row(STOP_AT_A)
-                assert (d.source, d.value) == ("local",
-                                               np.float32(node_value("a.onnx", STOP_AT_A[:2])))
-                counters = rt.counters
-                assert counters["decisions_cloud"] == 2 and counters["mismatched_replies"] == 0
-    finally:
-        service.stop()
+    with served(tmp_path / "b") as (service, uplink), \
+            EdgeRuntime.load(tmp_path / "b", uplink=uplink) as rt:
+        for row in (ESCALATE_AT_A, ESCALATE_AT_AB):
+            d = rt.predict_row(row)
+            assert (d.source, d.error, d.escalated) == ("cloud", None, True)
+            assert d.value == hpc_value(row)  # the float32 the HPC computed
+            assert d.value == np.float32(d.value)
+            assert d.bundle_id == manifest.bundle_id and d.label == ""
+        d = rt.predict_row(STOP_AT_A)
+        assert (d.source, d.value) == ("local", np.float32(node_value("a.onnx", STOP_AT_A[:2])))
+        counters = rt.counters
+        assert counters["decisions_cloud"] == 2 and counters["mismatched_replies"] == 0
     assert service.inference.answered >= 2
 
 

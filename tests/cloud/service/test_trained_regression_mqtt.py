@@ -6,46 +6,25 @@ row (float32), every local row the point's own value, as ``evaluate`` walks them
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from adaptedge.cli.main import main
-from adaptedge.cloud.service.worker import CloudService
 from adaptedge.edge import EdgeRuntime
-from adaptedge.edge.mqtt_uplink import MqttUplink
 from adaptedge.protocol.bundle import verify
-from adaptedge.simulator.brokers import MosquittoBroker
 from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.export.run import run_onnx
 from adaptedge.trainer.policy.oracle import BundleRunner
-from tests.support.tiny_regression import tiny_regression_csv
+from tests.cloud.service.conftest import Served
+from tests.support.tiny_regression import TINY_COSTS, tiny_regression_csv
 
 pytestmark = pytest.mark.broker
 
-COSTS = """weights = "energy"
-[link]
-deadline_ms = 5000
-""" + "".join(f"""[[sensor]]
-name = "{s}"
-features = ["{s}"]
-energy_mj = 1.0
-latency_ms = 1.0
-""" for s in "abcd")
-
-
-@pytest.fixture()
-def broker() -> Iterator[MosquittoBroker]:
-    with MosquittoBroker() as b:
-        yield b
-
-
-def test_trained_escalations_get_the_hpc_value(broker: MosquittoBroker, tmp_path: Path) -> None:
+def test_trained_escalations_get_the_hpc_value(served: Served, tmp_path: Path) -> None:
     data = tiny_regression_csv(tmp_path / "t.csv")
-    (tmp_path / "costs.toml").write_text(COSTS)
+    (tmp_path / "costs.toml").write_text(TINY_COSTS)
     bundle = tmp_path / "b"
     assert main(["train", "--data", str(data), "--target", "temp", "--task", "regression",
                  "--method", "confidence", "--quick", "--no-progress", "--costs",
@@ -58,19 +37,11 @@ def test_trained_escalations_get_the_hpc_value(broker: MosquittoBroker, tmp_path
     X = d.X_test[:24].astype(np.float32)
     expected = BundleRunner.from_dir(bundle).evaluate(point.policy, X)
     hpc = run_onnx((bundle / "hpc.onnx").read_bytes(), X, "value")[:, 0]
-    service = CloudService(bundle, broker.url, client_id="reg-worker", share="off",
-                           stats_every_s=60.0)
-    service.start()
-    try:
-        with MqttUplink(broker.url, "dev1") as uplink:
-            assert uplink.wait_connected(5.0)
-            time.sleep(0.2)  # the reply subscription rides on the CONNACK's callback
-            with EdgeRuntime.load(tmp_path / "b-device", uplink=uplink,
-                                  operating_point=point.name) as rt:
-                decisions = [rt.predict_row(row.tolist()) for row in X]
-                assert rt.counters["mismatched_replies"] == 0
-    finally:
-        service.stop()
+    with served(bundle) as (_, uplink), \
+            EdgeRuntime.load(tmp_path / "b-device", uplink=uplink,
+                             operating_point=point.name) as rt:
+        decisions = [rt.predict_row(row.tolist()) for row in X]
+        assert rt.counters["mismatched_replies"] == 0
     escalated = [i for i, dec in enumerate(decisions) if dec.escalated]
     assert escalated and escalated == np.flatnonzero(expected.escalated).tolist()
     for i, dec in enumerate(decisions):

@@ -39,6 +39,8 @@ class Auditor:
         self.hpc_sensors = hpc_sensors
         self._names = tuple(s.name for s in manifest.sensors)
         self._counters = counters
+        self._regression = manifest.is_regression
+        """A regression device's record carries its own value (``local[0]``)."""
         self._extra: dict[tuple[int, int], CostBreakdown] = {}
 
     def maybe_audit(self, index: int, point: int, values: F32, trail: Trail,
@@ -59,7 +61,8 @@ class Auditor:
         request = make_request(values, audit_trail.read_bits, label, float(local[label]))
         errors = counters.get("outbox_errors", 0.0)
         keep_escalation(outbox, request, counters, "audit", point,
-                        self.policy.fraction_at(point))
+                        self.policy.fraction_at(point),
+                        float(local[0]) if self._regression else None)
         if counters.get("outbox_errors", 0.0) > errors:
             return False
         counters["audits"] += 1

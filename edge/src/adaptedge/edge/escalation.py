@@ -120,12 +120,13 @@ class Escalation:
             if uplink is not None:
                 counters["uplink_down"] += 1
             # offline: kept with what was measured, for store-and-forward
-            self._record(self._request(values, trail.read_bits, label, float(local[label]), size))
+            self._record(self._request(values, trail.read_bits, label, float(local[label]), size),
+                         answer.value)
             return answer
         trail.read(self.hpc_sensors, read, stop_at_failure=False)
         request = self._request(values, trail.read_bits, label, float(local[label]), size)
         answer.request_id = request.request_id
-        self._record(request)
+        self._record(request, answer.value)
         answer.sent = True
         t_send = self._clock()
         try:
@@ -148,9 +149,10 @@ class Escalation:
             counters["mismatched_replies"] += 1
         return answer
 
-    def _record(self, request: InferenceRequest) -> None:
+    def _record(self, request: InferenceRequest, local_value: float | None = None) -> None:
+        """Keep ``request`` in the outbox (a regression device: with its own value)."""
         keep_escalation(self.outbox, request, self._counters, "escalated", self.point,
-                        self.audit_fraction())
+                        self.audit_fraction(), local_value)
 
     def audit_fraction(self) -> float:
         """The fraction of local decisions audited at the current point (0: no auditing)."""

@@ -15,6 +15,7 @@ cloud acknowledged it; a lock makes recording and removing safe from two threads
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -69,11 +70,14 @@ class Outbox:
         return self._bytes
 
     def record(self, request: InferenceRequest, kind: RowKind = "escalated",
-               point: int | None = None, audit_fraction: float | None = None) -> Path | None:
+               point: int | None = None, audit_fraction: float | None = None,
+               local_value: float | None = None) -> Path | None:
         """Keep one request as a record of ``kind`` made at operating point index ``point``
-        by a device auditing ``audit_fraction`` of its local decisions there."""
+        by a device auditing ``audit_fraction`` of its local decisions there; ``local_value``:
+        a regression device's own answer (None for classification)."""
         now = time.time()
-        data = encode_record(StoreRecord(kind, point, encode(request), audit_fraction))
+        data = encode_record(StoreRecord(kind, point, encode(request), audit_fraction,
+                                         local_value))
         path = self.directory / f"{time.time_ns():020d}-{request.request_id}{SUFFIX}"
         tmp = path.with_suffix(".tmp")
         try:
@@ -153,12 +157,16 @@ def read_record(path: Path) -> tuple[bytes, StoreRecord, InferenceRequest]:
 
 def keep_escalation(outbox: Outbox | None, request: InferenceRequest,
                     counters: MutableMapping[str, float], kind: RowKind = "escalated",
-                    point: int | None = None, audit_fraction: float | None = None) -> None:
-    """Record a request; a write that fails counts in ``outbox_errors``."""
+                    point: int | None = None, audit_fraction: float | None = None,
+                    local_value: float | None = None) -> None:
+    """Record a request (with a regression device's own value, when finite); a write that
+    fails counts in ``outbox_errors``."""
     if outbox is None:
         return
+    if local_value is not None and not math.isfinite(local_value):
+        local_value = None  # no value the HPC's could be compared with
     try:
-        kept = outbox.record(request, kind, point, audit_fraction) is not None
+        kept = outbox.record(request, kind, point, audit_fraction, local_value) is not None
     except (OSError, ValueError):  # ValueError: the request does not encode
         kept = False
     if not kept:

@@ -6,6 +6,11 @@ The cloud labels every forwarded record with the HPC and stores it. Two kinds ar
 unbiased sample of what the device answered on its own). Each row carries the audit fraction
 its device used at its operating point (what an audit row's weight is taken from); rows
 stored before devices sent it have ``audit_fraction`` None.
+
+A regression bundle's row carries values in the target's unit instead of labels: the HPC's
+(``hpc_value``) and the device's own (``local_value``, what an audit compares); its
+``hpc_label`` is -1 (``NO_LABEL``) and ``local_label`` None. Classification rows have both
+values None and their fields as before.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ class LabelledRow:
     ``local_label`` is the device's own answer (None when it had none); ``hpc_label`` is the
     cloud HPC's; ``point`` is the index of the operating point the device was at;
     ``audit_fraction`` the fraction of local decisions the device audited at that point (None:
-    not recorded, a row of an older device)."""
+    not recorded, a row of an older device). A regression row: ``hpc_value`` and
+    ``local_value`` (None when the device sent none) in the target's unit, ``hpc_label`` -1."""
 
     device: str
     bundle_id: str
@@ -35,3 +41,9 @@ class LabelledRow:
     hpc_label: int
     received_at: float
     audit_fraction: float | None = None
+    hpc_value: float | None = None
+    local_value: float | None = None
+
+    @property
+    def is_regression(self) -> bool:
+        return self.hpc_value is not None

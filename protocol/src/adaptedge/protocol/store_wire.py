@@ -4,7 +4,10 @@ cloud's acknowledgement (cloud -> device, ``stored`` topic).
 A record wraps the wire encoding of the ``InferenceRequest`` the device kept, with what the
 cloud needs to store it as a labelled row: the kind (``escalated`` or ``audit``, see
 ``protocol.fleet_rows``), the index of the operating point the device was at and the audit
-fraction it used there (absent in records of older devices: decoded as None). A record is
+fraction it used there (absent in records of older devices: decoded as None), and for a
+regression bundle the device's own value (``local_value``: what an audit compares with the
+HPC's; absent from every classification record, which is encoded byte for byte as before
+this field existed). A record is
 identified by ``(device, request id, digest)``, the digest being a hash of the request's bytes:
 the cloud inserts each key once and acknowledges every copy it receives, and the device deletes
 its file only on an acknowledgement of that key. Both messages are msgpack arrays tagged like
@@ -15,6 +18,7 @@ malformed).
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Annotated, Final, Literal
 
 import msgspec
@@ -24,7 +28,13 @@ import adaptedge.protocol.errors as E
 from adaptedge.protocol.codec import MAX_MESSAGE_BYTES, decode
 from adaptedge.protocol.errors import ProtocolError
 from adaptedge.protocol.fleet_rows import ROW_KINDS, RowKind
-from adaptedge.protocol.messages import MAX_ID_CHARS, MAX_TEXT_CHARS, InferenceRequest, kind
+from adaptedge.protocol.messages import (
+    MAX_ID_CHARS,
+    MAX_TEXT_CHARS,
+    Finite,
+    InferenceRequest,
+    kind,
+)
 
 TYPE_STORE_RECORD: Final = 16
 TYPE_STORE_ACK: Final = 17
@@ -41,12 +51,25 @@ Ident = Annotated[str, Meta(min_length=1, max_length=MAX_ID_CHARS)]
 
 class StoreRecord(msgspec.Struct, tag=kind(TYPE_STORE_RECORD), **_STRUCT):
     """One outbox record: ``request`` is the encoded ``InferenceRequest``; ``audit_fraction``
-    the fraction of local decisions the device audited at ``point`` (0: it audits none)."""
+    the fraction of local decisions the device audited at ``point`` (0: it audits none);
+    ``local_value``: a regression device's own answer (finite, the target's unit), None for
+    classification."""
 
     kind: RowKind
     point: Annotated[int, Meta(ge=0)] | None
     request: Annotated[bytes, Meta(min_length=1, max_length=MAX_MESSAGE_BYTES)]
     audit_fraction: Annotated[float, Meta(ge=0.0, le=1.0)] | None = None
+    local_value: Finite | None = None
+
+
+class _LabelRecord(msgspec.Struct, tag=kind(TYPE_STORE_RECORD), **_STRUCT):
+    """A record without ``local_value``: the encoding of every classification record (the
+    fields and bytes of records before regression)."""
+
+    kind: RowKind
+    point: int | None
+    request: bytes
+    audit_fraction: float | None = None
 
 
 class StoreAck(msgspec.Struct, tag=kind(TYPE_STORE_ACK), **_STRUCT):
@@ -76,6 +99,12 @@ def encode_record(record: StoreRecord) -> bytes:
     fraction = record.audit_fraction
     if fraction is not None and not 0.0 <= fraction <= 1.0:
         raise ProtocolError(E.BAD_FIELD, f"audit fraction {fraction!r} is not in [0, 1]")
+    value = record.local_value
+    if value is None:
+        return _encoder.encode(_LabelRecord(record.kind, record.point, record.request,
+                                            fraction))
+    if not math.isfinite(value):
+        raise ProtocolError(E.BAD_FIELD, f"local value {value!r} is not a finite number")
     return _encoder.encode(record)
 
 

@@ -30,7 +30,13 @@ import onnxruntime as ort
 from adaptedge.protocol.costs import cost_columns, decision_costs
 from adaptedge.protocol.device_bundle import require_hpc
 from adaptedge.protocol.errors import BundleError
-from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Manifest
+from adaptedge.protocol.manifest import (
+    ACTION_OUTPUT,
+    MODEL_INPUT,
+    PROBA_OUTPUT,
+    VALUE_OUTPUT,
+    Manifest,
+)
 from adaptedge.protocol.walk import ESCALATE, BatchWalk, walk_manifest
 from adaptedge.simulator.batch_sized import sized_costs
 from adaptedge.simulator.network import NetworkModel
@@ -75,7 +81,8 @@ class BundleModels:
         return session
 
     def run(self, file: str, x: F32, scores: bool) -> tuple[F32, F32 | None]:
-        outputs = [PROBA_OUTPUT, ACTION_OUTPUT] if scores else [PROBA_OUTPUT]
+        answer = VALUE_OUTPUT if self.manifest.is_regression else PROBA_OUTPUT
+        outputs = [answer, ACTION_OUTPUT] if scores else [answer]
         session = self.session(file)
 
         def call(rows: F32) -> list[F32]:
@@ -92,6 +99,14 @@ class BundleModels:
         proba = self.run(self.manifest.hpc.file, masked, False)[0]
         return np.asarray(proba.argmax(axis=1), dtype=np.int64)
 
+    def hpc_values(self, x: F32, feature_mask: npt.NDArray[np.bool_]) -> F32:
+        """A regression HPC's value per row (its ``value`` output), unmeasured columns 0."""
+        if not len(x):
+            return np.zeros(0, dtype=np.float32)
+        masked = np.where(feature_mask, x, np.float32(0.0))
+        return np.asarray(self.run(self.manifest.hpc.file, masked, False)[0][:, 0],
+                          dtype=np.float32)
+
 
 @dataclass(frozen=True)
 class LocalWalk:
@@ -104,23 +119,33 @@ class LocalWalk:
     hpc_bits: int
     local_label: npt.NDArray[np.int64]
     """Per row: the final node's own answer (a stop, or an escalation left unanswered)."""
+    hpc_value: F32 | None = None
+    """A regression walk, per row: the HPC's value when the escalation is sent, else NaN."""
+
+    @property
+    def local_value(self) -> F32:
+        """A regression walk's own answer per row (the final node's value)."""
+        return np.asarray(self.walk.values, dtype=np.float32)
 
 
 HpcLabels = Callable[[F32, I64, npt.NDArray[np.bool_]], I64]
 """(rows X, escalated row indices, their feature masks [len, n_features]) -> the HPC's labels
 (``replay_session.ReplaySession.hpc_labels``: cached per HPC, rows and mask)."""
+HpcValues = Callable[[F32, I64, npt.NDArray[np.bool_]], F32]
+"""As ``HpcLabels``, a regression HPC's values (``ReplaySession.hpc_values``)."""
 
 
-def walk_local(models: BundleModels, policy: str, X: F32, hpc: HpcLabels | None = None
-               ) -> LocalWalk:
-    """Walk every row once, and ask the HPC (``hpc``, default: ``models`` every time) about
-    the rows that escalate."""
+def walk_local(models: BundleModels, policy: str, X: F32, hpc: HpcLabels | None = None,
+               hpc_values: HpcValues | None = None) -> LocalWalk:
+    """Walk every row once, and ask the HPC (``hpc``, default: ``models`` every time; a
+    regression bundle's: ``hpc_values``, default ``models``) about the rows that escalate."""
     m = models.manifest
     walk = walk_manifest(m, policy, X, models.run)
     escalated = walk.kind == ESCALATE
     index = {s.name: i for i, s in enumerate(m.sensors)}
     hpc_bits = sum(1 << index[s] for s in m.hpc.sensors)
     hpc_label = np.full(len(X), -1, dtype=np.int64)
+    hpc_value = np.full(len(X), np.nan, dtype=np.float32) if m.is_regression else None
     rows = np.flatnonzero(escalated)
     if rows.size:
         node_features = np.zeros((len(walk.node_ids), len(m.feature_names)), dtype=bool)
@@ -129,8 +154,11 @@ def walk_local(models: BundleModels, policy: str, X: F32, hpc: HpcLabels | None 
                 if (bits | hpc_bits) >> i & 1:
                     node_features[k, list(spec.features)] = True
         masks = node_features[walk.final[rows]]
-        hpc_label[rows] = (hpc or _uncached(models))(X, rows, masks)
-    return LocalWalk(walk, escalated, hpc_label, hpc_bits, walk.local_label)
+        if hpc_value is not None:
+            hpc_value[rows] = (hpc_values or _uncached_values(models))(X, rows, masks)
+        else:
+            hpc_label[rows] = (hpc or _uncached(models))(X, rows, masks)
+    return LocalWalk(walk, escalated, hpc_label, hpc_bits, walk.local_label, hpc_value)
 
 
 def _uncached(models: BundleModels) -> HpcLabels:
@@ -138,6 +166,13 @@ def _uncached(models: BundleModels) -> HpcLabels:
         return models.hpc_labels(X[rows], masks)
 
     return labels
+
+
+def _uncached_values(models: BundleModels) -> HpcValues:
+    def values(X: F32, rows: I64, masks: npt.NDArray[np.bool_]) -> F32:
+        return models.hpc_values(X[rows], masks)
+
+    return values
 
 
 @dataclass
@@ -268,12 +303,17 @@ def device_columns(local: LocalWalk, manifest: Manifest, timeline: Timeline,
         read_ms, energy = sized_costs(manifest, sensors, keys, inverse, sizes)
     if walk.compute is not None:  # the models' evaluation energy (``protocol.costs``)
         energy = energy + walk.compute[:, 1]
+    if local.hpc_value is not None:  # regression: a value per row, no label
+        value = np.where(answered, local.hpc_value, local.local_value).astype(np.float64)
+        label = np.full(n, -1, dtype=np.int64)
+    else:
+        value, label = np.zeros(0), np.where(answered, local.hpc_label, local.local_label)
     return {
         "row": np.arange(n), "t_start": t_start, "latency_ms": wait_ms + read_ms,
-        "label": np.where(answered, local.hpc_label, local.local_label),
+        "label": label,
         "source": SOURCE_NAMES[np.where(answered, 2, esc.view(np.int8))],
         "escalated": esc, "sensors": sensors[inverse], "request_id": request_id, "sent": sent,
-        "energy_mj": energy}
+        "energy_mj": energy, "value": value}
 
 
 SOURCE_NAMES = np.array(["local", "degraded", "cloud"], dtype=object)
@@ -301,15 +341,22 @@ def _sensor_tables(local: LocalWalk, manifest: Manifest, keys: npt.NDArray[np.in
 
 
 def column_arrays(devices: list[str], arrays: list[dict[str, npt.NDArray[Any]]],
-                  truth: npt.NDArray[np.integer[Any]]) -> ColumnArrays:
-    """The devices' decisions, device after device, as one ``ColumnArrays``."""
+                  truth: npt.NDArray[Any], regression: bool = False) -> ColumnArrays:
+    """The devices' decisions, device after device, as one ``ColumnArrays``; ``regression``:
+    ``truth`` holds the targets (``target``; ``truth`` and ``label`` are then -1)."""
     def joined(name: str) -> npt.NDArray[Any]:
         return arrays[0][name] if len(arrays) == 1 else np.concatenate([a[name] for a in arrays])
 
+    n = len(truth)
+    labels = (np.full(n, -1, dtype=np.int64) if regression
+              else np.asarray(truth).astype(np.int64))
     return ColumnArrays(
-        device=np.repeat(np.array(devices, dtype=object), len(truth)),
+        device=np.repeat(np.array(devices, dtype=object), n),
         row=joined("row"), t_start=joined("t_start"), latency_ms=joined("latency_ms"),
-        label=joined("label"), truth=np.tile(np.asarray(truth).astype(np.int64), len(devices)),
+        label=joined("label"), truth=np.tile(labels, len(devices)),
         source=joined("source"), escalated=joined("escalated"), sent=joined("sent"),
         sensors=joined("sensors"), energy_mj=joined("energy_mj"),
-        request_id=joined("request_id"))
+        request_id=joined("request_id"),
+        value=joined("value") if regression else np.zeros(0),
+        target=(np.tile(np.asarray(truth, dtype=np.float64), len(devices)) if regression
+                else np.zeros(0)))

@@ -18,7 +18,13 @@ import numpy.typing as npt
 
 from adaptedge.protocol.codec import encode
 from adaptedge.protocol.manifest import Manifest
-from adaptedge.protocol.messages import InferenceReply, InferenceRequest, Message
+from adaptedge.protocol.messages import (
+    NO_LABEL,
+    InferenceReply,
+    InferenceRequest,
+    Message,
+    ValueReply,
+)
 
 I64 = npt.NDArray[np.int64]
 _WIDTH_BOUNDS = np.array([128, 256, 1 << 16, 1 << 32], dtype=np.uint64)
@@ -45,9 +51,11 @@ def _lengths(ids: npt.NDArray[np.uint64], labels: I64, make: Callable[[int, int]
 
 
 def wire_sizes(manifest: Manifest, device_id: str, local_label: I64, hpc_label: I64,
-               sized: bool) -> tuple[I64, I64]:
+               sized: bool, *, regression: bool = False) -> tuple[I64, I64]:
     """Bytes of escalation ``j``'s request (request id ``j + 1``, the runtime's local label,
-    the item's size on the wire when ``sized``) and of the cloud's reply (the HPC's label)."""
+    the item's size on the wire when ``sized``) and of the cloud's reply (the HPC's label).
+    ``regression``: the request offers no label and the reply is a ``ValueReply`` (a float,
+    always 8 bytes on the wire)."""
     n = len(local_label)
     ids = np.arange(1, n + 1, dtype=np.uint64)
     n_features = len(manifest.feature_names)
@@ -65,4 +73,10 @@ def wire_sizes(manifest: Manifest, device_id: str, local_label: I64, hpc_label: 
         return InferenceReply(rid, device_id, bundle_id, label, probabilities, model_id, 0.0,
                               0.0)
 
+    def value_reply(rid: int, label: int) -> ValueReply:
+        return ValueReply(rid, device_id, bundle_id, 0.0, model_id, 0.0, 0.0)
+
+    if regression:
+        none = np.full(n, NO_LABEL, dtype=np.int64)
+        return _lengths(ids, none, request), _lengths(ids, none, value_reply)
     return _lengths(ids, local_label, request), _lengths(ids, hpc_label, reply)

@@ -133,7 +133,8 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
         sensor_ms = {} if opts.remote_sensors else {spec.name: spec.latency_ms
                                                    for spec in run.manifest.sensors}
         cols, t_origin, run_outages = collect_decisions(
-            run.outputs, monitor, run.truth, run.rate, sensor_ms, outages, schedule_t0)
+            run.outputs, monitor, run.truth, run.rate, sensor_ms, outages, schedule_t0,
+            regression=run.manifest.is_regression)
         cloud_log = procs.log("cloud")
         procs.close()
     if outages and not schedule_t0:
@@ -142,7 +143,8 @@ def run_hil(bundle_dir: str | Path, data: str, *, scenario: Scenario | None = No
         mode="hil", bundle_id=run.manifest.bundle_id, operating_point=run.point,
         classes=run.manifest.classes, columns=cols, outages=run_outages,
         duration_s=max(cols.t_start, default=0.0), wall_s=time.monotonic() - started,
-        extra=_extra(run, proxy, t_origin, cloud_log))
+        extra=_extra(run, proxy, t_origin, cloud_log),
+        regression=run.manifest.is_regression)
 
 
 @dataclass(frozen=True)
@@ -180,8 +182,11 @@ def _plan(bundle_dir: str | Path, data: str, scenario: Scenario, opts: HilOption
     if truth is None or (opts.remote_sensors and rows is None):
         from adaptedge.trainer.data.datasets import load_dataset
 
-        dataset = load_dataset(data, target=opts.target, costs=opts.costs)
+        dataset = load_dataset(data, target=opts.target, costs=opts.costs,
+                               task="regression" if manifest.is_regression else None)
         rows, truth = dataset.split(opts.split)  # type: ignore[arg-type]
+        if manifest.is_regression:  # scored on the target, in its unit
+            truth = dataset.targets(opts.split)  # type: ignore[arg-type]
     limit = opts.limit if opts.limit is not None else (scenario.devices.limit or len(truth))
     workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="adaptedge-hil-"))
     workdir.mkdir(parents=True, exist_ok=True)

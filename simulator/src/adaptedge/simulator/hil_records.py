@@ -18,18 +18,20 @@ from adaptedge.simulator.records import DecisionColumns
 
 def collect_decisions(outputs: dict[str, Path], monitor: RequestMonitor,
                       truth: npt.NDArray[Any], rate_hz: float, sensor_ms: dict[str, float],
-                      outages: tuple[Outage, ...], schedule_t0: list[float]
+                      outages: tuple[Outage, ...], schedule_t0: list[float],
+                      regression: bool = False
                       ) -> tuple[DecisionColumns, float, list[tuple[float, float]]]:
     """Every device's records (``outputs``: device -> its ``--json-out`` file) as columns,
     the wall time taken as the run's origin, and the outages relative to that origin (none
-    when the outage schedule never started: ``schedule_t0`` empty)."""
+    when the outage schedule never started: ``schedule_t0`` empty). ``regression``: each
+    record's ``value`` against ``truth``, the targets (``DecisionColumns.value``, ``target``)."""
     records = {name: read_records(path) for name, path in outputs.items()}
     starts = {name: _device_start(monitor, name, recs, rate_hz) for name, recs in records.items()}
     t_origin = min([v for v in starts.values() if v == v] + schedule_t0, default=0.0)
     cols = DecisionColumns()
     for name, recs in records.items():
         offset = starts[name] - t_origin if starts[name] == starts[name] else 0.0
-        _append_records(cols, name, recs, truth, rate_hz, offset, sensor_ms)
+        _append_records(cols, name, recs, truth, rate_hz, offset, sensor_ms, regression)
     if not schedule_t0:
         return cols, t_origin, []
     shift = schedule_t0[0] - t_origin
@@ -79,7 +81,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 def _append_records(cols: DecisionColumns, device: str, records: list[dict[str, Any]],
                     truth: npt.NDArray[Any], rate_hz: float, offset_s: float,
-                    sensor_ms: dict[str, float]) -> None:
+                    sensor_ms: dict[str, float], regression: bool = False) -> None:
     """Add a device's records. The device starts row i at ``row / rate`` or when the previous
     decision finished, whichever is later (``edge run --rate`` paces that way), so each
     decision's start is rebuilt from the latencies, plus the device's offset from the origin.
@@ -100,7 +102,11 @@ def _append_records(cols: DecisionColumns, device: str, records: list[dict[str, 
         nominal = sum(sensor_ms.get(s, 0.0) for s in sensors)
         cols.latency_ms.append(float("nan") if latency is None else float(latency) + nominal)
         cols.label.append(int(r["label_index"]))
-        cols.truth.append(int(truth_list[row]))
+        if regression:
+            value = r.get("value")
+            cols.value.append(float("nan") if value is None else float(value))
+            cols.target.append(float(truth_list[row]))
+        cols.truth.append(-1 if regression else int(truth_list[row]))
         cols.source.append(str(r["source"]))
         cols.escalated.append(bool(r.get("escalated", False)))
         cols.sensors.append(sensors)

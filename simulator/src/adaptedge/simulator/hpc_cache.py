@@ -7,6 +7,9 @@ and shape, the packed feature mask), one label per row (-1: not asked yet) and a
 about rows no earlier replay asked about. With a ``directory`` the table is also kept on disk
 (``<cache_root>/replay``, one ``.npy`` per key, written atomically), so the next process reuses
 it; an unreadable or mismatched file is recomputed, never trusted.
+
+A regression HPC's answers are values (``values=True``): one float32 per row (NaN: not asked
+yet), kept in files of their own (``-v.npy``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 Labels = Callable[[F32, npt.NDArray[np.bool_]], I64]
 """(rows, feature mask) -> the HPC's label per row (unmeasured columns set to 0)."""
+Values = Callable[[F32, npt.NDArray[np.bool_]], F32]
+"""(rows, feature mask) -> a regression HPC's value per row (unmeasured columns set to 0)."""
 CACHE_VERSION = 1
 
 
@@ -35,48 +40,62 @@ def rows_digest(X: F32) -> str:
 
 
 class HpcAnswers:
-    """Per (rows digest, mask): the HPC's label of every row asked about so far."""
+    """Per (rows digest, mask): the HPC's label (``values``: value) of every row asked about
+    so far."""
 
-    def __init__(self, hpc_sha256: str, labels: Labels, directory: Path | None = None) -> None:
+    def __init__(self, hpc_sha256: str, labels: Labels | Values,
+                 directory: Path | None = None, *, values: bool = False) -> None:
         self.hpc_sha256 = hpc_sha256
-        self._labels = labels
+        self._answer = labels
         self.directory = directory
-        self._tables: dict[tuple[str, bytes], I64] = {}
+        self._values = values
+        self._tables: dict[tuple[str, bytes], npt.NDArray[np.generic]] = {}
         self.computed = 0
         """Rows the HPC was run on (the rest came from the cache)."""
 
     def labels(self, X: F32, digest: str, rows: I64, mask: npt.NDArray[np.bool_]) -> I64:
         """The HPC's label of ``X[rows]`` under feature ``mask``; ``digest``: ``rows_digest(X)``."""
+        return np.asarray(self._answers(X, digest, rows, mask), dtype=np.int64)
+
+    def values(self, X: F32, digest: str, rows: I64, mask: npt.NDArray[np.bool_]) -> F32:
+        """A regression HPC's value of ``X[rows]`` under feature ``mask`` (as ``labels``)."""
+        return np.asarray(self._answers(X, digest, rows, mask), dtype=np.float32)
+
+    def _answers(self, X: F32, digest: str, rows: I64, mask: npt.NDArray[np.bool_]
+                 ) -> npt.NDArray[np.generic]:
         key = (digest, np.packbits(mask, bitorder="little").tobytes())
         table = self._tables.get(key)
         if table is None:
             table = self._load(key, len(X))
             self._tables[key] = table
-        missing = rows[table[rows] < 0]
+        asked = np.asarray(table[rows], dtype=np.float64)
+        missing = rows[np.isnan(asked) if self._values else asked < 0]
         if missing.size:
-            table[missing] = self._labels(np.ascontiguousarray(X[missing]), mask)
+            table[missing] = self._answer(np.ascontiguousarray(X[missing]), mask)
             self.computed += int(missing.size)
             self._save(key, table)
-        return np.asarray(table[rows], dtype=np.int64)
+        return table[rows]
 
     def _path(self, key: tuple[str, bytes]) -> Path | None:
         if self.directory is None:
             return None
-        name = f"{self.hpc_sha256[:24]}-{key[0][:24]}-{key[1].hex()}.npy"
+        kind = "-v" if self._values else ""
+        name = f"{self.hpc_sha256[:24]}-{key[0][:24]}-{key[1].hex()}{kind}.npy"
         return self.directory / name
 
-    def _load(self, key: tuple[str, bytes], n: int) -> I64:
+    def _load(self, key: tuple[str, bytes], n: int) -> npt.NDArray[np.generic]:
+        dtype = np.float32 if self._values else np.int64
         path = self._path(key)
         if path is not None and path.is_file():
             try:
                 table = np.load(path, allow_pickle=False)
             except (OSError, ValueError):
                 table = None  # a broken file is recomputed
-            if table is not None and table.shape == (n,) and table.dtype == np.int64:
+            if table is not None and table.shape == (n,) and table.dtype == dtype:
                 return np.array(table)
-        return np.full(n, -1, dtype=np.int64)
+        return np.full(n, np.nan if self._values else -1, dtype=dtype)
 
-    def _save(self, key: tuple[str, bytes], table: I64) -> None:
+    def _save(self, key: tuple[str, bytes], table: npt.NDArray[np.generic]) -> None:
         path = self._path(key)
         if path is None:
             return

@@ -1,4 +1,5 @@
-"""Summaries of a run: accuracy, sources, costs in real units (via ``EnergyModel``), latency."""
+"""Summaries of a run: accuracy (a regression run: its errors), sources, costs in real units
+(via ``EnergyModel``), latency."""
 
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ def latency_percentiles(run: RunResult) -> dict[str, float]:
 
 
 def summarize(run: RunResult, energy: EnergyModel) -> dict[str, Any]:
-    """The numbers a report shows for one run."""
+    """The numbers a report shows for one run (a regression run: also its ``mse``, ``mae``
+    and ``rmse`` in the target's unit; its ``accuracy`` is NaN)."""
     devices = sorted(set(run.columns.device))
     return {
         "mode": run.mode,
@@ -93,6 +95,7 @@ def summarize(run: RunResult, energy: EnergyModel) -> dict[str, Any]:
         "wall_s": run.wall_s,
         "outages": [list(o) for o in run.outages],
         **({"extra": run.extra} if run.extra else {}),
+        **(run.errors() if run.regression else {}),
     }
 
 

@@ -20,14 +20,14 @@ def _pyplot() -> Any:
 
 def _spread_labels(pts: Sequence[dict[str, Any]], span: tuple[float, float, float, float],
                    taken: list[tuple[float, float]], min_gap: float = 0.06,
-                   x_key: str = "energy_mj") -> list[dict[str, Any]]:
+                   x_key: str = "energy_mj", y_key: str = "accuracy") -> list[dict[str, Any]]:
     """The points whose label fits: not within ``min_gap`` (axes fraction) of a label already
     placed. Main and baseline points go first, so they are always named."""
     x0, x1, y0, y1 = span
     out = []
     for p in sorted(pts, key=lambda p: (not p.get("main"), p["group"] != "baseline")):
         fx = (p[x_key] - x0) / ((x1 - x0) or 1.0)
-        fy = (p["accuracy"] - y0) / ((y1 - y0) or 1.0)
+        fy = (p[y_key] - y0) / ((y1 - y0) or 1.0)
         if all(abs(fx - a) > min_gap or abs(fy - b) > min_gap for a, b in taken):
             taken.append((fx, fy))
             out.append(p)
@@ -35,9 +35,10 @@ def _spread_labels(pts: Sequence[dict[str, Any]], span: tuple[float, float, floa
 
 
 def frontier_plot(points: Sequence[dict[str, Any]], path: Path, *, title: str,
-                  x_key: str = "energy_mj", x_label: str = "mean energy per decision (mJ)"
-                  ) -> Path:
-    """Accuracy vs mean cost per decision (``x_key`` of each point, in the bundle's cost unit:
+                  x_key: str = "energy_mj", x_label: str = "mean energy per decision (mJ)",
+                  y_key: str = "accuracy", y_label: str = "accuracy") -> Path:
+    """Accuracy (``y_key``: a regression report's RMSE, in the target's unit) vs mean cost per
+    decision (``x_key`` of each point, in the bundle's cost unit:
     ``report.cost_axis``); one series per group (a bundle's method, or the baselines). Points
     carry short labels (``short``: P1, P2, ... by cost; the report's table maps them to
     operating point names); labels that would overlap are left out. The legend sits beside
@@ -51,23 +52,23 @@ def frontier_plot(points: Sequence[dict[str, Any]], path: Path, *, title: str,
     for i, (group, pts) in enumerate(groups.items()):
         pts = sorted(pts, key=lambda p: p[x_key])
         style = "-" if group != "baseline" and len(pts) > 1 else ""
-        ax.plot([p[x_key] for p in pts], [p["accuracy"] for p in pts],
+        ax.plot([p[x_key] for p in pts], [p[y_key] for p in pts],
                 style + markers[i % len(markers)], label=group, alpha=0.85)
         for p in pts:
             if p.get("main"):
-                ax.plot([p[x_key]], [p["accuracy"]], "*", color="black", markersize=13,
+                ax.plot([p[x_key]], [p[y_key]], "*", color="black", markersize=13,
                         label=f"this run: {p.get('short', p['label'])}", zorder=5)
     xs = [p[x_key] for p in points]
-    ys = [p["accuracy"] for p in points]
+    ys = [p[y_key] for p in points]
     span = (min(xs), max(xs), min(ys), max(ys))
-    for p in _spread_labels(points, span, [], x_key=x_key):
+    for p in _spread_labels(points, span, [], x_key=x_key, y_key=y_key):
         right = (p[x_key] - span[0]) > 0.6 * ((span[1] - span[0]) or 1.0)  # label to the left
-        ax.annotate(p.get("short", p["label"]), (p[x_key], p["accuracy"]), fontsize=8,
+        ax.annotate(p.get("short", p["label"]), (p[x_key], p[y_key]), fontsize=8,
                     textcoords="offset points", xytext=(-5 if right else 5, 4),
                     ha="right" if right else "left")
     ax.margins(x=0.12, y=0.08)
     ax.set_xlabel(x_label)
-    ax.set_ylabel("accuracy")
+    ax.set_ylabel(y_label)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)

@@ -35,9 +35,18 @@ class DecisionColumns:
     energy_mj: list[float] = field(default_factory=list)
     """The runtime's own ``Decision.cost.energy_mj`` (protocol.costs), as it reported it."""
     request_id: list[int] = field(default_factory=list)
+    value: list[float] = field(default_factory=list)
+    """A regression run's answers (``Decision.value``), in the target's unit; empty for
+    classification (``label`` is then -1 per row)."""
+    target: list[float] = field(default_factory=list)
+    """A regression run's true values; empty for classification (``truth`` is then -1)."""
 
     def __len__(self) -> int:
         return len(self.label)
+
+
+def _no_floats() -> npt.NDArray[np.float64]:
+    return np.zeros(0, dtype=np.float64)
 
 
 @dataclass(eq=False)
@@ -59,6 +68,9 @@ class ColumnArrays:
     sensors: npt.NDArray[np.object_]
     energy_mj: npt.NDArray[np.float64]
     request_id: npt.NDArray[np.int64]
+    value: npt.NDArray[np.float64] = field(default_factory=_no_floats)
+    """As ``DecisionColumns.value`` (empty for classification)."""
+    target: npt.NDArray[np.float64] = field(default_factory=_no_floats)
 
     def __len__(self) -> int:
         return len(self.label)
@@ -88,10 +100,27 @@ class RunResult:
     duration_s: float = 0.0
     wall_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    regression: bool = False
+    """The decisions answer values (``columns.value`` against ``columns.target``)."""
 
     @property
     def n(self) -> int:
         return len(self.columns)
+
+    def values(self) -> npt.NDArray[np.float64]:
+        return np.asarray(self.columns.value, dtype=np.float64)
+
+    def targets(self) -> npt.NDArray[np.float64]:
+        return np.asarray(self.columns.target, dtype=np.float64)
+
+    def errors(self) -> dict[str, float]:
+        """A regression run's ``mse`` (target unit squared), ``mae`` and ``rmse`` (its unit)."""
+        if not self.regression or not self.n:
+            nan = float("nan")
+            return {"mse": nan, "mae": nan, "rmse": nan}
+        diff = self.values() - self.targets()
+        mse = float(np.mean(diff * diff))
+        return {"mse": mse, "mae": float(np.mean(np.abs(diff))), "rmse": float(np.sqrt(mse))}
 
     def labels(self) -> npt.NDArray[np.int64]:
         return np.asarray(self.columns.label, dtype=np.int64)
@@ -103,7 +132,8 @@ class RunResult:
         return np.asarray(self.columns.source, dtype=str)
 
     def accuracy(self) -> float:
-        if not self.n:
+        """The fraction of labels right (NaN for a regression run: see ``errors``)."""
+        if not self.n or self.regression:
             return float("nan")
         return float(np.mean(self.labels() == self.truth()))
 

@@ -32,7 +32,7 @@ from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.codec import decode, encode
 from adaptedge.protocol.costs import sensor_cost
 from adaptedge.protocol.manifest import Manifest
-from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest
+from adaptedge.protocol.messages import ErrorReply, InferenceReply, InferenceRequest, ValueReply
 from adaptedge.simulator.batch_replay import (
     REPLY_ESTIMATE,
     column_arrays,
@@ -47,7 +47,8 @@ from adaptedge.simulator.records import DecisionColumns, RunResult
 from adaptedge.simulator.replay_session import ReplaySession, as_session
 from adaptedge.simulator.scenario import Scenario
 
-Reply = InferenceReply | ErrorReply
+Reply = InferenceReply | ValueReply | ErrorReply
+Answer = InferenceReply | ValueReply
 
 
 class SimulatedUplink:
@@ -72,7 +73,7 @@ class SimulatedUplink:
         """The replay sets this to the row being decided, so prefetching starts there."""
         self.sent = self.answered = self.timed_out = self.live_calls = 0
         self.bytes_tx = self.bytes_rx = 0
-        self._cache: dict[tuple[bytes, bytes], InferenceReply] = {}
+        self._cache: dict[tuple[bytes, bytes], Answer] = {}
         self._fetched: set[tuple[int, bytes]] = set()
         self._reply_estimate = REPLY_ESTIMATE
 
@@ -104,6 +105,9 @@ class SimulatedUplink:
             self._prefetch(request.mask)
             hit = self._cache.get(key)
         if hit is not None and request.bundle_id == hit.bundle_id:
+            if isinstance(hit, ValueReply):
+                return ValueReply(request.request_id, request.device, hit.bundle_id, hit.value,
+                                  hit.model_id, server_now, hit.service_ms)
             return InferenceReply(request.request_id, request.device, hit.bundle_id, hit.label,
                                   hit.probabilities, hit.model_id, server_now, hit.service_ms)
         self.live_calls += 1
@@ -111,7 +115,7 @@ class SimulatedUplink:
         assert isinstance(received, InferenceRequest)
         reply = self.hpc.handle_batch([received], now=server_now)[0]
         decoded = decode(encode(reply))
-        assert isinstance(decoded, InferenceReply | ErrorReply)
+        assert isinstance(decoded, InferenceReply | ValueReply | ErrorReply)
         return decoded
 
     def _prefetch(self, packed_mask: bytes) -> None:
@@ -129,7 +133,7 @@ class SimulatedUplink:
         requests = [InferenceRequest(i, "sim-prefetch", bundle_id, 0.0, 1e9, row.tobytes(),
                                      packed_mask) for i, row in enumerate(block)]
         for req, reply in zip(requests, self.hpc.handle_batch(requests, now=0.0), strict=True):
-            if isinstance(reply, InferenceReply):
+            if isinstance(reply, InferenceReply | ValueReply):
                 self._cache[(req.features, req.mask)] = reply
 
 
@@ -149,6 +153,21 @@ def hpc_answers(bundle: str | Path | ReplaySession, X: npt.NDArray[np.floating[A
         x = np.ascontiguousarray(X, dtype=np.float32)
         masks = np.broadcast_to(hpc_mask(bundle.manifest), x.shape)
         return bundle.hpc_labels(x, np.arange(len(x)), masks)
+    return _hpc_labels_live(bundle, X)
+
+
+def hpc_values(session: ReplaySession, X: npt.NDArray[np.floating[Any]]
+               ) -> npt.NDArray[np.float32]:
+    """The always-cloud baseline of a regression bundle: the HPC's value for each row (its
+    sensors read), from the session's cache."""
+    x = np.ascontiguousarray(X, dtype=np.float32)
+    masks = np.broadcast_to(hpc_mask(session.manifest), x.shape)
+    return session.hpc_values(x, np.arange(len(x)), masks)
+
+
+def _hpc_labels_live(bundle: str | Path, X: npt.NDArray[np.floating[Any]]
+                     ) -> npt.NDArray[np.int64]:
+    """``hpc_answers`` of a bundle directory: the cloud's ``HpcInference`` on every row."""
     manifest = verify(bundle)
     hpc = HpcInference.load(bundle)
     mask = hpc_mask(manifest)
@@ -245,7 +264,8 @@ def replay_batched(session: ReplaySession, X: npt.NDArray[np.float32],
     started = time.perf_counter()
     manifest = session.manifest
     local = walk_local(session.models, manifest.operating_point(point).policy, X,
-                       session.hpc_labels if cloud else _no_hpc)
+                       session.hpc_labels if cloud else _no_hpc,
+                       session.hpc_values if cloud else _no_hpc_values)
     period = 1.0 / scenario.devices.rate_hz
     deadline_s = manifest.link.deadline_ms / 1000.0
     escalating = np.flatnonzero(local.escalated)
@@ -258,13 +278,15 @@ def replay_batched(session: ReplaySession, X: npt.NDArray[np.float32],
         network = (NetworkModel(scenario.network, manifest.link,
                                 seed=device_seed(scenario.seed, d)) if cloud else None)
         wire = (wire_sizes(manifest, f"dev-{d}", local.local_label[escalating],
-                           local.hpc_label[escalating], size_sent)
+                           local.hpc_label[escalating], size_sent,
+                           regression=manifest.is_regression)
                 if network is not None and network.bytes_per_s > 0.0 else None)
         timeline = escalation_timeline(escalating, period, network, deadline_s, wire)
         arrays.append(device_columns(local, manifest, timeline, period, costs_at))
         ends = [arrays[-1]["t_start"][-1:], timeline.end]
         end_time = max([end_time] + [float(e.max()) for e in ends if e.size])
-    cols = column_arrays([f"dev-{d}" for d in range(n_devices)], arrays, y)
+    cols = column_arrays([f"dev-{d}" for d in range(n_devices)], arrays, y,
+                         regression=manifest.is_regression)
     return _run_result(manifest, point, cols, scenario, cloud, end_time, started, n_devices,
                        len(X))
 
@@ -275,6 +297,12 @@ def _no_hpc(X: npt.NDArray[np.float32], rows: npt.NDArray[np.int64],
     return np.full(len(rows), -1, dtype=np.int64)
 
 
+def _no_hpc_values(X: npt.NDArray[np.float32], rows: npt.NDArray[np.int64],
+                   masks: npt.NDArray[np.bool_]) -> npt.NDArray[np.float32]:
+    """No uplink, a regression bundle: nothing reaches the HPC."""
+    return np.full(len(rows), np.nan, dtype=np.float32)
+
+
 def _run_result(manifest: Manifest, point: str, cols: Any, scenario: Scenario, cloud: bool,
                 end_time: float, started: float, n_devices: int, n_rows: int) -> RunResult:
     """The replay's ``RunResult`` (per-row or batched columns alike)."""
@@ -283,7 +311,8 @@ def _run_result(manifest: Manifest, point: str, cols: Any, scenario: Scenario, c
         classes=manifest.classes, columns=cols,
         outages=[(o.start_s, o.end_s) for o in scenario.network.outages] if cloud else [],
         duration_s=end_time, wall_s=time.perf_counter() - started,
-        extra={"cloud": cloud, "devices": n_devices, "rows_per_device": n_rows})
+        extra={"cloud": cloud, "devices": n_devices, "rows_per_device": n_rows},
+        regression=manifest.is_regression)
 
 
 def _replay_device(rt: Any, uplink: SimulatedUplink | None, clock: SimClock,
@@ -301,6 +330,7 @@ def _replay_device(rt: Any, uplink: SimulatedUplink | None, clock: SimClock,
                                       cols.escalated.append)
     a_sens, a_rid, a_sent = cols.sensors.append, cols.request_id.append, cols.sent.append
     a_energy = cols.energy_mj.append
+    regression = manifest.is_regression
     for i in range(len(X)):
         t0 = clock.advance_to(i * period)
         if uplink is not None:
@@ -319,7 +349,12 @@ def _replay_device(rt: Any, uplink: SimulatedUplink | None, clock: SimClock,
         a_t(t0)
         a_lat(wait_ms + read_ms)
         a_label(int(decision.label_index))
-        a_truth(int(truth[i]))
+        if regression:  # the decision's value against the row's target
+            a_truth(-1)
+            cols.value.append(float("nan") if decision.value is None else decision.value)
+            cols.target.append(float(truth[i]))
+        else:
+            a_truth(int(truth[i]))
         a_src(decision.source)
         a_esc(bool(decision.escalated))
         a_sens(sensors)

@@ -50,6 +50,8 @@ class ReplaySession:
                      ) if disk_cache and hpc_sha256 else None
         # a bundle without its HPC file is refused when the HPC is first asked (BundleModels)
         self.answers = HpcAnswers(hpc_sha256 or "", self.models.hpc_labels, directory)
+        self.value_answers = HpcAnswers(hpc_sha256 or "", self.models.hpc_values, directory,
+                                        values=True)
         self._store: ModelStore | None = None
         self._hpc: HpcInference | None = None
 
@@ -59,16 +61,30 @@ class ReplaySession:
         """The HPC's label of ``X[rows]``, row ``rows[i]`` measured on columns ``masks[i]``
         ([len(rows), n_features]); computed only for rows no earlier call asked about."""
         out = np.empty(len(rows), dtype=np.int64)
+        self._per_mask(X, rows, masks, digest, out, self.answers.labels)
+        return out
+
+    def hpc_values(self, X: npt.NDArray[np.float32], rows: npt.NDArray[np.int64],
+                   masks: npt.NDArray[np.bool_], digest: str | None = None
+                   ) -> npt.NDArray[np.float32]:
+        """A regression HPC's value of ``X[rows]`` (as ``hpc_labels``)."""
+        out = np.empty(len(rows), dtype=np.float32)
+        self._per_mask(X, rows, masks, digest, out, self.value_answers.values)
+        return out
+
+    def _per_mask(self, X: npt.NDArray[np.float32], rows: npt.NDArray[np.int64],
+                  masks: npt.NDArray[np.bool_], digest: str | None,
+                  out: npt.NDArray[Any], answer: Any) -> None:
+        """Fill ``out`` with ``answer``'s answers, one call per distinct feature mask."""
         if not len(rows):
-            return out
+            return
         digest = digest or rows_digest(X)
         packed = np.ascontiguousarray(np.packbits(masks, axis=1, bitorder="little"))
         keys = packed.view(np.dtype((np.void, packed.shape[1]))).reshape(-1)
         distinct, first, which = np.unique(keys, return_index=True, return_inverse=True)
         for k in range(len(distinct)):
             pick = np.flatnonzero(which == k)
-            out[pick] = self.answers.labels(X, digest, rows[pick], masks[first[k]])
-        return out
+            out[pick] = answer(X, digest, rows[pick], masks[first[k]])
 
     def hpc_inference(self) -> HpcInference:
         """The cloud's ``HpcInference`` for the per-row path, loaded on first use."""

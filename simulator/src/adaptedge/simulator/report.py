@@ -3,6 +3,10 @@
 ``evaluate`` replays the bundle at each operating point and the baselines (always-cloud HPC,
 always-local: the runtime with no uplink, and any other bundles given) to place them on an
 accuracy-vs-cost frontier; ``write_report`` writes the files for a main run (replay or HIL).
+
+A regression bundle's report scores every run by its error in the target's unit (``mse`` in
+the unit squared, ``mae`` and ``rmse`` in the unit; ``accuracy`` is then null) and its
+frontier plots RMSE, in the unit, against the same costs.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import numpy.typing as npt
 from adaptedge.simulator.energy import EnergyModel
 from adaptedge.simulator.metrics import cost_totals, rates_over_time, summarize
 from adaptedge.simulator.records import RunResult
-from adaptedge.simulator.replay import hpc_answers, replay
+from adaptedge.simulator.replay import hpc_answers, hpc_values, replay
 from adaptedge.simulator.replay_session import ReplaySession
 from adaptedge.simulator.scenario import Scenario
 
@@ -118,10 +122,33 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     axis: tuple[str, str] = ("energy_mj", "mean energy per decision (mJ)")
     """The frontier's x key and label (``cost_axis``)."""
+    target: dict[str, str] | None = None
+    """A regression bundle's target ``name`` and ``unit`` (None: classification)."""
+
+    @property
+    def score(self) -> tuple[str, str]:
+        """The frontier's y key and label: accuracy, or RMSE in the target's unit."""
+        if self.target is None:
+            return "accuracy", "accuracy"
+        unit = self.target["unit"]
+        return "rmse", f"RMSE{f' ({unit})' if unit else ''}, lower is better"
+
+
+def errors_of(values: npt.NDArray[Any], targets: npt.NDArray[Any]) -> dict[str, float]:
+    """``mse``, ``mae`` and ``rmse`` of ``values`` against ``targets`` (float64)."""
+    diff = np.asarray(values, dtype=np.float64) - np.asarray(targets, dtype=np.float64)
+    mse = float(np.mean(diff * diff)) if diff.size else math.nan
+    return {"mse": mse, "mae": float(np.mean(np.abs(diff))) if diff.size else math.nan,
+            "rmse": math.sqrt(mse)}
 
 
 def _point(label: str, group: str, run: RunResult | None, energy: EnergyModel, *,
-           accuracy: float | None = None, escalated: bool | None = None) -> dict[str, Any]:
+           accuracy: float | None = None, escalated: bool | None = None,
+           errors: dict[str, float] | None = None) -> dict[str, Any]:
+    """A frontier point: a run's scores and costs, or (``run`` None) the HPC's on every row
+    (``accuracy``, a regression HPC's ``errors``) at its nominal cost."""
+    if run is not None and run.regression:
+        errors = run.errors()
     if run is not None:
         cost = cost_totals(run, energy)
         acc = run.accuracy() if accuracy is None else accuracy
@@ -131,7 +158,8 @@ def _point(label: str, group: str, run: RunResult | None, energy: EnergyModel, *
         d = energy.cost(energy.manifest.hpc.sensors, escalated)
         acc = float(accuracy if accuracy is not None else math.nan)
         esc = 1.0 if escalated else 0.0
-        return {"label": label, "group": group, "accuracy": acc, "energy_mj": d.energy_mj,
+        return {"label": label, "group": group, "accuracy": acc, **(errors or {}),
+                "energy_mj": d.energy_mj,
                 "money": d.money, "scalar": d.scalar, "sent_rate": esc,
                 "cost": {"sensor_energy_mj": d.sensor_energy_mj,
                          "sensor_latency_ms": d.sensor_latency_ms,
@@ -139,7 +167,8 @@ def _point(label: str, group: str, run: RunResult | None, energy: EnergyModel, *
                          "link_bytes": d.link_bytes, "cloud_calls": d.cloud_calls,
                          "cloud_money": d.cloud_money, "idle_energy_mj": 0.0,
                          "scalar": d.scalar}}
-    return {"label": label, "group": group, "accuracy": acc, "energy_mj": cost.energy_mj,
+    return {"label": label, "group": group, "accuracy": acc, **(errors or {}),
+            "energy_mj": cost.energy_mj,
             "money": cost.money, "scalar": cost.scalar, "sent_rate": esc,
             "cost": cost.to_dict()}
 
@@ -191,6 +220,8 @@ def evaluate(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any], *
                          limit=len(Xf), progress=progress)
             frontier.append(_point(op.name, name, run, other_energy))
     axis = cost_axis(manifest)
+    target = ({"name": manifest.target or "", "unit": manifest.target_unit or ""}
+              if manifest.is_regression else None)
     short_labels(frontier, axis[0])
     main_point = _point(f"{main.mode}: {main.operating_point}", "run", main, energy)
     breakdown = [{**main_point, "label": f"this run ({main.mode})"},
@@ -204,16 +235,20 @@ def evaluate(bundle_dir: str | Path, X: npt.NDArray[Any], y: npt.NDArray[Any], *
         title=title or f"adaptedge simulation of bundle {manifest.bundle_id}",
         main=main, energy=energy, frontier=frontier, breakdown=breakdown, latency=latency,
         comparisons={"hpc_always": _baseline(hpc_point), "lpc_always": _baseline(local_point)},
-        notes=notes, axis=axis)
+        notes=notes, axis=axis, target=target)
 
 
 def _baselines(session: ReplaySession, X: npt.NDArray[Any], y: npt.NDArray[Any],
                scenario: Scenario, point: str, energy: EnergyModel, progress: bool
                ) -> tuple[dict[str, Any], dict[str, Any], RunResult]:
     """Always-cloud (the HPC on every row) and always-local (the runtime with no uplink)."""
-    hpc_acc = float(np.mean(hpc_answers(session, X) == np.asarray(y)))
-    hpc_point = _point(ALWAYS_CLOUD, "baseline", None, energy, accuracy=hpc_acc,
-                       escalated=True)
+    if session.manifest.is_regression:
+        hpc_point = _point(ALWAYS_CLOUD, "baseline", None, energy, escalated=True,
+                           errors=errors_of(hpc_values(session, X), y))
+    else:
+        hpc_acc = float(np.mean(hpc_answers(session, X) == np.asarray(y)))
+        hpc_point = _point(ALWAYS_CLOUD, "baseline", None, energy, accuracy=hpc_acc,
+                           escalated=True)
     local = replay(session, X, y, scenario=scenario, operating_point=point, cloud=False,
                    limit=len(X), progress=progress)
     local_point = _point(f"{ALWAYS_LOCAL} ({point})", "baseline", local, energy)
@@ -221,7 +256,8 @@ def _baselines(session: ReplaySession, X: npt.NDArray[Any], y: npt.NDArray[Any],
 
 
 def _baseline(point: dict[str, Any]) -> dict[str, Any]:
-    return {k: point[k] for k in ("label", "accuracy", "energy_mj", "money", "sent_rate")}
+    keys = ("label", "accuracy", "mse", "mae", "rmse", "energy_mj", "money", "sent_rate")
+    return {k: point[k] for k in keys if k in point}
 
 
 def write_report(data: ReportData, out_dir: str | Path,
@@ -233,10 +269,13 @@ def write_report(data: ReportData, out_dir: str | Path,
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(data.main, data.energy)
     rates = rates_over_time(data.main)
+    y_key, y_label = data.score
     paths = {
         "frontier": plots.frontier_plot(data.frontier, out / "frontier.png",
-                                        title="accuracy vs cost", x_key=data.axis[0],
-                                        x_label=data.axis[1]),
+                                        title=(f"{data.target['name']} error (RMSE) vs cost".strip()
+                                               if data.target else "accuracy vs cost"),
+                                        x_key=data.axis[0], x_label=data.axis[1],
+                                        y_key=y_key, y_label=y_label),
         "cost_breakdown": plots.cost_breakdown_plot(data.breakdown, out / "cost_breakdown.png"),
         "latency_cdf": plots.latency_cdf_plot(data.latency, out / "latency_cdf.png"),
         "rates_over_time": plots.rates_over_time_plot(rates, data.main.outages,
@@ -252,6 +291,7 @@ def write_report(data: ReportData, out_dir: str | Path,
         "outage_effect": outage_effect(data.main),
         "plots": {k: p.name for k, p in paths.items()},
         "notes": data.notes,
+        **({"task": "regression", "target": data.target} if data.target else {}),
         **(extra or {}),
     }
     (out / "report.json").write_text(json.dumps(_clean(body), indent=2) + "\n")
@@ -298,24 +338,52 @@ def _f(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def score_columns(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(key, header) of the scores a report shows: accuracy, or a regression bundle's errors
+    in its target's unit (MSE in the unit squared)."""
+    target = body.get("target")
+    if not target:
+        return [("accuracy", "accuracy")]
+    unit = target.get("unit") or ""
+    u, u2 = (f" ({unit})", f" ({unit}²)") if unit else ("", "")
+    return [("mse", f"MSE{u2}"), ("mae", f"MAE{u}"), ("rmse", f"RMSE{u}")]
+
+
+def _scores(row: dict[str, Any], columns: list[tuple[str, str]]) -> str:
+    return " | ".join(_f(row.get(k), 4 if k != "accuracy" else 3) for k, _ in columns)
+
+
+def _target_line(body: dict[str, Any]) -> list[str]:
+    """A regression report's task line (none for classification)."""
+    target = body.get("target")
+    if not target:
+        return []
+    unit = f" in {target['unit']}" if target.get("unit") else ""
+    return [f"Regression: target **{target['name'] or '?'}**{unit}; errors are in its unit "
+            "(MSE in its square), the frontier plots RMSE.", ""]
+
+
 def render_markdown(body: dict[str, Any], data: ReportData) -> str:
     s = body["summary"]
     c = s["cost_per_decision"]
     lat = s["latency_ms"]
+    cols = score_columns(body)
+    heads = " | ".join(h for _, h in cols)
+    bars = "---|" * len(cols)
     lines = [f"# {body['title']}", "",
              f"Mode **{s['mode']}**, operating point **{s['operating_point']}**, "
              f"{s['decisions']} decisions from {s['devices']} device(s), "
              f"{_f(s['duration_s'], 1)} s of {'simulated' if s['mode'] == 'replay' else 'wall'} "
-             "time.", "",
+             "time.", "", *_target_line(body),
              "## Summary", "",
-             "| | accuracy | energy mJ/decision | money/decision | sent to cloud |",
-             "|---|---|---|---|---|",
-             f"| this run | {_f(s['accuracy'])} | {_f(c['energy_mj'])} | {_f(c['money'], 4)} | "
+             f"| | {heads} | energy mJ/decision | money/decision | sent to cloud |",
+             f"|---|{bars}---|---|---|",
+             f"| this run | {_scores(s, cols)} | {_f(c['energy_mj'])} | {_f(c['money'], 4)} | "
              f"{_f(s['sent_rate'])} |"]
     for key, name in (("hpc_always", ALWAYS_CLOUD), ("lpc_always", ALWAYS_LOCAL)):
         b = body["baselines"].get(key)
         if b:
-            lines.append(f"| {name} | {_f(b['accuracy'])} | {_f(b['energy_mj'])} | "
+            lines.append(f"| {name} | {_scores(b, cols)} | {_f(b['energy_mj'])} | "
                          f"{_f(b['money'], 4)} | {'1.000' if key == 'hpc_always' else '0.000'} |")
     rates = s["source_rates"]
     lines += ["", f"Policy escalation rate {_f(s['escalation_rate'])} (requests actually sent: "
@@ -331,13 +399,14 @@ def render_markdown(body: dict[str, Any], data: ReportData) -> str:
               f"| idle | {_f(c['idle_energy_mj'])} | - | |",
               f"| **total** | **{_f(c['energy_mj'])}** | **{_f(c['money'], 4)}** | "
               f"training scalar {_f(c['scalar'])} |", "",
-              "## Accuracy vs cost (frontier)", "",
+              f"## {'Error' if body.get('target') else 'Accuracy'} vs cost (frontier)", "",
               *[f"Note: {n}.\n" for n in body.get("notes", [])[:1]],
-              "| label | point | group | accuracy | energy mJ | money | sent to cloud |",
-              "|---|---|---|---|---|---|---|"]
+              f"| label | point | group | {heads} | energy mJ | money | sent to cloud |",
+              f"|---|---|---|{bars}---|---|---|"]
     for p in body["frontier"]:
-        lines.append(f"| {p.get('short', '')} | {p['label']} | {p['group']} | {_f(p['accuracy'])} | "
-                     f"{_f(p['energy_mj'])} | {_f(p['money'], 4)} | {_f(p['sent_rate'])} |")
+        lines.append(f"| {p.get('short', '')} | {p['label']} | {p['group']} | "
+                     f"{_scores(p, cols)} | {_f(p['energy_mj'])} | {_f(p['money'], 4)} | "
+                     f"{_f(p['sent_rate'])} |")
     eff = body.get("outage_effect") or {}
     if data.main.outages:
         spans = ", ".join(f"{a:g}-{b:g} s" for a, b in data.main.outages)
@@ -361,16 +430,22 @@ def summary_table(body: dict[str, Any]) -> str:
     """A plain-text table: this run vs always-cloud and always-local, rates and latency."""
     s = body["summary"]
     c = s["cost_per_decision"]
-    rows = [("this run (" + s["operating_point"] + ")", s["accuracy"], c["energy_mj"], c["money"],
+    cols = score_columns(body)
+    rows = [("this run (" + s["operating_point"] + ")", s, c["energy_mj"], c["money"],
              s["sent_rate"])]
     for key, name in (("hpc_always", ALWAYS_CLOUD), ("lpc_always", ALWAYS_LOCAL)):
         b = body["baselines"].get(key)
         if b:
-            rows.append((name, b["accuracy"], b["energy_mj"], b["money"], b["sent_rate"]))
+            rows.append((name, b, b["energy_mj"], b["money"], b["sent_rate"]))
     width = max(len(r[0]) for r in rows)
-    lines = [f"{'':{width}}  accuracy  energy mJ/dec  money/dec  to cloud",
-             *(f"{n:{width}}  {_f(a):>8}  {_f(e):>13}  {_f(m, 4):>9}  {_f(x):>8}"
-               for n, a, e, m, x in rows)]
+    sw = [max(len(h), 8 if k == "accuracy" else 9) for k, h in cols]
+    heads = "  ".join(f"{h:>{w}}" for (_, h), w in zip(cols, sw, strict=True))
+    lines = [f"{'':{width}}  {heads}  energy mJ/dec  money/dec  to cloud",
+             *(f"{n:{width}}  "
+               + "  ".join(f"{_f(r.get(k), 3 if k == 'accuracy' else 4):>{w}}"
+                           for (k, _), w in zip(cols, sw, strict=True))
+               + f"  {_f(e):>13}  {_f(m, 4):>9}  {_f(x):>8}"
+               for n, r, e, m, x in rows)]
     lat = s["latency_ms"]
     rates = s["source_rates"]
     lines += [f"{s['decisions']} decisions on {s['devices']} device(s) ({s['mode']}), "

@@ -1,7 +1,8 @@
 """Labelled rows (``protocol.fleet_rows.LabelledRow``) as JSON Lines: one object per line, the
 dataclass's fields by name, ``null`` for a feature not measured (NaN). What ``adaptedge
 recalibrate --rows`` reads and the drift scenario writes. ``audit_fraction`` may be absent or
-``null`` (files written before rows carried it)."""
+``null`` (files written before rows carried it). A regression row's ``hpc_value`` and
+``local_value`` are written only for such rows (a classification row's line is as before)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from adaptedge.protocol.fleet_rows import ROW_KINDS, LabelledRow
 from adaptedge.trainer.errors import RowsFileError as RowsFileError
 
 _FIELDS = tuple(f.name for f in fields(LabelledRow))
-_OPTIONAL = ("audit_fraction",)
+_VALUES = ("hpc_value", "local_value")
+_OPTIONAL = ("audit_fraction", *_VALUES)
 
 
 def row_to_dict(row: LabelledRow) -> dict[str, Any]:
@@ -26,6 +28,10 @@ def row_to_dict(row: LabelledRow) -> dict[str, Any]:
     out["received_at"] = float(row.received_at)
     out["audit_fraction"] = None if row.audit_fraction is None else float(row.audit_fraction)
     out["features"] = [None if math.isnan(v) else float(v) for v in row.features]
+    for name in _VALUES:  # a regression row's values; absent from a classification row
+        value = out.pop(name)
+        if row.is_regression:
+            out[name] = None if value is None else float(value)
     return out
 
 
@@ -56,13 +62,24 @@ def row_from_dict(raw: Any) -> LabelledRow:
     if fraction is not None and (not isinstance(fraction, int | float)
                                  or isinstance(fraction, bool) or not 0 <= fraction <= 1):
         raise ValueError("audit_fraction must be a number in [0, 1] or null")
+    values = {name: _value(raw, name) for name in _VALUES}
     return LabelledRow(
         device=str(raw["device"]), bundle_id=str(raw["bundle_id"]),
         request_id=raw["request_id"], kind=raw["kind"], point=raw["point"],
         features=tuple(math.nan if v is None else float(v) for v in features),
         local_label=raw["local_label"], hpc_label=raw["hpc_label"],
         received_at=float(raw["received_at"]),
-        audit_fraction=None if fraction is None else float(fraction))
+        audit_fraction=None if fraction is None else float(fraction), **values)
+
+
+def _value(raw: dict[str, Any], name: str) -> float | None:
+    """A regression row's ``name`` (absent or null: None), a finite number."""
+    value = raw.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number or null")
+    return float(value)
 
 
 def write_rows(path: str | Path, rows: Iterable[LabelledRow]) -> int:

@@ -37,7 +37,13 @@ from adaptedge.cloud.transport.connection import (
     reconnect,
 )
 from adaptedge.protocol.errors import ProtocolError
-from adaptedge.protocol.messages import NO_LABEL, ErrorReply, InferenceReply, InferenceRequest
+from adaptedge.protocol.messages import (
+    NO_LABEL,
+    ErrorReply,
+    InferenceReply,
+    InferenceRequest,
+    ValueReply,
+)
 from adaptedge.protocol.store_wire import (
     StoreAck,
     StoreRecord,
@@ -217,8 +223,9 @@ class StoreIngest:
             features=b.request.features, mask=b.request.mask,
             local_label=None if b.request.local_label == NO_LABEL else b.request.local_label,
             hpc_label=label, label_error=error, sent_at=b.request.sent_at,
-            received_at=b.received_at, audit_fraction=b.record.audit_fraction)
-            for b, (label, error) in zip(batch, labels, strict=True)]
+            received_at=b.received_at, audit_fraction=b.record.audit_fraction,
+            hpc_value=value, local_value=b.record.local_value)
+            for b, (label, value, error) in zip(batch, labels, strict=True)]
         try:
             outcomes = self.store.add_records(rows)
         except CloudError as exc:
@@ -232,7 +239,7 @@ class StoreIngest:
                 continue
             new = outcome == "stored"
             self.counts["stored" if new else "duplicates"] += 1
-            self.counts["unlabelled"] += new and row.hpc_label is None
+            self.counts["unlabelled"] += new and not row.labelled
             self.bundle_of[b.device] = b.request.bundle_id
             self._ack(b.device, b.request.request_id, b.digest, outcome)
         if self.drift is not None:  # after the acknowledgements: an alarm never delays them
@@ -264,14 +271,18 @@ class StoreIngest:
         except Exception:  # the monitor must never stop the store
             self.log.exception("the drift monitor failed on stored rows; continuing")
 
-    def _label(self, requests: list[InferenceRequest]) -> list[tuple[int | None, str | None]]:
+    def _label(self, requests: list[InferenceRequest]
+               ) -> list[tuple[int | None, float | None, str | None]]:
+        """Per request: the HPC's label, or a regression HPC's value, or why neither."""
         try:
             replies = self.inference.handle_batch(requests)
         except Exception as exc:  # the HPC must not stop the store
             self.log.exception("the HPC failed to label a batch")
-            return [(None, f"internal: {type(exc).__name__}")] * len(requests)
-        return [(r.label, None) if isinstance(r, InferenceReply)  # a ValueReply: no label
-                else (None, r.code if isinstance(r, ErrorReply) else None) for r in replies]
+            return [(None, None, f"internal: {type(exc).__name__}")] * len(requests)
+        return [(r.label, None, None) if isinstance(r, InferenceReply)
+                else (None, r.value, None) if isinstance(r, ValueReply)
+                else (None, None, r.code if isinstance(r, ErrorReply) else None)
+                for r in replies]
 
     def _ack(self, device: str, request_id: int, digest: bytes, status: Any,
              message: str = "") -> None:

@@ -3,7 +3,9 @@
 Per device: records stored (escalated and audited), the audited agreement of the local
 answers with the HPC (labelled audits only: an unbiased sample of the local decisions) with
 its 95% Wilson interval, the escalation rate and outbox backlog of the latest telemetry, the
-alarms raised and the records refused over the device's row quota (``fleet.store.quota``).
+alarms raised and the records refused over the device's row quota (``fleet.store.quota``);
+a regression device's audits: the MSE and MAE of its values against the HPC's, in the
+target's unit (``audit_mse``, ``audit_mae``, ``audits_valued``).
 Over time: agreement per window of consecutive audits, escalation rate between consecutive
 telemetry messages (a counter that went down is a restarted device: its window starts at 0).
 The bundle's validation expectation is what the drift monitor compares with
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,7 +94,22 @@ def device_status(store: FleetStore) -> list[dict[str, Any]]:
         if n:
             e["agreement"] = agree[device] / n
             e["agreement_low"], e["agreement_high"] = wilson_interval(e["agreement"], n)
+    _audit_errors(store, entry)
     return [devices[d] for d in sorted(devices)]
+
+
+def _audit_errors(store: FleetStore, entry: Callable[[str], dict[str, Any]]) -> None:
+    """A regression device's audits: its values against the HPC's, ``audit_mse`` (the
+    target's unit squared) and ``audit_mae`` (its unit) over ``audits_valued`` audits (keys
+    only on devices with such audits; a classification device's object is as before)."""
+    for device, _, kind, n, squared, absolute in store.value_tallies():
+        if kind != "audit" or not n:
+            continue
+        e = entry(device)
+        k = e.get("audits_valued", 0)
+        e["audit_mse"] = (e.get("audit_mse", 0.0) * k + squared) / (k + n)
+        e["audit_mae"] = (e.get("audit_mae", 0.0) * k + absolute) / (k + n)
+        e["audits_valued"] = k + n
 
 
 def agreement_series(store: FleetStore, window: int) -> list[Series]:

@@ -27,6 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from adaptedge.cloud.fleet.store.quota import DEFAULT_QUOTA, QuotaLedger, RowQuota
 from adaptedge.cloud.fleet.store.schema import StoreError, migrate, tables
 from adaptedge.protocol.fleet_rows import ROW_KINDS, LabelledRow, RowKind
+from adaptedge.protocol.messages import NO_LABEL
 
 DEFAULT_DB: Final = "fleet.db"
 """The SQLite file ``cloud serve`` uses when ``--db`` is not given (in the current folder)."""
@@ -58,7 +59,8 @@ def to_unsigned(value: int) -> int:
 @dataclass(frozen=True, slots=True)
 class NewRecord:
     """A record to store (``hpc_label`` None with ``label_error`` when the HPC could not;
-    ``audit_fraction`` None when the device did not send it)."""
+    ``audit_fraction`` None when the device did not send it). A regression record has the
+    HPC's ``hpc_value`` (``hpc_label`` None) and the device's ``local_value``."""
 
     device: str
     request_id: int
@@ -74,6 +76,13 @@ class NewRecord:
     sent_at: float
     received_at: float
     audit_fraction: float | None = None
+    hpc_value: float | None = None
+    local_value: float | None = None
+
+    @property
+    def labelled(self) -> bool:
+        """The HPC answered it: a label, or a regression HPC's value."""
+        return self.hpc_label is not None or self.hpc_value is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +197,7 @@ class FleetStore:
             bundle_id=r.bundle_id, kind=r.kind, point=r.point, features=r.features,
             mask=r.mask, local_label=r.local_label, hpc_label=r.hpc_label,
             label_error=r.label_error, sent_at=r.sent_at, received_at=r.received_at,
-            audit_fraction=r.audit_fraction,
+            audit_fraction=r.audit_fraction, hpc_value=r.hpc_value, local_value=r.local_value,
         ).on_conflict_do_nothing(index_elements=["device", "request_id", "digest"]
                                  ).returning(table.c.id)
         return conn.execute(stmt).first() is not None
@@ -223,11 +232,13 @@ class FleetStore:
 
     def labelled_rows(self, bundle_id: str | None = None,
                       device: str | None = None) -> list[LabelledRow]:
-        """The rows the HPC labelled, oldest first; features not measured are NaN."""
+        """The rows the HPC labelled (a regression HPC: gave a value), oldest first; features
+        not measured are NaN."""
         c = self.t.records.c
         stmt = select(c.device, c.bundle_id, c.request_id, c.kind, c.point, c.features, c.mask,
-                      c.local_label, c.hpc_label, c.received_at, c.audit_fraction).where(
-            c.hpc_label.is_not(None)).order_by(c.received_at, c.id)
+                      c.local_label, c.hpc_label, c.received_at, c.audit_fraction,
+                      c.hpc_value, c.local_value).where(
+            c.hpc_label.is_not(None) | c.hpc_value.is_not(None)).order_by(c.received_at, c.id)
         if bundle_id is not None:
             stmt = stmt.where(c.bundle_id == bundle_id)
         if device is not None:
@@ -235,9 +246,11 @@ class FleetStore:
         with self.engine.connect() as conn:
             rows = conn.execute(stmt).all()
         return [LabelledRow(dev, bundle, to_unsigned(int(rid)), kind, point,
-                            _features(bytes(feats), bytes(mask)), local, int(hpc), float(at),
-                            None if fraction is None else float(fraction))
-                for dev, bundle, rid, kind, point, feats, mask, local, hpc, at, fraction in rows]
+                            _features(bytes(feats), bytes(mask)), local,
+                            NO_LABEL if hpc is None else int(hpc), float(at),
+                            _float(fraction), _float(hpc_value), _float(local_value))
+                for (dev, bundle, rid, kind, point, feats, mask, local, hpc, at, fraction,
+                     hpc_value, local_value) in rows]
 
     def tallies(self) -> list[tuple[str, str, str, int, int, int]]:
         """Per ``(device, bundle, kind)``: records, those labelled, and labelled ones whose
@@ -250,6 +263,19 @@ class FleetStore:
         with self.engine.connect() as conn:
             return [(d, b, k, int(n), int(lab or 0), int(eq or 0))
                     for d, b, k, n, lab, eq in conn.execute(stmt)]
+
+    def value_tallies(self) -> list[tuple[str, str, str, int, float, float]]:
+        """Regression rows per ``(device, bundle, kind)`` holding both values: how many, the
+        sum of squared and of absolute (device value - HPC value), in the target's unit."""
+        c = self.t.records.c
+        both = c.hpc_value.is_not(None) & c.local_value.is_not(None)
+        diff = c.local_value - c.hpc_value
+        stmt = select(c.device, c.bundle_id, c.kind, func.count(), func.sum(diff * diff),
+                      func.sum(func.abs(diff))).where(both).group_by(
+            c.device, c.bundle_id, c.kind).order_by(c.device, c.bundle_id, c.kind)
+        with self.engine.connect() as conn:
+            return [(d, b, k, int(n), float(sq or 0.0), float(ab or 0.0))
+                    for d, b, k, n, sq, ab in conn.execute(stmt)]
 
     def record_summaries(self) -> list[dict[str, Any]]:
         """Light per-record facts for fleet views: device, bundle, kind, point, labels, time."""
@@ -301,6 +327,10 @@ class FleetStore:
             stmt = stmt.where(c.device == device)
         with self.engine.connect() as conn:
             return [Alarm(*row) for row in conn.execute(stmt)]
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _features(features: bytes, mask: bytes) -> tuple[float, ...]:

@@ -52,6 +52,8 @@ def tables(schema: str | None = None) -> Tables:
     version = Table("schema_version", md, Column("version", Integer, nullable=False))
     records = Table("records", md, *_record_columns(),
                     Column("audit_fraction", Float, nullable=True),  # step 4
+                    Column("hpc_value", Float, nullable=True),  # step 5 (regression)
+                    Column("local_value", Float, nullable=True),  # step 5 (regression)
                     UniqueConstraint("device", "request_id", "digest", name="records_once"))
     telemetry = Table(
         "telemetry", md,
@@ -126,7 +128,15 @@ def _v4(conn: Connection, t: Tables) -> None:
     t.quota.create(conn)
 
 
-MIGRATIONS: tuple[Callable[[Connection, Tables], None], ...] = (_v1, _v2, _v3, _v4)
+def _v5(conn: Connection, t: Tables) -> None:
+    """A regression row's values: the HPC's and the device's own (NULL in every other row)."""
+    table = conn.dialect.identifier_preparer.format_table(t.records)
+    for column in (t.records.c.hpc_value, t.records.c.local_value):
+        kind = column.type.compile(dialect=conn.dialect)
+        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column.name} {kind}"))
+
+
+MIGRATIONS: tuple[Callable[[Connection, Tables], None], ...] = (_v1, _v2, _v3, _v4, _v5)
 """Step i (from 0) takes the store from version i to i + 1: append, never edit."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
