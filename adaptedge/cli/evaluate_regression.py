@@ -3,9 +3,11 @@
 against always-cloud (the HPC's ``mse`` and ``mae``), errors in the target's unit.
 
 ``best_within_tolerance`` is the cheapest point certified on VALIDATION by the paired error
-rule (``protocol.error_rule``: a one-sided 97.5% lower bound on HPC MSE - point MSE on the same
-validation rows >= -tolerance; the tolerance is the bundle's, else 5% of the HPC's validation
-MSE measured here), reported on the requested split; none: ``not_certified`` says so.
+rule (``protocol.error_rule``: a one-sided 97.5% lower bound on HPC MAE - point MAE on the same
+validation rows >= -tolerance, fixed-sequence testing from the most expensive point; the
+tolerance is the bundle's when it was recorded for this rule's metric, else 5% of the HPC's
+validation MAE measured here), reported on the requested split; none: ``not_certified`` says
+so.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ def evaluate_regression(root: Path, dataset: Any, split: str) -> dict[str, Any]:
     from adaptedge.cli.inspect_cmd import cost_unit
     from adaptedge.protocol.bundle import verify
     from adaptedge.protocol.costs import hpc_cost
-    from adaptedge.protocol.error_rule import PairedErrors, default_tolerance
+    from adaptedge.protocol.error_rule import RULE_METRIC, PairedErrors, default_tolerance
     from adaptedge.protocol.operating_points import certified_near
     from adaptedge.trainer.policy.graph import Metrics
     from adaptedge.trainer.policy.oracle import BundleRunner
@@ -31,8 +33,9 @@ def evaluate_regression(root: Path, dataset: Any, split: str) -> dict[str, Any]:
     X_s, y_s = dataset.split(split)[0], dataset.targets(split)
     hpc = runner.evaluate_hpc(X_s, y_s)
     recorded = manifest.metadata.get("tolerance")
-    tol = float(recorded) if isinstance(recorded, int | float) else default_tolerance(
-        hpc_val.mse)
+    same_rule = manifest.metadata.get("rule_metric") == RULE_METRIC
+    tol = (float(recorded) if same_rule and isinstance(recorded, int | float)
+           else default_tolerance(hpc_val.mae))
     points: list[dict[str, Any]] = []
     scored, bounds = [], []
     for point in manifest.operating_points:
@@ -48,13 +51,14 @@ def evaluate_regression(root: Path, dataset: Any, split: str) -> dict[str, Any]:
                        "avg_sensors_read": r.avg_sensors_read, "energy_mj": r.mean_energy_mj,
                        "latency_ms": r.mean_latency_ms, "bytes": r.mean_bytes,
                        "validation_mse": paired.point_mse,
+                       "validation_mae": paired.point_mae,
                        "validation_paired_bound": paired.lower_bound})
     hpc_scalar = hpc_cost(manifest).scalar
     chosen = certified_near(scored, bounds, tol, fallback=False)
     best, missing = None, None
     if chosen is None:
-        missing = (f"NOT certified: no point's validation MSE is within {tol:.4g} of the HPC's "
-                   f"{hpc_val.mse:.4g} with 97.5% confidence (best paired bound "
+        missing = (f"NOT certified: no point's validation MAE is within {tol:.4g} of the HPC's "
+                   f"{hpc_val.mae:.4g} with 97.5% confidence (best paired bound "
                    f"{max(bounds):+.4g})")
     else:
         p = points[chosen]
@@ -63,8 +67,8 @@ def evaluate_regression(root: Path, dataset: Any, split: str) -> dict[str, Any]:
     return {"task": "regression",
             "target": {"name": manifest.target, "unit": manifest.target_unit},
             "hpc": {"mse": hpc.mse, "mae": hpc.mae, "cost": hpc_scalar,
-                    "validation_mse": hpc_val.mse},
-            "cost_unit": cost_unit(manifest), "tolerance": tol,
+                    "validation_mse": hpc_val.mse, "validation_mae": hpc_val.mae},
+            "cost_unit": cost_unit(manifest), "tolerance": tol, "rule_metric": RULE_METRIC,
             "default_operating_point": manifest.default_operating_point, "points": points,
             "best_within_tolerance": best, "not_certified": missing}
 
@@ -79,7 +83,7 @@ def render_regression(report: dict[str, Any], title: str) -> str:
              f"HPC (always cloud): MSE {hpc['mse']:.4g}{u2}, MAE {hpc['mae']:.4g}{u}, cost "
              f"{hpc['cost']:.4g}", "",
              f"{'operating point':<{w}}{'MSE':>11}{'MAE':>10}{'cost':>10}{'escalate':>10}"
-             f"{'sensors':>9}  paired bound vs HPC (validation)"]
+             f"{'sensors':>9}  paired MAE bound vs HPC (validation)"]
     for p in report["points"]:
         name = p["name"] + (" *" if p["default"] else "")
         lines.append(f"{name:<{w}}{p['mse']:>11.4g}{p['mae']:>10.4g}{p['cost']:>10.4g}"
@@ -90,7 +94,7 @@ def render_regression(report: dict[str, Any], title: str) -> str:
     if best is None:
         lines.append(report["not_certified"])
     else:
-        lines.append(f"best within {report['tolerance']:.4g}{u2} of the HPC's MSE (chosen on "
+        lines.append(f"best within {report['tolerance']:.4g}{u} of the HPC's MAE (chosen on "
                      f"validation, paired 97.5% bound): {best['name']}: MSE {best['mse']:.4g}, "
                      f"MAE {best['mae']:.4g}{u}, cost {best['cost']:.4g}")
     return "\n".join(lines)

@@ -29,9 +29,9 @@ def register(sub: Any) -> None:
                    help="regression: --target is a number (a CSV), or a regression built-in "
                    "(gas-concentration); default: classification for a CSV, a built-in's own")
     p.add_argument("--tolerance", type=float,
-                   help="regression only: certify a point whose validation MSE is within this "
-                   "of the HPC's (paired 97.5%% bound; squared target units; default 5%% of "
-                   "the HPC's validation MSE)")
+                   help="regression only: certify a point whose validation MAE is within this "
+                   "of the HPC's (paired 97.5%% bound on absolute errors; target units; "
+                   "default 5%% of the HPC's validation MAE)")
     p.add_argument("--costs", type=Path, help="TOML costs file: sensors, weights, link")
     p.add_argument("--grouping", help="sensor grouping of a built-in dataset (e.g. per-feature)")
     p.add_argument("--method", required=True, metavar="METHOD",

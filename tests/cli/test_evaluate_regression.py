@@ -28,7 +28,8 @@ def test_evaluate_json_reports_mse_mae_cost_per_point_and_the_hpc(
     d = load_dataset(str(data), target="temp", task="regression")
     X, y = d.X_test.astype(np.float32), d.targets("test")
     hpc = run_onnx((bundle / "hpc.onnx").read_bytes(), X, "value")[:, 0].astype(np.float64)
-    assert report["task"] == "regression"
+    assert report["task"] == "regression" and report["rule_metric"] == "mae"
+    assert report["tolerance"] == pytest.approx(m.metadata["tolerance"])
     assert report["hpc"]["mse"] == pytest.approx(np.mean((hpc - y) ** 2), rel=1e-9)
     assert report["hpc"]["mae"] == pytest.approx(np.mean(np.abs(hpc - y)), rel=1e-9)
     assert [p["name"] for p in report["points"]] == [p.name for p in m.operating_points]

@@ -54,7 +54,9 @@ def test_regression_bundle_is_written_to_the_contract(method: str, tmp_path: Pat
         assert result.mae == pytest.approx(point.mae, rel=1e-6)
         assert result.mean_cost == pytest.approx(point.cost)
     tol = m.metadata["tolerance"]
-    assert tol == pytest.approx(0.05 * m.hpc.mse)
+    assert m.metadata["rule_metric"] == "mae" and tol == pytest.approx(0.05 * m.hpc.mae)
+    maes = [p.mae for p in m.operating_points]  # the frontier on the rule's error
+    assert maes == sorted(maes, reverse=True)
     bounds = [p.paired_lower_bound for p in m.operating_points]
     i = certified_near(list(m.operating_points), bounds, tol)
     assert i is not None and m.operating_points[i].name == m.default_operating_point

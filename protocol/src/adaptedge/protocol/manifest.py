@@ -559,8 +559,8 @@ def _parse_method(r: _Reader) -> str | None:
 
 
 def _parse_bound(r: _Reader, regression: bool = False) -> float | None:
-    """An accuracy difference's bound lies in [-1, 1]; a regression bound (HPC MSE - point
-    MSE, squared units) is any finite number."""
+    """An accuracy difference's bound lies in [-1, 1]; a regression bound (HPC MAE - point
+    MAE, the target's unit: ``protocol.error_rule``) is any finite number."""
     if r.raw.get("paired_lower_bound") is None:
         return None
     if regression:

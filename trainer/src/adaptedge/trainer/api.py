@@ -157,7 +157,7 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
     (``trainer.parallel``); ``n_jobs`` still sizes the work done here.
     ``task="regression"`` (or a regression built-in such as ``gas-concentration``): a numeric
     target, a regression bundle (``trainer.regression_bundle``; ``tolerance``: the paired
-    error rule's, in squared target units, default 5% of the HPC's validation MSE).
+    error rule's, on MAE in the target's unit, default 5% of the HPC's validation MAE).
     """
     with tabular_source(data, target) as (source, column):
         return _train_bundle(source, method, out, target=column, costs=costs,

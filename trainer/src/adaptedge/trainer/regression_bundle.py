@@ -1,13 +1,14 @@
 """Regression bundles (issue 33, contract items 2, 3 and 9): a regression method's sweep, the
 regression HPC, every candidate walked on its exported ONNX over the VALIDATION rows (what the
-device runs; escalated rows get the HPC's ONNX value), the validation frontier on (cost, MSE),
-and the default point by the paired error rule (``protocol.error_rule``).
+device runs; escalated rows get the HPC's ONNX value), the validation frontier on (cost, MAE:
+the rule's error), and the default point by the paired error rule (``protocol.error_rule``).
 
 Each point stores its validation ``mse`` and ``mae`` (the target's units; ``accuracy`` is
--mse) and ``paired_lower_bound``, a one-sided 97.5% lower bound on (HPC MSE - point MSE) on the
+-mse) and ``paired_lower_bound``, a one-sided 97.5% lower bound on (HPC MAE - point MAE) on the
 same validation rows. The default is the cheapest point certified within ``tolerance`` (default
-``error_rule.default_tolerance``: 5% of the HPC's validation MSE, squared units), else the
-lowest validation MSE; under a ``budget``, the lowest validation MSE within it.
+``error_rule.default_tolerance``: 5% of the HPC's validation MAE, the target's unit) by
+fixed-sequence testing along the frontier, else the lowest validation MSE; under a ``budget``,
+the lowest validation MSE within it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from adaptedge.protocol.bundle import verify, write_bundle
-from adaptedge.protocol.error_rule import PairedErrors, default_tolerance
+from adaptedge.protocol.error_rule import RULE_METRIC, PairedErrors, default_tolerance
 from adaptedge.protocol.manifest import (
     REGRESSION_SCHEMA_VERSION,
     HpcRef,
@@ -118,20 +119,23 @@ def build_regression(dataset: Dataset, hpc: RegressionHpc, graphs: Sequence[Grap
 
 
 def frontier(points: Sequence[OperatingPoint]) -> list[OperatingPoint]:
-    """The validation frontier: cost ascending, MSE strictly falling (first of equals kept)."""
+    """The validation frontier on the rule's error: cost ascending, MAE strictly falling
+    (first of equals kept; a point without ``mae`` is never kept)."""
     kept: list[OperatingPoint] = []
-    for p in sorted(points, key=lambda q: (q.cost, -q.accuracy)):
-        if not kept or p.accuracy > kept[-1].accuracy:
+    for p in sorted(points, key=lambda q: (q.cost, q.mae if q.mae is not None else np.inf)):
+        if p.mae is not None and (not kept or p.mae < (kept[-1].mae or 0.0)):
             kept.append(p)
     return kept
 
 
-def choose(points: Sequence[OperatingPoint], hpc_mse: float, tolerance: float | None,
+def choose(points: Sequence[OperatingPoint], hpc_mae: float, tolerance: float | None,
            budget: float | None) -> tuple[OperatingPoint, dict[str, Any]]:
     """The default point and what the manifest's metadata says of it (rule, certified,
-    tolerance), by ``certified_near`` or, with ``budget``, the lowest MSE within it."""
-    tol = default_tolerance(hpc_mse) if tolerance is None else tolerance
-    meta: dict[str, Any] = {"tolerance": tol, "tolerance_units": "target units squared (MSE)"}
+    tolerance in the target's unit, on MAE), by ``certified_near`` or, with ``budget``, the
+    lowest MSE within it."""
+    tol = default_tolerance(hpc_mae) if tolerance is None else tolerance
+    meta: dict[str, Any] = {"tolerance": tol, "tolerance_units": "target units (MAE)",
+                            "rule_metric": RULE_METRIC}
     scored = [Metrics(p.accuracy, p.cost) for p in points]
     if budget is not None:
         within = [p for p in points if p.cost <= budget]
@@ -144,13 +148,13 @@ def choose(points: Sequence[OperatingPoint], hpc_mse: float, tolerance: float | 
     assert i is not None  # points is never empty
     point, bound = points[i], float(bounds[i] or -np.inf)
     if bound >= -tol:
-        rule = (f"the cheapest point whose validation MSE is within {tol:.4g} (squared units) "
-                f"of the HPC's {hpc_mse:.4g} with 97.5% confidence (paired lower bound "
-                f"{bound:+.4g} on HPC MSE - its MSE)")
+        rule = (f"the cheapest point whose validation MAE is within {tol:.4g} (target units) "
+                f"of the HPC's {hpc_mae:.4g} with 97.5% confidence (paired lower bound "
+                f"{bound:+.4g} on HPC MAE - its MAE; fixed sequence from the most expensive)")
         return point, {**meta, "default_rule": rule, "certified": True}
-    rule = (f"NOT certified: no point is within {tol:.4g} of the HPC's validation MSE "
-            f"{hpc_mse:.4g} with 97.5% confidence; the default is the lowest validation MSE "
-            f"({point.mse:.4g}, paired lower bound {bound:+.4g})")
+    rule = (f"NOT certified: no point is within {tol:.4g} of the HPC's validation MAE "
+            f"{hpc_mae:.4g} with 97.5% confidence; the default is the lowest validation MSE "
+            f"({point.mse:.4g}, paired lower bound {bound:+.4g} on the MAE difference)")
     return point, {**meta, "default_rule": rule, "certified": False}
 
 
@@ -161,7 +165,7 @@ def train_regression(dataset: Dataset, method: str, out: Path, *, seed: int, qui
     """Fit the regression HPC and ``method``'s sweep, keep the validation frontier, choose the
     default and write the verified bundle to ``out``."""
     if tolerance is not None and not (tolerance >= 0 and np.isfinite(tolerance)):
-        raise TrainError(f"--tolerance must be a finite MSE >= 0 (squared target units), "
+        raise TrainError(f"--tolerance must be a finite MAE >= 0 (target units), "
                          f"got {tolerance:g}")
     kind = "extra-trees" if hpc_kind == "auto" else hpc_kind
     hpc = fit_regression_hpc(dataset, kind, seed, n_jobs=n_jobs, trees=20 if quick else None,
@@ -179,8 +183,8 @@ def train_regression(dataset: Dataset, method: str, out: Path, *, seed: int, qui
     manifest, files = build_regression(dataset, hpc, [g for g in graphs if g.name in names],
                                        metadata=meta, split=split)
     points = frontier(manifest.operating_points)
-    assert manifest.hpc.mse is not None
-    point, extra = choose(points, manifest.hpc.mse, tolerance, budget)
+    assert manifest.hpc.mae is not None
+    point, extra = choose(points, manifest.hpc.mae, tolerance, budget)
     manifest = replace(manifest, operating_points=tuple(points),
                        default_operating_point=point.name,
                        metadata={**manifest.metadata, **extra,
