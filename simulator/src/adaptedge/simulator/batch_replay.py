@@ -30,7 +30,7 @@ import onnxruntime as ort
 from adaptedge.protocol.costs import cost_columns, decision_costs
 from adaptedge.protocol.device_bundle import require_hpc
 from adaptedge.protocol.errors import BundleError
-from adaptedge.protocol.manifest import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT, Manifest
+from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT, Manifest
 from adaptedge.protocol.walk import ESCALATE, BatchWalk, walk_manifest
 from adaptedge.simulator.batch_sized import sized_costs
 from adaptedge.simulator.network import NetworkModel
@@ -74,8 +74,9 @@ class BundleModels:
             self._sessions[file] = session
         return session
 
-    def run(self, file: str, x: F32, scores: bool) -> tuple[F32, F32 | None]:
-        outputs = [PROBA_OUTPUT, ACTION_OUTPUT] if scores else [PROBA_OUTPUT]
+    def run(self, file: str, x: F32, scores: str | None) -> tuple[F32, F32 | None]:
+        """``protocol.walk.RunFile``: probabilities and, when asked, output ``scores``."""
+        outputs = [PROBA_OUTPUT, scores] if scores else [PROBA_OUTPUT]
         session = self.session(file)
 
         def call(rows: F32) -> list[F32]:
@@ -89,7 +90,7 @@ class BundleModels:
         if not len(x):
             return np.zeros(0, dtype=np.int64)
         masked = np.where(feature_mask, x, np.float32(0.0))
-        proba = self.run(self.manifest.hpc.file, masked, False)[0]
+        proba = self.run(self.manifest.hpc.file, masked, None)[0]
         return np.asarray(proba.argmax(axis=1), dtype=np.int64)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import onnx
 
+from adaptedge.protocol.action_head import ActionHead
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.trainer.errors import ExportError
@@ -52,15 +53,16 @@ def source_text(manifest: Manifest, root: Path, point: str) -> tuple[str, str, b
     """The header and source text for operating point ``point``, and whether it uses expf."""
     policy = manifest.operating_point(point).policy
     graph = manifest.policies[policy]
-    models: dict[tuple[str, tuple[int, ...], int], str] = {}
+    models: dict[tuple[str, tuple[int, ...], int, ActionHead | None], str] = {}
     functions, bodies, uses_expf, keyed = [], [], False, False
     for nid, node in graph.nodes.items():
-        key = (node.model.file, node.model.inputs, len(node.actions))
+        key = (node.model.file, node.model.inputs, len(node.actions), node.model.action_head)
         if key not in models:
             model = onnx.load_model_from_string((root / node.model.file).read_bytes())
             try:
                 program = node_function(model, f"ae_model{len(models)}", node.model.inputs,
-                                        len(manifest.classes), len(node.actions))
+                                        len(manifest.classes), len(node.actions),
+                                        node.model.action_head)
             except ExportError as exc:
                 raise ExportError(f"node {nid!r} ({node.model.file}): {exc}") from None
             models[key] = program.name
