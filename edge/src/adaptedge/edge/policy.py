@@ -13,7 +13,9 @@ from adaptedge.edge.errors import BundleRefused
 from adaptedge.edge.session import NodeSession
 from adaptedge.protocol.action_head import ActionHead
 from adaptedge.protocol.costs import CostBreakdown, visit_costs
+from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import PROBA_OUTPUT, VALUE_OUTPUT, Manifest
+from adaptedge.protocol.model_file import model_bytes
 from adaptedge.protocol.policy_graph import PolicyGraph, PolicyNode
 from adaptedge.protocol.walk import WalkGraph, WalkNode, compile_graph
 
@@ -88,6 +90,10 @@ class ModelStore:
                                     "was modified after loading; reload a good copy",
                                     path=str(path))
             width, output = self._answer
+            try:
+                model = model_bytes(file, model)  # checked above, then decompressed
+            except BundleError as exc:
+                raise BundleRefused(exc.message, path=str(path)) from exc
             session = NodeSession(path, model, n_inputs, width, n_actions, output,
                                   basis_width)
             self._sessions[key] = session

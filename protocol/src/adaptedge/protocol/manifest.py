@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from adaptedge.protocol.budget_index import checked_index
 from adaptedge.protocol.errors import BundleError
+from adaptedge.protocol.model_file import is_compressed
 from adaptedge.protocol.policy_graph import ACTION_KINDS as ACTION_KINDS  # the contract's name
 from adaptedge.protocol.policy_graph import PolicyGraph, read_graph
 from adaptedge.protocol.size_poly import parse_size_poly
@@ -44,7 +45,8 @@ REGRESSION_SCHEMA_VERSION = 2
 """The schema version of a regression bundle (older readers refuse it in one line)."""
 HEAD_SCHEMA_VERSION = 3
 """The schema version of a bundle (either task; ``task`` present: regression) whose nodes may
-carry action heads (``protocol.action_head``); older readers refuse it in one line."""
+carry action heads (``protocol.action_head``) and whose model files may be zlib-compressed
+(``protocol.model_file``); older readers refuse it in one line."""
 READABLE_SCHEMA_VERSIONS = (BUNDLE_SCHEMA_VERSION, REGRESSION_SCHEMA_VERSION,
                             HEAD_SCHEMA_VERSION)
 Task = Literal["classification", "regression"]
@@ -364,7 +366,7 @@ def _parse_manifest(raw: Any) -> Manifest:
                          files=files)
         for name in policies_raw.raw
     }
-    _check_heads(policies, version)
+    _check_heads(policies, files, version)
     points = tuple(_parse_point(_Reader(item, f"operating_points[{i}]"), policies, regression)
                    for i, item in enumerate(r.get("operating_points", list)))
     if not points:
@@ -418,8 +420,15 @@ def schema_version(regression: bool, policies: Mapping[str, PolicyGraph]) -> int
     return REGRESSION_SCHEMA_VERSION if regression else BUNDLE_SCHEMA_VERSION
 
 
-def _check_heads(policies: Mapping[str, PolicyGraph], version: int) -> None:
+def _check_heads(policies: Mapping[str, PolicyGraph], files: Mapping[str, str],
+                 version: int) -> None:
+    """Action heads and zlib-compressed model files (``protocol.model_file``) are schema 3."""
     if version != HEAD_SCHEMA_VERSION:
+        for name in files:
+            if is_compressed(name):
+                raise BundleError(f"a compressed model file needs schema version "
+                                  f"{HEAD_SCHEMA_VERSION}, the bundle says {version}",
+                                  path=f"files.{name}")
         for name, graph in policies.items():
             for node_id, node in graph.nodes.items():
                 if node.model.action_head is not None:

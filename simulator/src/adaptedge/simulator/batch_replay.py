@@ -31,6 +31,7 @@ from adaptedge.protocol.costs import cost_columns, decision_costs
 from adaptedge.protocol.device_bundle import require_hpc
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT, Manifest
+from adaptedge.protocol.model_file import model_bytes
 from adaptedge.protocol.walk import ESCALATE, BatchWalk, walk_manifest
 from adaptedge.simulator.batch_sized import sized_costs
 from adaptedge.simulator.network import NetworkModel
@@ -70,7 +71,8 @@ class BundleModels:
             options.intra_op_num_threads = 1
             options.inter_op_num_threads = 1
             options.log_severity_level = 3
-            session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(model_bytes(file, data), options,
+                                           providers=["CPUExecutionProvider"])
             self._sessions[file] = session
         return session
 

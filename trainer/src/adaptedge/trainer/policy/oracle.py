@@ -27,6 +27,7 @@ from adaptedge.protocol.manifest import (
     VALUE_OUTPUT,
     Manifest,
 )
+from adaptedge.protocol.model_file import model_bytes
 from adaptedge.protocol.walk import (
     BatchWalk,
     WalkNode,
@@ -164,7 +165,7 @@ class BundleRunner:
             opts.intra_op_num_threads = 1
             opts.inter_op_num_threads = 1
             self._sessions[file] = ort.InferenceSession(
-                self._load(file), opts, providers=["CPUExecutionProvider"])
+                model_bytes(file, self._load(file)), opts, providers=["CPUExecutionProvider"])
         return self._sessions[file]
 
     def run(self, file: str, x: npt.NDArray[np.float32], outputs: list[str]

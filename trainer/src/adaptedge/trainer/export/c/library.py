@@ -18,6 +18,7 @@ import onnx
 from adaptedge.protocol.action_head import ActionHead
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.model_file import model_bytes
 from adaptedge.trainer.errors import ExportError
 from adaptedge.trainer.export.c.footprint import check_fits, estimator
 from adaptedge.trainer.export.c.header import header_text
@@ -58,7 +59,8 @@ def source_text(manifest: Manifest, root: Path, point: str) -> tuple[str, str, b
     for nid, node in graph.nodes.items():
         key = (node.model.file, node.model.inputs, len(node.actions), node.model.action_head)
         if key not in models:
-            model = onnx.load_model_from_string((root / node.model.file).read_bytes())
+            model = onnx.load_model_from_string(
+                model_bytes(node.model.file, (root / node.model.file).read_bytes()))
             try:
                 program = node_function(model, f"ae_model{len(models)}", node.model.inputs,
                                         len(manifest.classes), len(node.actions),
