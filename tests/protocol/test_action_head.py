@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from adaptedge.protocol import BundleError, Manifest
-from adaptedge.protocol.action_head import ActionHead, apply_head
+from adaptedge.protocol.action_head import ActionHead, apply_head, row_scorer
 from adaptedge.protocol.manifest import BUNDLE_SCHEMA_VERSION, HEAD_SCHEMA_VERSION
 from adaptedge.protocol.walk import compile_graph, walk_manifest
 
@@ -96,6 +96,9 @@ def test_apply_head_is_float32_in_order() -> None:
     out = apply_head(head, basis)
     assert out.dtype == np.float32 and np.array_equal(out, expected)
     assert np.array_equal(apply_head(head, basis[1]), expected[1])  # one row
+    for row, want in zip(basis, expected, strict=True):
+        got = row_scorer(head)(row)
+        assert got.dtype == np.float32 and np.array_equal(got, want)
 
 
 def test_batch_walk_applies_the_head(body: dict[str, Any]) -> None:

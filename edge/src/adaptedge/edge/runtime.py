@@ -36,7 +36,6 @@ from adaptedge.edge.policy import (
 from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor, refuse_names, resolve_timeouts
 from adaptedge.edge.sized import BudgetChooser, check_size, point_within_budget, sized_cost
 from adaptedge.edge.uplink import Uplink, resolve_device_id
-from adaptedge.protocol.action_head import apply_head
 from adaptedge.protocol.audit import AuditPolicy
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.costs import CostBreakdown, decision_cost
@@ -372,6 +371,6 @@ def _run(node: CompiledNode, values: F32) -> F32:
     else:
         values.take(node.inputs, out=session.x_row, mode="clip")
     session.run()
-    if node.head is not None:  # the model gave its action basis (``protocol.action_head``)
-        return apply_head(node.head, session.scores_row)
+    if node.head_row is not None:  # the model gave its action basis (protocol.action_head)
+        return node.head_row(session.scores_row)
     return session.scores_row

@@ -17,6 +17,7 @@ refuse it in one line instead of walking a basis as if it were scores.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -70,6 +71,22 @@ def apply_head(head: ActionHead, basis: npt.ArrayLike) -> F32:
         out = out + rows[:, i:i + 1] * w[i]
     out = out + bias
     return out.reshape(-1) if b.ndim == 1 else out
+
+
+def row_scorer(head: ActionHead) -> Callable[[F32], F32]:
+    """``apply_head`` for one basis row [k], its arrays bound once (the device's hot path:
+    no per-call lookup of the head's arrays)."""
+    w, bias = head_arrays(head)
+    rows = tuple(w[i] for i in range(head.basis_width))
+    first, rest = rows[0], tuple(enumerate(rows[1:], start=1))
+
+    def score(basis: F32) -> F32:
+        out: F32 = basis[0] * first
+        for i, row in rest:
+            out = out + basis[i] * row
+        return out + bias
+
+    return score
 
 
 def _finite_list(raw: Any, path: str) -> tuple[float, ...]:
