@@ -1,10 +1,11 @@
 """Where a device bundle's bytes and load time go: ``benchmarks.device_bundle``'s ``profile``.
 
-``bytes``: the bundle's models, how many distinct files and distinct tree cores they hold (a
-core is a ``TreeEnsemble*`` node with its ``base_values`` cleared: the points of one ADAPT-GBRT
-fit differ only in the gate threshold folded into the base value and the head's margin
-weight, so their cores are equal), and, for the default point's models, the bytes of each
-attribute of their tree ensembles with the trees, nodes, leaves and splits they hold.
+``bytes``: the bundle's models (stored bytes; how many are zlib-compressed, how many nodes
+carry an action head), how many distinct files and distinct tree cores they hold (a core is a
+``TreeEnsemble*`` node with its ``base_values`` cleared: before action heads the points of one
+ADAPT-GBRT fit differed only in the gate threshold folded into the base value and the head's
+margin weight; with heads they name one file), and, for the default point's models, the bytes
+of each attribute of their tree ensembles with the trees, nodes, leaves and splits they hold.
 ``load``: the medians of ``verify`` (manifest and every file's hash) and of creating the
 default point's onnxruntime sessions (``edge.policy.ModelStore``), the two parts of
 ``EdgeRuntime.load``.
@@ -24,6 +25,8 @@ import onnx
 from onnx import helper
 
 from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.model_file import is_compressed
+from adaptedge.protocol.model_file import model_bytes as onnx_bytes
 
 
 def _tree_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
@@ -64,12 +67,16 @@ def bytes_profile(root: Path, manifest: Manifest) -> dict[str, Any]:
     default_nodes: list[onnx.NodeProto] = []
     models = [f for f in manifest.files if f != manifest.hpc.file]
     for name in models:
-        nodes = _tree_nodes(onnx.load_model_from_string((root / name).read_bytes()))
+        nodes = _tree_nodes(onnx.load_model_from_string(
+            onnx_bytes(name, (root / name).read_bytes())))
         cores.update(_core_digest(n) for n in nodes)
         if name in default:
             default_nodes += nodes
     return {"model_files": len(models),
             "model_bytes": sum((root / f).stat().st_size for f in models),
+            "compressed_model_files": sum(is_compressed(f) for f in models),
+            "heads": sum(n.model.action_head is not None for g in manifest.policies.values()
+                         for n in g.nodes.values()),
             "distinct_model_files": len({manifest.files[f] for f in models}),
             "distinct_tree_cores": len(cores),
             "default_point": {"files": len(default),

@@ -10,6 +10,12 @@ included), ``image_bytes`` (the uncompressed ``.tar`` an OTA rollout sends),
 tar through ``xz -9e``, and the time compressing it took; none for the full bundle, which never
 travels), ``load_ms_median`` and ``load_ms`` (``--loads`` loads, each a
 fresh ``EdgeRuntime.load``: manifest, hashes of every file, sessions of the default point).
+``equality`` (the bundle's dataset's test split, every row): the default point through the
+one-point device bundle's ``EdgeRuntime.predict_row`` against the ONNX oracle on the full
+bundle, and, with ``--compare OLD`` (the same training by the code before action heads), every
+point both bundles hold walked on both (``benchmarks.decision_equality``). ``EdgeRuntime.load``
+builds the default point's sessions only; other points' sessions are created when the device
+switches to them (``load_ms`` does not include them).
 ``c_export`` gives the estimated Cortex-M0+ flash of the default point and, when it is over 256
 KB, the most accurate point that fits (``adaptedge export c --flash-limit 256K``). ``profile``
 (``benchmarks.bundle_profile``): where the all-points device bundle's bytes go (distinct models
@@ -17,8 +23,8 @@ and tree cores, the default point's bytes per ONNX attribute, its trees and spli
 one-point bundle's load spends in ``verify`` and in sessions. The numbers depend on the
 machine's load (``load_average`` is printed with them).
 
-Run: ``python -m benchmarks.device_bundle [--bundle DIR] [--loads N] [--xz]``; prints one
-JSON object.
+Run: ``python -m benchmarks.device_bundle [--bundle DIR] [--loads N] [--xz] [--compare OLD]
+[--rows N]``; prints one JSON object.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 FLASH_LIMIT = 256 * 1024
 
@@ -93,6 +101,22 @@ def _profile(work: Path, loads: int) -> dict[str, Any]:
             "load": load_profile(work / "device-one", max(loads, 1))}
 
 
+def _equality(full: Path, work: Path, old: Path | None, rows: int | None) -> dict[str, Any]:
+    from adaptedge.protocol.bundle import read_manifest
+    from adaptedge.trainer.data.datasets import load_dataset
+    from benchmarks.decision_equality import compare_bundles, edge_against_oracle
+
+    dataset = str(read_manifest(full).metadata.get("dataset", ""))
+    if not dataset:
+        return {"skipped": "the bundle names no dataset (metadata.dataset)"}
+    X = np.asarray(load_dataset(dataset).X_test[:rows], dtype=np.float32)
+    out = {"dataset": dataset, "split": "test",
+           "edge_vs_oracle": edge_against_oracle(work / "device-one", full, X)}
+    if old is not None:
+        out["against_old_bundle"] = {"old": str(old), **compare_bundles(full, old, X)}
+    return out
+
+
 def _trained(work: Path) -> Path:
     from adaptedge.trainer.api import train_bundle
 
@@ -106,6 +130,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--bundle", type=Path, help="a full bundle (default: train one)")
     parser.add_argument("--loads", type=int, default=10, help="loads per bundle (default 10)")
     parser.add_argument("--xz", action="store_true", help="also measure xz-compressed images")
+    parser.add_argument("--compare", type=Path,
+                        help="a full bundle of the same training made before action heads: "
+                             "compare every shared point's decisions on the test split")
+    parser.add_argument("--rows", type=int, help="test rows to compare (default: all)")
     args = parser.parse_args(argv)
     from adaptedge.protocol.bundle import verify
     from adaptedge.protocol.device_bundle import write_device_bundle
@@ -122,7 +150,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                      for n in ("device-all", "device-one"))]
         result = {"benchmark": "device_bundle", "source": str(full),
                   "load_average": os.getloadavg(), "results": records,
-                  "c_export": _c_export(Path(full)), "profile": _profile(work, args.loads)}
+                  "c_export": _c_export(Path(full)), "profile": _profile(work, args.loads),
+                  "equality": _equality(Path(full), work, args.compare, args.rows)}
     print(json.dumps(result, indent=2))
     return result
 

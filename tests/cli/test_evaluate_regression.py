@@ -34,10 +34,11 @@ def test_evaluate_json_reports_mse_mae_cost_per_point_and_the_hpc(
     assert report["hpc"]["mae"] == pytest.approx(np.mean(np.abs(hpc - y)), rel=1e-9)
     assert [p["name"] for p in report["points"]] == [p.name for p in m.operating_points]
 
-    def run(file: str, x: np.ndarray, scores: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    def run(file: str, x: np.ndarray, scores: str | None
+            ) -> tuple[np.ndarray, np.ndarray | None]:
         onnx_bytes = (bundle / file).read_bytes()
         return run_onnx(onnx_bytes, x, "value"), (
-            run_onnx(onnx_bytes, x, "action_scores") if scores else None)
+            run_onnx(onnx_bytes, x, scores) if scores else None)
 
     for point, row in zip(m.operating_points, report["points"], strict=True):
         walk = walk_manifest(m, point.policy, X, run)

@@ -13,6 +13,7 @@ from adaptedge.protocol.bundle_digest import MANIFEST_NAME, manifest_digest, sha
 from adaptedge.protocol.device_bundle import (
     check_answers_for,
     device_bundle_id,
+    device_manifest,
     write_device_bundle,
 )
 from adaptedge.protocol.errors import BundleError
@@ -32,6 +33,18 @@ def test_the_all_points_device_bundle_leaves_the_hpc_out_and_names_it(tmp_path: 
     assert device.default_operating_point == full.default_operating_point
     assert device.bundle_id == device_bundle_id(full) != full.bundle_id  # known without files
     check_answers_for(full, device)
+
+
+def test_drift_references_are_kept_for_the_kept_points_only() -> None:
+    raw = json.loads((Path(__file__).parent / "data" / "classification_manifest.json")
+                     .read_text())
+    full = Manifest.from_dict(raw)
+    refs = {"gate": {"escalation_rate": 0.5}, "walk": {"escalation_rate": 0.25}}
+    full = replace(full, metadata={**full.metadata, "drift_reference": refs, "other": [1]})
+    one = device_manifest(full, ["gate"])
+    assert one.metadata["drift_reference"] == {"gate": refs["gate"]}
+    assert one.metadata["other"] == [1]
+    assert device_manifest(full).metadata["drift_reference"] == refs
 
 
 def test_old_full_bundles_read_and_hash_as_before(tmp_path: Path) -> None:

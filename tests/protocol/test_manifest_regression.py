@@ -146,8 +146,8 @@ def test_regression_needs_its_schema_version(body: dict[str, Any]) -> None:
     old = copy.deepcopy(body)
     old["schema_version"] = 1
     _refused(old, "regression field", "task")
-    body["schema_version"] = 3
-    _refused(body, "bundle schema version 3 is not supported", "schema_version")
+    body["schema_version"] = 4
+    _refused(body, "bundle schema version 4 is not supported", "schema_version")
 
 
 def test_old_reader_refuses_regression_in_one_line(body: dict[str, Any],

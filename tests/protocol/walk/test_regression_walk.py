@@ -42,8 +42,8 @@ def test_batch_and_single_row_walks_agree(bundle: tuple[Path, Manifest], policy:
     path, manifest = bundle
     sessions = _sessions(path, manifest)
 
-    def run_file(file: str, x: F32, scores: bool) -> tuple[F32, F32 | None]:
-        outs = sessions[file].run([VALUE_OUTPUT, *([ACTION_OUTPUT] if scores else [])],
+    def run_file(file: str, x: F32, scores: str | None) -> tuple[F32, F32 | None]:
+        outs = sessions[file].run([VALUE_OUTPUT, *([scores] if scores else [])],
                                   {MODEL_INPUT: x})
         return outs[0], outs[1] if scores else None
 
@@ -57,7 +57,7 @@ def test_batch_and_single_row_walks_agree(bundle: tuple[Path, Manifest], policy:
 
     def run_node(node: WalkNode[str], row: F32) -> F32:
         x = row[node.inputs].reshape(1, -1)
-        outs = run_file(node.model, x, not node.single)
+        outs = run_file(node.model, x, None if node.single else ACTION_OUTPUT)
         answers["value"] = float(outs[0][0, 0])
         return outs[1][0] if outs[1] is not None else np.zeros(1, np.float32)
 

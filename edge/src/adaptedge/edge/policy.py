@@ -11,8 +11,11 @@ from pathlib import Path
 
 from adaptedge.edge.errors import BundleRefused
 from adaptedge.edge.session import NodeSession
+from adaptedge.protocol.action_head import ActionHead
 from adaptedge.protocol.costs import CostBreakdown, visit_costs
+from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import PROBA_OUTPUT, VALUE_OUTPUT, Manifest
+from adaptedge.protocol.model_file import model_bytes
 from adaptedge.protocol.policy_graph import PolicyGraph, PolicyNode
 from adaptedge.protocol.walk import WalkGraph, WalkNode, compile_graph
 
@@ -41,9 +44,19 @@ class CompiledPolicy:
                 total = total + cost
         return total
 
-    def session_keys(self) -> set[tuple[str, int, int]]:
-        return {(n.model.file, n.inputs.shape[0], len(n.actions))
+    def session_keys(self) -> set[SessionKey]:
+        return {session_key(n.model.file, n.inputs.shape[0], len(n.actions), n.head)
                 for n in self.graph.nodes.values()}
+
+
+SessionKey = tuple[str, int, int, int]
+"""(file, inputs, actions, action basis width or 0): nodes with equal keys share a session."""
+
+
+def session_key(file: str, n_inputs: int, n_actions: int, head: ActionHead | None
+                ) -> SessionKey:
+    return (file, n_inputs, n_actions, 0 if head is None or n_actions < 2
+            else head.basis_width)
 
 
 class ModelStore:
@@ -58,13 +71,13 @@ class ModelStore:
     def __init__(self, manifest: Manifest, root: Path) -> None:
         self._manifest = manifest
         self._root = root
-        self._sessions: dict[tuple[str, int, int], NodeSession] = {}
+        self._sessions: dict[SessionKey, NodeSession] = {}
         regression = manifest.is_regression
         self._answer = ((1, VALUE_OUTPUT) if regression
                         else (len(manifest.classes), PROBA_OUTPUT))
 
-    def get(self, file: str, n_inputs: int, n_actions: int) -> NodeSession:
-        key = (file, n_inputs, n_actions)
+    def get(self, key: SessionKey) -> NodeSession:
+        file, n_inputs, n_actions, basis_width = key
         session = self._sessions.get(key)
         if session is None:
             path = self._root / file
@@ -77,11 +90,16 @@ class ModelStore:
                                     "was modified after loading; reload a good copy",
                                     path=str(path))
             width, output = self._answer
-            session = NodeSession(path, model, n_inputs, width, n_actions, output)
+            try:
+                model = model_bytes(file, model)  # checked above, then decompressed
+            except BundleError as exc:
+                raise BundleRefused(exc.message, path=str(path)) from exc
+            session = NodeSession(path, model, n_inputs, width, n_actions, output,
+                                  basis_width)
             self._sessions[key] = session
         return session
 
-    def keep_only(self, keys: set[tuple[str, int, int]]) -> None:
+    def keep_only(self, keys: set[SessionKey]) -> None:
         """Drop every session not in ``keys``."""
         for key in list(self._sessions):
             if key not in keys:
@@ -95,7 +113,8 @@ class ModelStore:
 def compile_policy(manifest: Manifest, name: str, graph: PolicyGraph,
                    sessions: ModelStore) -> CompiledPolicy:
     def bind(node_id: str, node: PolicyNode) -> NodeSession:
-        return sessions.get(node.model.file, len(node.model.inputs), len(node.actions))
+        return sessions.get(session_key(node.model.file, len(node.model.inputs),
+                                        len(node.actions), node.model.action_head))
 
     compiled = compile_graph(graph, [s.name for s in manifest.sensors],
                              len(manifest.feature_names), bind)

@@ -26,7 +26,13 @@ from adaptedge.edge.decision import Decision, Source
 from adaptedge.edge.errors import BundleRefused, EdgeError, OperatingPointError
 from adaptedge.edge.escalation import SENSOR_FAILURE, Escalation
 from adaptedge.edge.outbox import Outbox
-from adaptedge.edge.policy import CompiledNode, CompiledPolicy, ModelStore, compile_policy
+from adaptedge.edge.policy import (
+    CompiledNode,
+    CompiledPolicy,
+    ModelStore,
+    SessionKey,
+    compile_policy,
+)
 from adaptedge.edge.sensors import Reader, ReaderPool, read_sensor, refuse_names, resolve_timeouts
 from adaptedge.edge.sized import BudgetChooser, check_size, point_within_budget, sized_cost
 from adaptedge.edge.uplink import Uplink, resolve_device_id
@@ -146,7 +152,7 @@ class EdgeRuntime:
             self._resident[policy] = compiled
             while len(self._resident) > self._max_resident:
                 self._resident.popitem(last=False)
-            self._models.keep_only(set[tuple[str, int, int]]().union(
+            self._models.keep_only(set[SessionKey]().union(
                 *(resident.session_keys() for resident in self._resident.values())))
         self._resident.move_to_end(policy)
         return compiled
@@ -365,4 +371,6 @@ def _run(node: CompiledNode, values: F32) -> F32:
     else:
         values.take(node.inputs, out=session.x_row, mode="clip")
     session.run()
+    if node.head_row is not None:  # the model gave its action basis (protocol.action_head)
+        return node.head_row(session.scores_row)
     return session.scores_row

@@ -9,18 +9,21 @@ give the same device bundle id, so a cloud serving a full bundle knows the id of
 device bundle without reading it (``device_bundle_id``).
 
 The default point stays the full bundle's default when it is kept; otherwise the first point
-given becomes the default. A budget index is kept only when every point it indexes is kept.
+given becomes the default. A budget index is kept only when every point it indexes is kept; the
+metadata's drift references only for the kept points.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from adaptedge.protocol.bundle import write_bundle
 from adaptedge.protocol.bundle_digest import manifest_digest
+from adaptedge.protocol.drift_reference import REFERENCE_KEY
 from adaptedge.protocol.errors import BundleError
 from adaptedge.protocol.manifest import Manifest
 
@@ -58,10 +61,22 @@ def device_manifest(full: Manifest, points: Sequence[str] | None = None) -> Mani
                else chosen[0])
     draft = replace(full, bundle_id="pending", hpc=hpc, policies=policies, operating_points=kept,
                     default_operating_point=default, budget_index=index,
-                    files={f: h for f, h in full.files.items() if f in used})
+                    files={f: h for f, h in full.files.items() if f in used},
+                    metadata=_kept_references(full.metadata, chosen))
     body = draft.to_dict()
     body["bundle_id"] = manifest_digest(body)
     return Manifest.from_dict(body)
+
+
+def _kept_references(metadata: Mapping[str, Any], chosen: Sequence[str]) -> dict[str, Any]:
+    """``metadata`` with its per-point drift references (``protocol.drift_reference``) cut to
+    the kept points (the default letter-binary training's 52 take 7 KB of a one-point
+    bundle's manifest)."""
+    out = dict(metadata)
+    references = out.get(REFERENCE_KEY)
+    if isinstance(references, Mapping):
+        out[REFERENCE_KEY] = {k: v for k, v in references.items() if k in chosen}
+    return out
 
 
 def device_bundle_id(full: Manifest, points: Sequence[str] | None = None) -> str:

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from adaptedge.protocol.budget_index import checked_index
 from adaptedge.protocol.errors import BundleError
+from adaptedge.protocol.model_file import is_compressed
 from adaptedge.protocol.policy_graph import ACTION_KINDS as ACTION_KINDS  # the contract's name
 from adaptedge.protocol.policy_graph import PolicyGraph, read_graph
 from adaptedge.protocol.size_poly import parse_size_poly
@@ -42,7 +43,12 @@ BUNDLE_SCHEMA_VERSION = 1
 """The schema version of a classification bundle."""
 REGRESSION_SCHEMA_VERSION = 2
 """The schema version of a regression bundle (older readers refuse it in one line)."""
-READABLE_SCHEMA_VERSIONS = (BUNDLE_SCHEMA_VERSION, REGRESSION_SCHEMA_VERSION)
+HEAD_SCHEMA_VERSION = 3
+"""The schema version of a bundle (either task; ``task`` present: regression) whose nodes may
+carry action heads (``protocol.action_head``) and whose model files may be zlib-compressed
+(``protocol.model_file``); older readers refuse it in one line."""
+READABLE_SCHEMA_VERSIONS = (BUNDLE_SCHEMA_VERSION, REGRESSION_SCHEMA_VERSION,
+                            HEAD_SCHEMA_VERSION)
 Task = Literal["classification", "regression"]
 REGRESSION_METRIC = "mse"
 """The metric a regression bundle's points are scored by (``accuracy`` = -mse)."""
@@ -322,7 +328,7 @@ def _parse_manifest(raw: Any) -> Manifest:
     if version not in READABLE_SCHEMA_VERSIONS:
         raise BundleError(
             f"bundle schema version {version} is not supported (this adaptedge reads versions "
-            f"{BUNDLE_SCHEMA_VERSION} and {REGRESSION_SCHEMA_VERSION}): re-export the bundle "
+            f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}): re-export the bundle "
             "with a matching trainer", path="schema_version",
         )
     task = _parse_task(r, version)
@@ -360,6 +366,7 @@ def _parse_manifest(raw: Any) -> Manifest:
                          files=files)
         for name in policies_raw.raw
     }
+    _check_heads(policies, files, version)
     points = tuple(_parse_point(_Reader(item, f"operating_points[{i}]"), policies, regression)
                    for i, item in enumerate(r.get("operating_points", list)))
     if not points:
@@ -399,9 +406,43 @@ class _TaskFields:
     unit: str = ""
 
 
+def uses_heads(policies: Mapping[str, PolicyGraph]) -> bool:
+    """Whether any node's model has an action head (the bundle then needs schema 3)."""
+    return any(n.model.action_head is not None for g in policies.values()
+               for n in g.nodes.values())
+
+
+def schema_version(regression: bool, policies: Mapping[str, PolicyGraph]) -> int:
+    """The schema version a bundle of this task and these policies is written with: 3 with
+    action heads, else 1 (classification) or 2 (regression), as before heads existed."""
+    if uses_heads(policies):
+        return HEAD_SCHEMA_VERSION
+    return REGRESSION_SCHEMA_VERSION if regression else BUNDLE_SCHEMA_VERSION
+
+
+def _check_heads(policies: Mapping[str, PolicyGraph], files: Mapping[str, str],
+                 version: int) -> None:
+    """Action heads and zlib-compressed model files (``protocol.model_file``) are schema 3."""
+    if version != HEAD_SCHEMA_VERSION:
+        for name in files:
+            if is_compressed(name):
+                raise BundleError(f"a compressed model file needs schema version "
+                                  f"{HEAD_SCHEMA_VERSION}, the bundle says {version}",
+                                  path=f"files.{name}")
+        for name, graph in policies.items():
+            for node_id, node in graph.nodes.items():
+                if node.model.action_head is not None:
+                    raise BundleError(
+                        f"an action head needs schema version {HEAD_SCHEMA_VERSION}, the bundle "
+                        f"says {version}", path=f"policies.{name}.nodes.{node_id}.model")
+
+
 def _parse_task(r: _Reader, version: int) -> _TaskFields:
     """The task's fields: version 1 is classification (two or more distinct classes, no task
-    fields); version 2 is regression (``task``, ``target``, ``metric``, ``classes`` [])."""
+    fields); version 2 is regression (``task``, ``target``, ``metric``, ``classes`` []);
+    version 3 is either (regression when it has ``task``)."""
+    if version == HEAD_SCHEMA_VERSION:
+        version = REGRESSION_SCHEMA_VERSION if "task" in r.raw else BUNDLE_SCHEMA_VERSION
     if version == BUNDLE_SCHEMA_VERSION:
         for key in ("task", "target", "metric"):
             if key in r.raw:

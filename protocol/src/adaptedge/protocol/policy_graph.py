@@ -19,6 +19,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from adaptedge.protocol.action_head import ActionHead, read_head
 from adaptedge.protocol.errors import BundleError
 
 ActionKind = Literal["stop", "acquire", "route", "escalate"]
@@ -33,6 +34,9 @@ class ModelRef:
 
     file: str
     inputs: tuple[int, ...]
+    action_head: ActionHead | None = None
+    """Optional (``protocol.action_head``): the model outputs ``action_basis`` and this head
+    turns it into the node's action scores; None: the model outputs ``action_scores``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +108,13 @@ def read_graph(r: FieldReader, *, name: str, sensor_names: Collection[str],
                    sensor=a.get("sensor", (str, type(None)), None),
                    next=a.get("next", (str, type(None)), None))
             for a in nr.objects("actions"))
-        nodes[node_id] = PolicyNode(sensors=nr.strings("sensors"),
-                                    model=ModelRef(file=mr.text("file"), inputs=mr.ints("inputs")),
-                                    actions=actions, compute=_read_compute(nr))
+        head = mr.raw.get("action_head")
+        nodes[node_id] = PolicyNode(
+            sensors=nr.strings("sensors"),
+            model=ModelRef(file=mr.text("file"), inputs=mr.ints("inputs"),
+                           action_head=None if head is None else read_head(
+                               head, f"{mr.path}.action_head", len(actions))),
+            actions=actions, compute=_read_compute(nr))
     graph = PolicyGraph(root=r.text("root"), nodes=nodes)
     check_graph(graph, name=name, sensor_names=sensor_names, owner=owner, files=files,
                 path=r.path)

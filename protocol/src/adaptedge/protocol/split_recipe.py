@@ -64,7 +64,7 @@ def drop_unset_optionals(raw: dict[str, Any]) -> dict[str, Any]:
     do not use them read as before: ``split``, ``budget_index``, each point's
     ``accuracy_interval``, ``paired_lower_bound`` and ``method``, the HPC's ``sha256`` and
     ``cloud_bundle`` (a device bundle's), each sensor's ``size_poly`` (a mapping when set) and each policy
-    node's ``compute``."""
+    node's ``compute`` and its model's ``action_head``."""
     for key in ("split", "budget_index"):
         if raw.get(key) is None:
             raw.pop(key, None)
@@ -82,4 +82,6 @@ def drop_unset_optionals(raw: dict[str, Any]) -> dict[str, Any]:
         for node in (graph.get("nodes") or {}).values():
             if node.get("compute") is None:
                 node.pop("compute", None)
+            if isinstance(node.get("model"), dict) and node["model"].get("action_head") is None:
+                node["model"].pop("action_head", None)
     return raw

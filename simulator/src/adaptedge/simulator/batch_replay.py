@@ -30,13 +30,8 @@ import onnxruntime as ort
 from adaptedge.protocol.costs import cost_columns, decision_costs
 from adaptedge.protocol.device_bundle import require_hpc
 from adaptedge.protocol.errors import BundleError
-from adaptedge.protocol.manifest import (
-    ACTION_OUTPUT,
-    MODEL_INPUT,
-    PROBA_OUTPUT,
-    VALUE_OUTPUT,
-    Manifest,
-)
+from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT, VALUE_OUTPUT, Manifest
+from adaptedge.protocol.model_file import model_bytes
 from adaptedge.protocol.walk import ESCALATE, BatchWalk, walk_manifest
 from adaptedge.simulator.batch_sized import sized_costs
 from adaptedge.simulator.network import NetworkModel
@@ -76,13 +71,16 @@ class BundleModels:
             options.intra_op_num_threads = 1
             options.inter_op_num_threads = 1
             options.log_severity_level = 3
-            session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(model_bytes(file, data), options,
+                                           providers=["CPUExecutionProvider"])
             self._sessions[file] = session
         return session
 
-    def run(self, file: str, x: F32, scores: bool) -> tuple[F32, F32 | None]:
+    def run(self, file: str, x: F32, scores: str | None) -> tuple[F32, F32 | None]:
+        """``protocol.walk.RunFile``: the answer (probabilities, or a regression's ``value``)
+        and, when asked, output ``scores``."""
         answer = VALUE_OUTPUT if self.manifest.is_regression else PROBA_OUTPUT
-        outputs = [answer, ACTION_OUTPUT] if scores else [answer]
+        outputs = [answer, scores] if scores else [answer]
         session = self.session(file)
 
         def call(rows: F32) -> list[F32]:
@@ -96,7 +94,7 @@ class BundleModels:
         if not len(x):
             return np.zeros(0, dtype=np.int64)
         masked = np.where(feature_mask, x, np.float32(0.0))
-        proba = self.run(self.manifest.hpc.file, masked, False)[0]
+        proba = self.run(self.manifest.hpc.file, masked, None)[0]
         return np.asarray(proba.argmax(axis=1), dtype=np.int64)
 
     def hpc_values(self, x: F32, feature_mask: npt.NDArray[np.bool_]) -> F32:
@@ -104,7 +102,7 @@ class BundleModels:
         if not len(x):
             return np.zeros(0, dtype=np.float32)
         masked = np.where(feature_mask, x, np.float32(0.0))
-        return np.asarray(self.run(self.manifest.hpc.file, masked, False)[0][:, 0],
+        return np.asarray(self.run(self.manifest.hpc.file, masked, None)[0][:, 0],
                           dtype=np.float32)
 
 

@@ -4,18 +4,22 @@ A node picks the first highest ``action_scores`` entry; adding ``b`` to the esca
 escalates more (``b > 0``) or less (``b < 0``) without touching the rest of the model — for
 ADAPT's one-node gate ``[-g, g]`` it moves the gate threshold by ``b / 2``. ``biased_policy``
 appends one ``Add`` to each gated node's ONNX (the edge runs it unchanged) and returns the new
-graph and files; ``bias_grid`` proposes biases from the escalation margins of given rows.
+graph and files; a node with an action head (``protocol.action_head``) keeps its model file
+and gets the bias added to its head's escalate bias instead (in float32). ``bias_grid``
+proposes biases from the escalation margins of given rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
 import onnx
 from onnx import helper, numpy_helper
 
+from adaptedge.protocol.action_head import BASIS_OUTPUT, apply_head
 from adaptedge.protocol.manifest import ACTION_OUTPUT, Manifest
 from adaptedge.protocol.policy_graph import ModelRef, PolicyGraph, PolicyNode
 from adaptedge.trainer.export.bundle import model_file_name
@@ -65,6 +69,13 @@ def biased_policy(graph: PolicyGraph, files: Mapping[str, bytes], bias: float
         if column is None:
             nodes[node_id] = node
             continue
+        head = node.model.action_head
+        if head is not None:
+            moved = list(head.bias)
+            moved[column] = float(np.float32(moved[column]) + np.float32(bias))
+            model = replace(node.model, action_head=replace(head, bias=tuple(moved)))
+            nodes[node_id] = replace(node, model=model)
+            continue
         data = add_escalation_bias(files[node.model.file], len(node.actions), column, bias)
         name = model_file_name(data)
         new_files[name] = data
@@ -85,7 +96,9 @@ def escalation_margins(runner: BundleRunner, graph: PolicyGraph,
         if column is None:
             continue
         x = np.ascontiguousarray(X[:, list(node.model.inputs)], dtype=np.float32)
-        scores = runner.run(node.model.file, x, [ACTION_OUTPUT])[0].astype(np.float64)
+        head = node.model.action_head
+        raw = runner.run(node.model.file, x, [ACTION_OUTPUT if head is None else BASIS_OUTPUT])[0]
+        scores = (raw if head is None else apply_head(head, raw)).astype(np.float64)
         others = np.delete(scores, column, axis=1).max(axis=1)
         out.append(others - scores[:, column])
     return np.concatenate(out) if out else np.zeros(0)

@@ -22,12 +22,7 @@ import numpy as np
 
 from adaptedge.protocol.bundle import verify, write_bundle
 from adaptedge.protocol.error_rule import RULE_METRIC, PairedErrors, default_tolerance
-from adaptedge.protocol.manifest import (
-    REGRESSION_SCHEMA_VERSION,
-    HpcRef,
-    Manifest,
-    OperatingPoint,
-)
+from adaptedge.protocol.manifest import HpcRef, Manifest, OperatingPoint, schema_version
 from adaptedge.protocol.operating_points import certified_near
 from adaptedge.protocol.split_recipe import SplitRecipe
 from adaptedge.trainer.data.costs import sensor_cost_vector
@@ -96,7 +91,7 @@ def build_regression(dataset: Dataset, hpc: RegressionHpc, graphs: Sequence[Grap
     files: dict[str, bytes] = {HPC_FILE: hpc.onnx_bytes()}
     policies = {g.name: manifest_graph(g, files) for g in graphs}
     manifest = Manifest(
-        schema_version=REGRESSION_SCHEMA_VERSION, bundle_id="pending", classes=(),
+        schema_version=schema_version(True, policies), bundle_id="pending", classes=(),
         feature_names=dataset.feature_names, sensors=dataset.sensors, link=dataset.link,
         cost_weights=dataset.cost_weights,
         hpc=HpcRef(HPC_FILE, hpc.sensors, accuracy=0.0, description=hpc.description),

@@ -8,6 +8,8 @@ from adaptedge.protocol.walk.batch import (
     RunFile,
     RunRows,
     gather,
+    node_scores,
+    scores_output,
     walk_batch,
     walk_manifest,
 )
@@ -44,6 +46,8 @@ __all__ = [
     "compile_graph",
     "entering",
     "gather",
+    "node_scores",
+    "scores_output",
     "step",
     "tie_margin",
     "walk_batch",

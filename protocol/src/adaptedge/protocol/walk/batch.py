@@ -21,9 +21,10 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from adaptedge.protocol.action_head import BASIS_OUTPUT, apply_head
 from adaptedge.protocol.costs import visit_columns
 from adaptedge.protocol.errors import BundleError
-from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.manifest import ACTION_OUTPUT, Manifest
 from adaptedge.protocol.policy_graph import PolicyNode
 from adaptedge.protocol.walk.graph import ESCALATE, MOVE, STOP, WalkGraph, WalkNode, compile_graph
 from adaptedge.protocol.walk.step import choose_rows, tie_margin
@@ -190,9 +191,26 @@ def _move(sel: IntArray, s: _State, new: tuple[int, ...]) -> None:
         s.trail[sel[old == t]] = s.trail_ids[path]
 
 
-RunFile = Callable[[str, npt.NDArray[np.float32], bool], tuple[Floats, Floats | None]]
-"""(model file, rows of its input columns, scores wanted) -> (probabilities, action scores);
-for a regression bundle the first is the model's ``value`` output, [n, 1]."""
+RunFile = Callable[[str, npt.NDArray[np.float32], str | None], tuple[Floats, Floats | None]]
+"""(model file, rows of its input columns, the scores' output wanted or None) ->
+(probabilities, that output); for a regression bundle the first is the model's ``value``
+output, [n, 1]. The output is ``action_scores``, or ``action_basis`` for a node with an action
+head (``scores_output``; ``walk_manifest`` applies the head)."""
+
+
+def scores_output(node: WalkNode[Any]) -> str | None:
+    """The model output a node's walk needs besides its answer: None (one action),
+    ``action_basis`` (an action head) or ``action_scores``."""
+    if node.single:
+        return None
+    return ACTION_OUTPUT if node.head is None else BASIS_OUTPUT
+
+
+def node_scores(node: WalkNode[Any], out: Floats | None) -> Floats | None:
+    """The node's action scores from what ``scores_output`` asked for (its head applied)."""
+    if out is None or node.head is None:
+        return out
+    return apply_head(node.head, out)
 
 
 def walk_manifest(manifest: Manifest, policy: str, x: npt.NDArray[np.float32],
@@ -209,7 +227,8 @@ def walk_manifest(manifest: Manifest, policy: str, x: npt.NDArray[np.float32],
                              len(manifest.feature_names), file_of)
 
     def run_rows(node: WalkNode[str], rows: IntArray) -> tuple[Floats, Floats | None]:
-        return run(node.model, gather(x, rows, node.inputs), not node.single)
+        answer, out = run(node.model, gather(x, rows, node.inputs), scores_output(node))
+        return answer, node_scores(node, out)
 
     regression = manifest.is_regression
     return walk_batch(compiled, len(x), 1 if regression else len(manifest.classes), run_rows,

@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from adaptedge.protocol.action_head import ActionHead, row_scorer
 from adaptedge.protocol.policy_graph import PolicyGraph, PolicyNode, topological_order
 
 STOP = 0
@@ -58,6 +59,11 @@ class WalkNode(Generic[M]):
     tie_band: float = 0.0
     """Scores within this of the best count as tied (0: the first highest; exported models
     encode their band in ``action_scores``)."""
+    head: ActionHead | None = None
+    """The model's action head (``protocol.action_head``): the model then outputs
+    ``action_basis`` and the node's scores are ``apply_head(head, basis)``."""
+    head_row: Callable[[npt.NDArray[np.float32]], npt.NDArray[np.float32]] | None = None
+    """``apply_head`` of ``head`` on one basis row, its arrays bound (``row_scorer``)."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -85,7 +91,9 @@ def compile_graph(graph: PolicyGraph, sensor_names: Sequence[str], n_features: i
             inputs=np.asarray(node.model.inputs, dtype=np.intp), sensors=ids,
             sensor_names=tuple(node.sensors), sensor_bits=sum(1 << i for i in ids),
             all_inputs=tuple(node.model.inputs) == every_column,
-            tie_band=float(bands.get(node_id, 0.0)))
+            tie_band=float(bands.get(node_id, 0.0)), head=node.model.action_head,
+            head_row=None if node.model.action_head is None
+            else row_scorer(node.model.action_head))
     for node_id, node in graph.nodes.items():
         compiled = nodes[node_id]
         for action in node.actions:

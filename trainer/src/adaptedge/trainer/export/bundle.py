@@ -19,15 +19,17 @@ from typing import Any
 
 import numpy as np
 
+from adaptedge.protocol.action_head import ActionHead
 from adaptedge.protocol.bundle import write_bundle
 from adaptedge.protocol.drift_reference import REFERENCE_KEY
-from adaptedge.protocol.manifest import BUNDLE_SCHEMA_VERSION, HpcRef, Manifest, OperatingPoint
+from adaptedge.protocol.manifest import HpcRef, Manifest, OperatingPoint, schema_version
+from adaptedge.protocol.model_file import ZLIB_SUFFIX, compress_model
 from adaptedge.protocol.operating_points import PairedCounts, wilson_interval
 from adaptedge.protocol.policy_graph import ModelRef, PolicyGraph, PolicyNode
 from adaptedge.protocol.split_recipe import SplitRecipe
 from adaptedge.trainer.data.datasets import Dataset, SplitName
 from adaptedge.trainer.hpc import HpcModel
-from adaptedge.trainer.policy.graph import Graph, Metrics
+from adaptedge.trainer.policy.graph import Graph, Metrics, NodeModel
 from adaptedge.trainer.policy.oracle import BundleRunner, PolicyResult
 from adaptedge.trainer.validation_reference import (
     ValidationWalks,
@@ -59,17 +61,34 @@ def _point(policy: Graph, n_val: int) -> OperatingPoint:
                           method=policy.method or None)
 
 
+def node_export(model: NodeModel) -> tuple[bytes, ActionHead | None]:
+    """A node model's ONNX bytes and action head: the model shared by every threshold of its
+    fit with the variant's head when it offers one (``to_onnx_shared``), else its own
+    ``to_onnx()`` and no head."""
+    shared = getattr(model, "to_onnx_shared", None)
+    pair: tuple[bytes, ActionHead] | None = None if shared is None else shared()
+    return pair if pair is not None else (model.to_onnx(), None)
+
+
 def manifest_graph(graph: Graph, files: dict[str, bytes]) -> PolicyGraph:
     """A trainer graph as the manifest's policy graph; each node's ONNX model is added to
-    ``files`` under its content-addressed name (shared models are stored once)."""
+    ``files`` under its content-addressed name (shared models are stored once: the points of
+    one ADAPT-GBRT fit name one file, each with its own action head; a model with a head is
+    stored zlib-compressed, ``*.onnx.zlib``, as schema 3 allows)."""
     nodes: dict[str, PolicyNode] = {}
     for node_id in sorted(graph.nodes):
         node = graph.nodes[node_id]
-        onnx_model = node.model.to_onnx()
+        onnx_model, head = node_export(node.model)
         file = model_file_name(onnx_model)
-        files[file] = onnx_model
+        if head is None:
+            files[file] = onnx_model
+        else:  # a schema-3 node: its model is stored zlib-compressed (protocol.model_file)
+            file += ZLIB_SUFFIX
+            if file not in files:
+                files[file] = compress_model(onnx_model)
         nodes[node_id] = PolicyNode(sensors=tuple(node.sensors),
-                                    model=ModelRef(file, tuple(int(i) for i in node.inputs)),
+                                    model=ModelRef(file, tuple(int(i) for i in node.inputs),
+                                                   action_head=head),
                                     actions=tuple(a.to_manifest() for a in node.actions),
                                     compute=node.compute)
     return PolicyGraph(root=graph.root, nodes=nodes)
@@ -95,7 +114,8 @@ def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
     if chosen not in names:
         raise ValueError(f"default operating point {chosen!r} is not one of {names}")
     manifest = Manifest(
-        schema_version=BUNDLE_SCHEMA_VERSION, bundle_id="pending", classes=dataset.classes,
+        schema_version=schema_version(False, graphs), bundle_id="pending",
+        classes=dataset.classes,
         feature_names=dataset.feature_names, sensors=dataset.sensors, link=dataset.link,
         cost_weights=dataset.cost_weights,
         hpc=HpcRef(HPC_FILE, hpc.sensors, accuracy=float(hpc.val_accuracy),

@@ -5,6 +5,8 @@
 - ``gate``: ``[-g, g]`` for (stop, escalate); a tie (g == 0) stops, as ``g > 0`` escalates in
   Python. Optionally ``g = g_raw - w * margin`` with the LPC's logit margin (``|z|`` binary,
   top-1 minus top-2 logit otherwise) and ``w`` a power of two, so it stays exact;
+- ``gate_basis``: the gate's ``action_basis = [g_raw, margin]`` for a node whose manifest
+  action head applies the threshold and ``w`` (one model shared by every threshold);
 - ``confidence``: stop when the LPC is confident. Binary: ``[|z| - t, t - |z|]`` on the exact
   logit (``max prob >= thr`` <=> ``|z| >= logit(thr)``); multi-class: ``[m - thr, thr - m]``
   with ``m`` the max softmax probability;
@@ -23,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from onnx import TensorProto
 
+from adaptedge.protocol.action_head import BASIS_OUTPUT
 from adaptedge.protocol.onnx_contract import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
 from adaptedge.trainer.export.graph import GraphBuilder
 from adaptedge.trainer.export.linear import linear
@@ -94,6 +97,15 @@ def gate(b: GraphBuilder, gate_score: str, logits: str, n_classes: int,
         g = "g"
     b.add("Neg", [g], ["neg_g"])
     _two_actions(b, "neg_g", g)
+
+
+def gate_basis(b: GraphBuilder, gate_score: str, logits: str, n_classes: int) -> None:
+    """``action_basis = [g, margin]`` [N, 2] for a node whose action head
+    (``protocol.action_head``) holds the threshold and the margin weight: ``gate`` with
+    ``W = [[-1, 1], [w, -w]]`` and ``bias = [t, -t]`` (the threshold ``t`` left out of g)."""
+    margin = _logit_margin(b, logits, n_classes)
+    b.add("Concat", [gate_score, margin], [BASIS_OUTPUT], axis=1)
+    b.output(BASIS_OUTPUT, 2)
 
 
 def confidence(b: GraphBuilder, logits: str, n_classes: int, threshold: float) -> None:

@@ -25,7 +25,7 @@ from adaptedge.trainer.export.graph import REGRESSOR_OUTPUT, GraphBuilder
 from adaptedge.trainer.export.linear import linear
 from adaptedge.trainer.export.trees import SplitMode, TreeArrays, tree_ensemble
 
-Head = Literal["gate", "confidence", "stop"]
+Head = Literal["gate", "gate_basis", "confidence", "stop"]
 
 
 def node_model(core_nodes: Sequence[onnx.NodeProto], core_inits: Sequence[onnx.TensorProto],
@@ -41,14 +41,17 @@ def node_model(core_nodes: Sequence[onnx.NodeProto], core_inits: Sequence[onnx.T
     b.const("axis1", [1], np.int64)
     b.add("Slice", ["core", "logit_start", "logit_end", "axis1"], ["z"])
     heads.probabilities(b, "z", n_classes)
-    if head == "gate":
+    if head in ("gate", "gate_basis"):
         b.const("gate_end", [n_logits + 1], np.int64)
         b.add("Slice", ["core", "logit_end", "gate_end", "axis1"], ["g_raw"])
-        heads.gate(b, "g_raw", "z", n_classes, margin_weight)
+        if head == "gate":
+            heads.gate(b, "g_raw", "z", n_classes, margin_weight)
+        else:
+            heads.gate_basis(b, "g_raw", "z", n_classes)
     elif head == "confidence":
         heads.confidence(b, "z", n_classes, confidence_threshold)
     elif head != "stop":
-        raise ValueError(f"unknown head {head!r} (gate, confidence, stop)")
+        raise ValueError(f"unknown head {head!r} (gate, gate_basis, confidence, stop)")
     return b.to_bytes()
 
 

@@ -42,6 +42,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
+from adaptedge.protocol.action_head import ActionHead
 from adaptedge.trainer.export.models import node_model
 from adaptedge.trainer.export.trees import tree_core
 from adaptedge.trainer.methods.cart import (
@@ -291,17 +292,18 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         check_is_fitted(self)
         return tuple(int(j) for j in np.flatnonzero(self.sensors_bought_[self.feature_sensor_]))
 
-    def to_onnx(self, *, gated: bool = True) -> bytes:
+    def to_onnx(self, *, gated: bool = True, basis: bool = False) -> bytes:
         """The fused node model: input ``x`` = ``node_columns()``; ``probabilities`` and, when
         ``gated``, ``action_scores`` = (stop, escalate) scores ``[-g', g']`` with
-        ``g' = g − gate_threshold``."""
+        ``g' = g − gate_threshold − w · margin``; with ``basis`` instead ``action_basis`` =
+        ``[g, margin]``, the same for every threshold and w (``to_onnx_shared``)."""
         check_is_fitted(self)
         columns = self.node_columns()
         position = {c: i for i, c in enumerate(columns)}
         k = n_logits(self.n_classes_)
         base = list(self.f1_base_)
         if gated:
-            base.append(self.g_base_ - float(quantize(self.gate_threshold)))
+            base.append(self.g_base_ - (0.0 if basis else float(quantize(self.gate_threshold))))
         # the tree ensemble is the same for every threshold variant (shallow copies share
         # this cache): build it once, then only its base values change
         cache = self._core_cache_
@@ -318,9 +320,19 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
                 attr.floats.extend(float(v) for v in base)
         return node_model(
             [core], [], len(columns), self.n_classes_,
-            "gate" if gated else "stop",
+            ("gate_basis" if basis else "gate") if gated else "stop",
             margin_weight=_margin_weight(self.margin_weight) if gated else 0.0,
         )
+
+    def to_onnx_shared(self) -> tuple[bytes, ActionHead]:
+        """``to_onnx(basis=True)`` (one model for every threshold and margin weight of this
+        fit) and the action head that gives this variant's (stop, escalate) scores from its
+        ``[g, margin]``: ``W = [[-1, 1], [w, -w]]``, ``bias = [t, -t]``. On the leaf grid
+        every term is exact in float32, so the scores equal ``to_onnx()``'s bit for bit."""
+        t = float(quantize(self.gate_threshold))
+        w = _margin_weight(self.margin_weight)
+        head = ActionHead(weights=((-1.0, 1.0), (w, -w)), bias=(t, -t))
+        return self.to_onnx(basis=True), head
 
     def with_threshold(self, gate_threshold: float,
                        margin_weight: float | None = None) -> AdaptGbrtClassifier:

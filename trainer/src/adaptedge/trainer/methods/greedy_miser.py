@@ -103,7 +103,7 @@ class GreedyMiser(AdaptGbrtClassifier):
         self.classes_ = classes  # the caller's labels, not the indices given to ADAPT
         return self
 
-    def to_onnx(self, *, gated: bool = False) -> bytes:
+    def to_onnx(self, *, gated: bool = False, basis: bool = False) -> bytes:
         return super().to_onnx(gated=False)
 
     def staged_accuracy(self, X: NDArray[np.floating], y: NDArray[np.integer]) -> FloatArray:

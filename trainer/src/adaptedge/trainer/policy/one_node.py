@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from adaptedge.protocol.action_head import ActionHead
 from adaptedge.trainer.methods.gating import CostModel
 from adaptedge.trainer.policy.frontier import pareto_frontier
 from adaptedge.trainer.policy.graph import FloatArray, Graph, GraphAction, GraphNode
@@ -51,6 +52,15 @@ class EstimatorNode:
     def to_onnx(self) -> bytes:
         data: bytes = self.estimator.to_onnx()
         return data
+
+    def to_onnx_shared(self) -> tuple[bytes, ActionHead] | None:
+        """A gated estimator's model shared by all its thresholds and its action head
+        (``protocol.action_head``), when it has them (ADAPT-GBRT); else None."""
+        shared = getattr(self.estimator, "to_onnx_shared", None)
+        if not self.gated or shared is None:
+            return None
+        out: tuple[bytes, ActionHead] = shared()
+        return out
 
 
 def gate_actions(gate_score: FloatArray) -> FloatArray:

@@ -22,13 +22,21 @@ from adaptedge.protocol.bundle import read_manifest
 from adaptedge.protocol.costs import cost_columns, decision_costs, visit_columns
 from adaptedge.protocol.device_bundle import require_hpc
 from adaptedge.protocol.manifest import (
-    ACTION_OUTPUT,
     MODEL_INPUT,
     PROBA_OUTPUT,
     VALUE_OUTPUT,
     Manifest,
 )
-from adaptedge.protocol.walk import BatchWalk, WalkNode, compile_graph, gather, walk_manifest
+from adaptedge.protocol.model_file import model_bytes
+from adaptedge.protocol.walk import (
+    BatchWalk,
+    WalkNode,
+    compile_graph,
+    gather,
+    node_scores,
+    scores_output,
+    walk_manifest,
+)
 from adaptedge.trainer.policy.failed_reads import (
     bits_mask,
     failed_sensors,
@@ -157,7 +165,7 @@ class BundleRunner:
             opts.intra_op_num_threads = 1
             opts.inter_op_num_threads = 1
             self._sessions[file] = ort.InferenceSession(
-                self._load(file), opts, providers=["CPUExecutionProvider"])
+                model_bytes(file, self._load(file)), opts, providers=["CPUExecutionProvider"])
         return self._sessions[file]
 
     def run(self, file: str, x: npt.NDArray[np.float32], outputs: list[str]
@@ -166,10 +174,11 @@ class BundleRunner:
         result = session.run(outputs, {MODEL_INPUT: np.ascontiguousarray(x)})  # type: ignore[attr-defined]
         return [np.asarray(r, dtype=np.float32) for r in result]
 
-    def _run_node(self, file: str, x: npt.NDArray[np.float32], scores: bool
+    def _run_node(self, file: str, x: npt.NDArray[np.float32], scores: str | None
                   ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None]:
+        """``protocol.walk.RunFile``: the answer and, when asked, output ``scores``."""
         answer = self.answer_output
-        out = self.run(file, x, [answer, ACTION_OUTPUT] if scores else [answer])
+        out = self.run(file, x, [answer, scores] if scores else [answer])
         return out[0], (out[1] if scores else None)
 
     @property
@@ -275,7 +284,9 @@ class BundleRunner:
 
         def run(node: WalkNode[str], at: npt.NDArray[np.int64]
                 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None]:
-            return self._run_node(node.model, gather(filled, at, node.inputs), not node.single)
+            answer, out = self._run_node(node.model, gather(filled, at, node.inputs),
+                                         scores_output(node))
+            return answer, node_scores(node, out)
 
         hpc = tuple(int(i) for i in np.flatnonzero(self.hpc_sensor_mask()))
         live = walk_live_rows(compiled, rows, failed, run, len(m.classes), self.sensor_names,

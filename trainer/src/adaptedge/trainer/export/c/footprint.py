@@ -17,6 +17,7 @@ import onnx
 from onnx import numpy_helper
 
 from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.model_file import model_bytes
 from adaptedge.trainer.errors import ExportError
 
 BASE_BYTES = 3_200
@@ -29,7 +30,7 @@ RUNTIME_BYTES = 9_300
 
 def _model_size(path: Path) -> int:
     """Tree nodes times their cost plus linear weights times theirs, for one model file."""
-    model = onnx.load(str(path))
+    model = onnx.load_model_from_string(model_bytes(path.name, path.read_bytes()))
     nodes = 0
     for node in model.graph.node:
         if node.op_type == "TreeEnsembleRegressor":

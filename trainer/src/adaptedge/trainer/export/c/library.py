@@ -15,8 +15,10 @@ from pathlib import Path
 
 import onnx
 
+from adaptedge.protocol.action_head import ActionHead
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.model_file import model_bytes
 from adaptedge.trainer.errors import ExportError
 from adaptedge.trainer.export.c.footprint import check_fits, estimator
 from adaptedge.trainer.export.c.header import header_text
@@ -52,15 +54,17 @@ def source_text(manifest: Manifest, root: Path, point: str) -> tuple[str, str, b
     """The header and source text for operating point ``point``, and whether it uses expf."""
     policy = manifest.operating_point(point).policy
     graph = manifest.policies[policy]
-    models: dict[tuple[str, tuple[int, ...], int], str] = {}
+    models: dict[tuple[str, tuple[int, ...], int, ActionHead | None], str] = {}
     functions, bodies, uses_expf, keyed = [], [], False, False
     for nid, node in graph.nodes.items():
-        key = (node.model.file, node.model.inputs, len(node.actions))
+        key = (node.model.file, node.model.inputs, len(node.actions), node.model.action_head)
         if key not in models:
-            model = onnx.load_model_from_string((root / node.model.file).read_bytes())
+            model = onnx.load_model_from_string(
+                model_bytes(node.model.file, (root / node.model.file).read_bytes()))
             try:
                 program = node_function(model, f"ae_model{len(models)}", node.model.inputs,
-                                        len(manifest.classes), len(node.actions))
+                                        len(manifest.classes), len(node.actions),
+                                        node.model.action_head)
             except ExportError as exc:
                 raise ExportError(f"node {nid!r} ({node.model.file}): {exc}") from None
             models[key] = program.name

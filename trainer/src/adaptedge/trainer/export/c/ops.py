@@ -3,7 +3,7 @@
 Every tensor of a node model is one row ``[1, w]`` (or a constant): the function
 ``void NAME(const float *x, float *proba, float *scores)`` reads the model's inputs from the
 decision's feature buffer ``x`` (columns ``model.inputs``) and writes ``probabilities`` and
-``action_scores``. The ops the trainer's exporters write are translated (tree ensembles,
+``action_scores`` (or, for a node with an action head, the head applied to ``action_basis``). The ops the trainer's exporters write are translated (tree ensembles,
 ``MatMul``/``Add``/``Sub``/``Mul``/``Neg``/``Abs``/``Relu``, ``Sigmoid``/``Softmax`` (libm
 ``expf``), ``Concat``/``Slice``/``Identity``, ``ReduceMax``, ``TopK`` values, comparisons
 and their ``Cast`` to float); any other op or
@@ -21,6 +21,7 @@ import numpy.typing as npt
 import onnx
 from onnx import helper, numpy_helper
 
+from adaptedge.protocol.action_head import BASIS_OUTPUT, ActionHead
 from adaptedge.protocol.onnx_contract import ACTION_OUTPUT, MODEL_INPUT, PROBA_OUTPUT
 from adaptedge.trainer.errors import ExportError
 from adaptedge.trainer.export.c.literals import array_body, f32
@@ -254,8 +255,10 @@ def _apply(p: Program, node: onnx.NodeProto) -> list[Value]:
 
 
 def node_function(model: onnx.ModelProto, name: str, columns: Sequence[int], n_classes: int,
-                  n_actions: int) -> Program:
-    """The C function ``name`` computing ``model`` (its input ``x`` = feature ``columns``)."""
+                  n_actions: int, head: ActionHead | None = None) -> Program:
+    """The C function ``name`` computing ``model`` (its input ``x`` = feature ``columns``);
+    with ``head`` (``protocol.action_head``) the scores are the head applied to the model's
+    ``action_basis``."""
     graph = model.graph
     p = Program(name, columns, graph_nodes=list(graph.node))
     p.values = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
@@ -273,9 +276,28 @@ def node_function(model: onnx.ModelProto, name: str, columns: Sequence[int], n_c
         for out_name, value in zip(node.output, _apply(p, node), strict=False):
             p.values[out_name] = value
     p.lines += _store(p, PROBA_OUTPUT, "proba", n_classes)
-    if n_actions > 1:
+    if n_actions > 1 and head is not None:
+        p.lines += _head(p, head)
+    elif n_actions > 1:
         p.lines += _store(p, ACTION_OUTPUT, "scores", n_actions)
     return p
+
+
+def _head(p: Program, head: ActionHead) -> list[str]:
+    """``scores[j] = ((basis[0] * W[0][j] + basis[1] * W[1][j]) + ...) + bias[j]`` in float,
+    in ``protocol.action_head.apply_head``'s order (compiled with -ffp-contract=off)."""
+    basis = p.values.get(BASIS_OUTPUT)
+    if not isinstance(basis, Var) or basis.width != head.basis_width:
+        raise ExportError(f"the node model's {BASIS_OUTPUT!r} is not a computed row of "
+                          f"{head.basis_width} values (its action head's basis)")
+    lines = []
+    for j, b in enumerate(head.bias):
+        terms = [f"{basis.name}[{i}] * {f32(row[j])}" for i, row in enumerate(head.weights)]
+        expr = terms[0]
+        for term in terms[1:]:
+            expr = f"({expr}) + {term}"
+        lines.append(f"scores[{j}] = ({expr}) + {f32(b)};")
+    return lines
 
 
 def _gather(p: Program, columns: Sequence[int]) -> Var:
