@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from adaptedge.protocol.bundle import verify
+from adaptedge.protocol.manifest import ACTION_OUTPUT
 from adaptedge.simulator.batch_replay import BundleModels
 from adaptedge.simulator.replay import replay
 from adaptedge.simulator.replay_session import ReplaySession
@@ -44,7 +45,7 @@ def test_chunked_calls_equal_one_call(tmp_path: Path) -> None:
     many = BundleModels(verify(tmp_path / "b"), tmp_path / "b", threads=3, chunk_rows=13)
     node = next(iter(manifest.policies["gate"].nodes.values()))
     x = np.ascontiguousarray(X[:, list(node.model.inputs)])
-    for file, scores in ((node.model.file, True), (manifest.hpc.file, False)):
+    for file, scores in ((node.model.file, ACTION_OUTPUT), (manifest.hpc.file, None)):
         rows = x if scores else X
         want, got = one.run(file, rows, scores), many.run(file, rows, scores)
         assert got[0].tobytes() == want[0].tobytes()
