@@ -64,12 +64,8 @@ def _hpc(name: str, d: Any, n_jobs: int, seed: int) -> Any:
     return fit_hpc(d, n_jobs=n_jobs, seed=seed)
 
 
-def _evaluate(policy: Any, d: Any, hpc: Any, cm: Any, split: str) -> Any:
-    """The one walk on ``split`` with the graph's own node models."""
-    return _walked(policy, d, hpc, cm, split).metrics(d.split(split)[1])
-
-
 def _walked(policy: Any, d: Any, hpc: Any, cm: Any, split: str) -> Any:
+    """The one walk on ``split`` with the graph's own node models (answers and metrics)."""
     from adaptedge.trainer.policy.walk import walk
 
     X, _ = d.split(split)
@@ -191,8 +187,8 @@ def run_dataset(name: str, quick: bool, n_jobs: int,
         seconds = time.perf_counter() - started
         load = {"load_average_1min_before": load_before,
                 "load_average_1min_after": os.getloadavg()[0]}
-        points = [_point(p.name, _evaluate(p, d, hpc, cm, "validation"),
-                         _evaluate(p, d, hpc, cm, "test"), d, hpc) for p in policies]
+        points = [_point(p.name, _walked(p, d, hpc, cm, "validation"),
+                         _walked(p, d, hpc, cm, "test"), d, hpc) for p in policies]
         result["methods"][method] = {
             "train_seconds": seconds, "cpu_seconds": time.process_time() - cpu, **load,
             "params": extra, "points": points,

@@ -120,7 +120,8 @@ class _Growth:
         self.threshold: list[float] = []
         self.left: list[int] = []
         self.right: list[int] = []
-        self.value: list[FloatArray] = []
+        self.value: dict[int, FloatArray] = {}
+        """Leaf values by node; every other node's value is 0."""
         self.gain: list[float] = []
         self.n_outputs = n_outputs
 
@@ -129,17 +130,19 @@ class _Growth:
         self.threshold.append(0.0)
         self.left.append(-1)
         self.right.append(-1)
-        self.value.append(np.zeros(self.n_outputs))
         self.gain.append(0.0)
         return len(self.feature) - 1
 
     def freeze(self) -> Tree:
+        value = np.zeros((len(self.feature), self.n_outputs))
+        for node, leaf in self.value.items():
+            value[node] = leaf
         return Tree(
             feature=np.array(self.feature, dtype=np.intp),
             threshold=np.array(self.threshold, dtype=np.float32),
             left=np.array(self.left, dtype=np.intp),
             right=np.array(self.right, dtype=np.intp),
-            value=np.array(self.value, dtype=np.float64).reshape(-1, self.n_outputs),
+            value=value,
             gain=np.array(self.gain, dtype=np.float64),
         )
 
@@ -153,6 +156,10 @@ class _BinLayout:
     bin_feature: IntArray
     invalid: NDArray[np.bool_]
     """A split after this bin is not allowed: a feature's last bin, or a feature not allowed."""
+    prev: IntArray
+    """The flat bin before this bin's feature's first (0 for the first feature)."""
+    first: NDArray[np.bool_]
+    """This bin belongs to the first feature (no bins before it)."""
 
     @classmethod
     def of(cls, binner: BinMapper, allowed: NDArray[np.bool_] | None) -> _BinLayout:
@@ -163,23 +170,29 @@ class _BinLayout:
         invalid[offsets + n_bins - 1] = True
         if allowed is not None:
             invalid |= ~np.repeat(allowed, n_bins)
-        return cls(offsets, total_bins, np.repeat(np.arange(n_bins.size), n_bins), invalid)
+        bin_feature = np.repeat(np.arange(n_bins.size), n_bins)
+        start = offsets[bin_feature]
+        return cls(offsets, total_bins, bin_feature, invalid, np.maximum(start - 1, 0),
+                   start == 0)
 
 
 @dataclass(frozen=True)
 class BinnedRows:
     """What every tree grown on the same binned rows shares: each row's flat bin per feature
-    [N, d] and the root's bin counts (every row is at the root)."""
+    [N, d], the root's bin counts (every row is at the root) and the codes feature by feature
+    [d, N] (a split reads one feature of its node's rows)."""
 
     flat: IntArray
     root_count: IntArray
+    columns: NDArray[np.uint8]
 
     @classmethod
     def of(cls, codes: NDArray[np.uint8], binner: BinMapper) -> BinnedRows:
         n_bins = binner.n_bins
         offsets = np.concatenate([[0], np.cumsum(n_bins)[:-1]]).astype(np.intp)
         flat = codes.astype(np.intp) + offsets
-        return cls(flat, np.bincount(flat.ravel(), minlength=int(n_bins.sum())))
+        root_count = np.bincount(flat.ravel(), minlength=int(n_bins.sum()))
+        return cls(flat, root_count, np.ascontiguousarray(codes.T))
 
 
 def grow_tree(
@@ -212,24 +225,28 @@ def grow_tree(
     layout = _BinLayout.of(binner, allowed)
     rows = rows or BinnedRows.of(codes, binner)
     weights = [np.repeat(residual[:, k], d) for k in range(n_out)]  # row-major, like flat
+    penalty = _Penalty.of(layout, params, feature_cost, feature_sensor)
     growth = _Growth(n_out)
     level: list[tuple[int, IntArray]] = [(growth.add(), np.arange(n))]
     for _depth in range(params.max_depth):
         active = [idx for _, idx in level if idx.size >= 2 * params.min_samples_leaf]
         if not active:
             break
-        gains = _level_gains(rows, weights, layout, active, residual, params)
+        gain, ok = _level_gains(rows, weights, layout, active, residual, params)
+        picks, seen = _choose(gain, ok, layout, penalty, bought), bought.copy()
         next_level: list[tuple[int, IntArray]] = []
+        s = 0
         for node, idx in level:
             split = None
             if idx.size >= 2 * params.min_samples_leaf:
-                gain, ok = gains.pop(0)
-                split = _choose(gain, ok, layout, params, feature_cost, feature_sensor, bought)
+                split = (picks[s] if np.array_equal(bought, seen)  # else a left sibling bought
+                         else _choose(gain[s:s + 1], ok[s:s + 1], layout, penalty, bought)[0])
+                s += 1
             if split is None:
                 next_level.append((node, idx))
                 continue
             j, b, growth.gain[node] = split
-            go_left = codes[idx, j] <= b
+            go_left = rows.columns[j][idx] <= b
             left, right = growth.add(), growth.add()
             growth.feature[node] = j
             growth.threshold[node] = float(binner.thresholds[j][b])
@@ -250,7 +267,7 @@ def grow_tree(
 def _level_gains(
     rows: BinnedRows, weights: list[FloatArray], layout: _BinLayout, active: list[IntArray],
     residual: FloatArray, params: TreeParams,
-) -> list[tuple[FloatArray, NDArray[np.bool_]]]:
+) -> tuple[FloatArray, NDArray[np.bool_]]:
     """Per active node (rows ``active[s]``): every bin's split gain before the cost penalty
     and whether the split leaves ``min_samples_leaf`` rows on both sides."""
     n_nodes, tb = len(active), layout.total_bins
@@ -270,8 +287,7 @@ def _level_gains(
     # cumulative sums within each feature: left side = bins <= b
     csum = np.cumsum(sums, axis=1)
     ccount = np.cumsum(count.astype(np.float64), axis=1)
-    start = layout.offsets[layout.bin_feature]
-    prev, first = np.maximum(start - 1, 0), start == 0
+    prev, first = layout.prev, layout.first
     left_sum = csum - np.where(first[None, :, None], 0.0, csum[:, prev])
     left_n = ccount - np.where(first[None, :], 0.0, ccount[:, prev])
     total_sum = np.stack([residual[idx].sum(axis=0) for idx in active])
@@ -287,26 +303,43 @@ def _level_gains(
             - (total_sum**2).sum(axis=1)[:, None] / n_node
         )
     gain = 0.5 * gain / n_total
-    return [(gain[s], ok[s]) for s in range(n_nodes)]
+    return gain, ok
+
+
+@dataclass(frozen=True)
+class _Penalty:
+    """Per flat bin: its feature's sensor, whether that costs anything, and γ · its cost."""
+
+    sensor: IntArray
+    costly: NDArray[np.bool_]
+    charge: FloatArray
+
+    @classmethod
+    def of(cls, layout: _BinLayout, params: TreeParams, feature_cost: FloatArray,
+           feature_sensor: IntArray) -> _Penalty:
+        cost = feature_cost[layout.bin_feature]
+        with np.errstate(invalid="ignore"):  # γ = 0 with an infinite cost: used only if charged
+            charge = params.gamma * cost
+        return cls(feature_sensor[layout.bin_feature], cost > 0, charge)
 
 
 def _choose(
-    gain: FloatArray, ok: NDArray[np.bool_], layout: _BinLayout, params: TreeParams,
-    feature_cost: FloatArray, feature_sensor: IntArray, bought: NDArray[np.bool_],
-) -> tuple[int, int, float] | None:
-    """The best split (feature, bin, gain) after the penalty for sensors not yet bought."""
-    if not ok.any():
-        return None
-    bin_feature = layout.bin_feature
-    charged = ~bought[feature_sensor[bin_feature]] & (feature_cost[bin_feature] > 0)
+    gain: FloatArray, ok: NDArray[np.bool_], layout: _BinLayout, penalty: _Penalty,
+    bought: NDArray[np.bool_],
+) -> list[tuple[int, int, float] | None]:
+    """Per node (row of ``gain`` and ``ok`` [nodes, bins]): the best split (feature, bin,
+    gain) after the penalty for sensors not yet bought, or None."""
+    charged = ~bought[penalty.sensor] & penalty.costly
     with np.errstate(invalid="ignore"):  # inf·0 / nan − inf outside ``ok`` are discarded
-        penalty = np.where(charged, params.gamma * feature_cost[bin_feature], 0.0)
-        penalised = np.where(ok, gain - penalty, -np.inf)
-    best = int(np.argmax(penalised))
-    if not penalised[best] > 1e-12:
-        return None
-    j = int(bin_feature[best])
-    return j, int(best - layout.offsets[j]), float(gain[best])
+        penalised = np.where(ok, gain - np.where(charged, penalty.charge, 0.0), -np.inf)
+    out: list[tuple[int, int, float] | None] = []
+    for s, best in enumerate(np.argmax(penalised, axis=1).tolist()):
+        if not penalised[s, best] > 1e-12:  # also when no bin is ``ok``: all −inf
+            out.append(None)
+            continue
+        j = int(layout.bin_feature[best])
+        out.append((j, best - int(layout.offsets[j]), float(gain[s, best])))
+    return out
 
 
 def predict_trees(trees: list[Tree], X: NDArray[np.floating], n_outputs: int) -> FloatArray:
