@@ -102,7 +102,8 @@ def default_point(dataset: Any, hpc: Any, hpc_onnx: bytes, graphs: list[Any],
     cert_walks = None if certify is None else validation_walks(manifest, files, certify[0])
     paired = (paired_on_validation(manifest, files, dataset, walks) if certify is None
               else paired_on_rows(manifest, files, *certify, cert_walks))
-    point, _, certified = choose_default(front, paired, None, held_out=certify is not None)
+    point, _, certified = choose_default(front, paired, None, selection_rows=0 if certify is None
+                                         else len(dataset.y_val))
     i = next(k for k, p in enumerate(front) if p is point)
     runner = BundleRunner.from_files(manifest, files)
     out = {"point": point.name, "method": point.method, "certified": certified,
@@ -147,14 +148,16 @@ def on_test(runner: Any, name: str, dataset: Any, hpc: Any, hpc_cost: float) -> 
                 int(np.sum(right & ~hpc_right)), int(np.sum(~right & hpc_right)), len(y))}
 
 
-RULES = ("fixed_sequence", "per_point", "split", "held_out")
+RULES = ("fixed_sequence", "per_point", "split", "held_out", "train_default")
 """``fixed_sequence``: ``certified_near`` on the rows that chose the front (the rule before
 the certify hold-out: the front tested from the most expensive point, stop at the first
 failure; not valid under selection); ``per_point``: on those rows, the cheapest point whose
 own bound passes (``sequential=False``, the rule before that); ``split``: a seeded random
 half of those rows chooses the front, the other half certifies it (the methods' knobs saw
 both halves); ``held_out``: the trainer's rule, the front tested in fixed sequence on the
-certify rows no fit and no choice saw (only when the run held them out)."""
+certify rows no fit and no choice saw (only when the run held them out); ``train_default``:
+what ``train`` makes the default, that point or, when none is certified, the most accurate on
+every validation row (selection and certify), the cheaper on ties."""
 
 
 def _bits(right: Any) -> str:
@@ -178,12 +181,23 @@ def rule_table(front: dict[str, Any], seed: int) -> dict[str, Any]:
     if "certify" in front:
         held = front["certify"]
         m = int(held["n_rows"])
-        picks["held_out"] = held_out_pick([p["validation_cost"] for p in points],
-                                          [_unbits(r, m) for r in held["points_right"]],
+        held_right = [_unbits(r, m) for r in held["points_right"]]
+        picks["held_out"] = held_out_pick([p["validation_cost"] for p in points], held_right,
                                           _unbits(held["hpc_right"], m))
-    return {rule: {"point": None if k is None else points[k]["name"], "certified": k is not None,
-                   "test": None if k is None else points[k]["test"]}
-            for rule, k in picks.items()}
+    table = {rule: {"point": None if k is None else points[k]["name"],
+                    "certified": k is not None,
+                    "test": None if k is None else points[k]["test"]}
+             for rule, k in picks.items()}
+    if "certify" in front:  # what train picks: certified, else most accurate on every row
+        k = picks["held_out"]
+        if k is None:
+            k = min(range(len(points)), key=lambda i: (
+                -(float(np.sum(right[i])) + float(np.sum(held_right[i]))),
+                points[i]["validation_cost"], i))
+        table["train_default"] = {"point": points[k]["name"],
+                                  "certified": picks["held_out"] is not None,
+                                  "test": points[k]["test"]}
+    return table
 
 
 def pick_by_rules(costs: list[float], right: list[Any], hpc_right: Any,
@@ -278,24 +292,35 @@ def run_one(name: str, seed: int, quick: bool, n_jobs: int, methods: str | None,
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Per dataset (and ``--val-fraction``, when given) and method: mean test cost reduction
     of the default point over seeds, and on how many seeds it was certified on validation and
-    held on test; per rule of ``RULES`` (``auto/<rule>``): on how many seeds it certified a
-    point, how many of those held on test, and their cost reductions."""
+    held on test (``held_at_half_cost``: held at >= 0.5 cost reduction); per rule of
+    ``RULES`` (``auto/<rule>``): on how many seeds it certified a point, how many of those
+    held on test, and their cost reductions."""
     table: dict[str, dict[str, Any]] = {}
     for r in results:
         key = r["dataset"] + ("" if r.get("val_fraction") is None
                               else f" (val-fraction {r['val_fraction']:g})")
         for method, m in r["methods"].items():
             row = table.setdefault(key, {}).setdefault(
-                method, {"seeds": [], "cost_reduction": [], "certified": 0, "held": 0})
+                method, {"seeds": [], "cost_reduction": [], "certified": 0, "held": 0,
+                         "held_at_half_cost": 0})
             row["seeds"].append(r["seed"])
             row["cost_reduction"].append(round(m["test"]["cost_reduction"], 4))
             row["certified"] += bool(m["certified"])
             row["held"] += bool(m["test"]["held"])
+            row["held_at_half_cost"] += bool(m["test"]["held"]
+                                             and m["test"]["cost_reduction"] >= 0.5)
         for rule, m in r["methods"].get("auto", {}).get("rules", {}).items():
             row = table[key].setdefault(f"auto/{rule}", {"seeds": [], "certified": 0,
-                                                         "held": 0, "cost_reduction": []})
+                                                         "held": 0, "cost_reduction": [],
+                                                         "held_at_half_cost": 0})
             row["seeds"].append(r["seed"])
-            if m["certified"]:
+            if rule == "train_default":  # always a point: count it like a method's default
+                t = m["test"]
+                row["certified"] += bool(m["certified"])
+                row["held"] += bool(t["held"])
+                row["held_at_half_cost"] += bool(t["held"] and t["cost_reduction"] >= 0.5)
+                row["cost_reduction"].append(round(t["cost_reduction"], 4))
+            elif m["certified"]:
                 row["certified"] += 1
                 row["held"] += bool(m["test"]["held"])
                 row["cost_reduction"].append(round(m["test"]["cost_reduction"], 4))
@@ -327,6 +352,10 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.summarize:
         runs = [json.loads(p.read_text()) for p in sorted(args.out.rglob("auto-*-s*.json"))]
+        for r in runs:  # the rules re-run on each stored front (the current code's rules)
+            auto = r["methods"].get("auto", {})
+            if "front" in auto:
+                auto["rules"] = rule_table(auto["front"], r["seed"])
         body = {"summary": summary(runs), "runs": runs}
         (args.out / "auto.json").write_text(json.dumps(body, indent=1))
         print(json.dumps(body["summary"], indent=1))

@@ -108,7 +108,9 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
     chosen = certified_near(scored, [c.lower_bound for c in paired], TOLERANCE, fallback=False)
     best, missing = None, None
     if chosen is None:
-        top = most_accurate(scored)  # the trainer's default when nothing is certified
+        top = most_accurate([Scored(result(p.policy, "validation").accuracy, p.cost)
+                             for p in manifest.operating_points])  # the trainer's default
+        # when nothing is certified: the most accurate on every validation row
         if top is not None:
             total = sum(len(dataset.split(s)[1]) for s in ("train", "validation", "test"))
             rows = "validation" if len(certify) == len(y_val) else "held-out certify"

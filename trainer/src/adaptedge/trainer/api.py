@@ -13,7 +13,12 @@ from typing import Any
 
 from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
-from adaptedge.protocol.operating_points import PairedCounts, fixed_sequence, rows_to_certify
+from adaptedge.protocol.operating_points import (
+    PairedCounts,
+    fixed_sequence,
+    most_accurate,
+    rows_to_certify,
+)
 from adaptedge.trainer.data.bundle_data import SIZE_COLUMN_KEY, TARGET_COLUMN_KEY
 from adaptedge.trainer.data.costs import size_column
 from adaptedge.trainer.data.csv_dataset import check_training_classes
@@ -55,32 +60,54 @@ DEFAULT_TOLERANCE = 0.01
 
 
 def choose_default(frontier: list[Any], paired: Sequence[PairedCounts], budget: float | None,
-                   *, total_rows: int | None = None, held_out: bool = False,
-                   certify_share: float = 1.0) -> tuple[Any, str, bool | None]:
+                   *, total_rows: int | None = None, selection_rows: int = 0
+                   ) -> tuple[Any, str, bool | None]:
     """The default operating point, the rule that chose it in words, and whether the paired
     rule certified it (``None`` under a budget). ``paired``: each point's outcomes against the
-    HPC on the certify rows (``held_out``: validation rows no fit and no choice of the sweep
-    saw, ``export.bundle.paired_on_rows``) or on the validation rows the front was chosen on
-    (``paired_on_validation``: not valid under selection); ``total_rows``: all rows of the
-    data, to suggest ``--val-fraction`` (``certify_share``: the certify rows' share of the
-    validation rows). The order of the sequence is the points' validation
-    cost (selection rows). A budget below every point keeps the finished run: the cheapest
-    point, with a warning on stderr."""
-    if budget is None:
-        bounds = [c.lower_bound for c in paired]
+    HPC on the certify rows no fit and no choice of the sweep saw (``selection_rows``: how many
+    validation rows chose the front; ``export.bundle.paired_on_rows``), or with
+    ``selection_rows`` 0 on the rows that chose the front (``paired_on_validation``: not valid
+    under selection). The sequence runs by the points' validation cost (selection rows). When
+    nothing is certified, the default is the most accurate point on every validation row
+    (selection and certify: no guarantee is claimed, so the certify rows help choose), the
+    cheaper on ties. ``total_rows``: all rows of the data, to suggest ``--val-fraction``. A
+    budget below every point keeps the finished run: the cheapest point, with a warning."""
+    if budget is not None:
+        return _within_budget(frontier, budget)
+    bounds = [c.lower_bound for c in paired]
+    passed = fixed_sequence([p.validation for p in frontier], bounds, DEFAULT_TOLERANCE)
+    rows = "held-out certify" if selection_rows else "validation"
+    if passed:
         point = pick_certified(frontier, bounds, DEFAULT_TOLERANCE)
-        i = next(k for k, p in enumerate(frontier) if p is point)
-        passed = fixed_sequence([p.validation for p in frontier], bounds, DEFAULT_TOLERANCE)
-        rows = "held-out certify" if held_out else "validation"
-        if passed:
-            return point, (f"the cheapest point within {DEFAULT_TOLERANCE:g} of the HPC's "
-                           f"accuracy with 97.5% confidence (paired lower bound "
-                           f"{bounds[i]:+.4f} on its accuracy minus the HPC's, on the same "
-                           f"{int(paired[i].n)} {rows} rows; fixed-sequence test from the "
-                           f"most expensive point: {len(passed)} of {len(frontier)} passed "
-                           f"before the first failure)"), True
-        return point, not_certified(paired[i], DEFAULT_TOLERANCE, total_rows, rows,
-                                    certify_share), False
+        at = next(k for k, p in enumerate(frontier) if p is point)
+        return point, (f"the cheapest point within {DEFAULT_TOLERANCE:g} of the HPC's "
+                       f"accuracy with 97.5% confidence (paired lower bound "
+                       f"{bounds[at]:+.4f} on its accuracy minus the HPC's, on the same "
+                       f"{int(paired[at].n)} {rows} rows; fixed-sequence test from the "
+                       f"most expensive point: {len(passed)} of {len(frontier)} passed "
+                       f"before the first failure)"), True
+    overall = [_Scored((p.validation.accuracy * selection_rows + c.both + c.point_only)
+                       / (selection_rows + c.n) if selection_rows and c.n else
+                       p.validation.accuracy, p.validation.cost)
+               for p, c in zip(frontier, paired, strict=True)]
+    i = most_accurate(overall)
+    if i is None:
+        raise BudgetError("no operating points to choose from")
+    share = paired[i].n / (paired[i].n + selection_rows) if paired[i].n else 1.0
+    return frontier[i], not_certified(paired[i], DEFAULT_TOLERANCE, total_rows, rows,
+                                      share), False
+
+
+class _Scored:
+    """A point's accuracy (on every validation row) and validation cost."""
+
+    def __init__(self, accuracy: float, cost: float) -> None:
+        self.accuracy, self.cost = accuracy, cost
+
+
+def _within_budget(frontier: list[Any], budget: float) -> tuple[Any, str, None]:
+    """``choose_default`` under ``--budget``: the most accurate point within it, else the
+    cheapest with a warning on stderr."""
     try:
         return pick_within_budget(frontier, budget), (
             f"the most accurate point with validation cost <= --budget {budget:g}"), None
@@ -118,14 +145,13 @@ def not_certified(counts: PairedCounts, tolerance: float, total_rows: int | None
 
 
 def default_chooser(frontier: list[Any], budget: float | None, *,
-                    total_rows: int | None = None, held_out: bool = False,
-                    certify_share: float = 1.0) -> Chooser:
+                    total_rows: int | None = None, selection_rows: int = 0) -> Chooser:
     """``export_bundle``'s ``choose``: ``choose_default`` on the points' paired counts, the
     rule in ``metadata["default_rule"]`` and ``metadata["certified"]``."""
 
     def choose(paired: list[PairedCounts]) -> tuple[str, dict[str, Any]]:
         point, rule, certified = choose_default(frontier, paired, budget, total_rows=total_rows,
-                                                held_out=held_out, certify_share=certify_share)
+                                                selection_rows=selection_rows)
         return point.name, {"default_rule": rule, "certified": certified}
 
     return choose
@@ -309,11 +335,11 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
                   for k, v in sorted((extra or {}).items())},
         **method_meta, **certify_meta,
     }
-    share = certify_meta.get(CERTIFY_KEY, {}).get("fraction", 1.0)
     export_bundle(out, dataset, hpc, frontier, metadata=meta, force=force, budget_index=index,
                   split=recipe, certify=certify,
                   choose=default_chooser(frontier, budget, total_rows=total_rows,
-                                         held_out=certify is not None, certify_share=share))
+                                         selection_rows=0 if certify is None
+                                         else len(dataset.y_val)))
     return verify(out)
 
 
