@@ -56,8 +56,7 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
 
     from adaptedge.protocol.bundle import verify
     from adaptedge.protocol.costs import hpc_cost
-    from adaptedge.protocol.operating_points import PairedCounts, certified_near, most_accurate
-    from adaptedge.trainer.api import not_certified
+    from adaptedge.protocol.operating_points import PairedCounts, certified_near
     from adaptedge.trainer.policy.oracle import BundleRunner, PolicyResult
 
     manifest = verify(root)
@@ -107,15 +106,10 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
               for p in manifest.operating_points]  # the selection rows' accuracy; cost: order
     chosen = certified_near(scored, [c.lower_bound for c in paired], TOLERANCE, fallback=False)
     best, missing = None, None
-    if chosen is None:
-        top = most_accurate([Scored(result(p.policy, "validation").accuracy, p.cost)
-                             for p in manifest.operating_points])  # the trainer's default
-        # when nothing is certified: the most accurate on every validation row
-        if top is not None:
-            total = sum(len(dataset.split(s)[1]) for s in ("train", "validation", "test"))
-            rows = "validation" if len(certify) == len(y_val) else "held-out certify"
-            missing = not_certified(paired[top], TOLERANCE, total, rows,
-                                    len(certify) / max(len(y_val), 1))
+    if chosen is None:  # the trainer's default then: the most accurate on every validation row
+        overall = [Scored(result(p.policy, "validation").accuracy, p.cost)
+                   for p in manifest.operating_points]
+        missing = _not_certified(overall, paired, dataset, len(certify))
     else:
         point = manifest.operating_points[chosen]
         r = result(point.policy, split)
@@ -131,6 +125,22 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
         "best_within_1pct": best,
         "not_certified": missing,
     }
+
+
+def _not_certified(overall: list[Scored], paired: list[Any], dataset: Any,
+                   n_certify: int) -> str | None:
+    """``not_certified``'s line for the most accurate point of ``overall`` (every validation
+    row), its counts on the ``n_certify`` certify rows (``None``: no points)."""
+    from adaptedge.protocol.operating_points import most_accurate
+    from adaptedge.trainer.api import not_certified
+
+    top = most_accurate(overall)
+    if top is None:
+        return None
+    n_val = len(dataset.y_val)
+    total = sum(len(dataset.split(s)[1]) for s in ("train", "validation", "test"))
+    rows = "validation" if n_certify == n_val else "held-out certify"
+    return not_certified(paired[top], TOLERANCE, total, rows, n_certify / max(n_val, 1))
 
 
 def held_out_rows(manifest: Any, y_val: Any) -> tuple[Any, Any]:
