@@ -84,11 +84,14 @@ def load(name: str, seed: int, tmp: Path) -> Any:
 
 
 def default_point(dataset: Any, hpc: Any, hpc_onnx: bytes, graphs: list[Any],
-                  hpc_cost: float, *, rules: bool = False, seed: int = 0) -> dict[str, Any]:
-    """The default point of ``graphs``' validation front as ``train`` picks it (validation),
-    reported on test; with ``rules``, also what each certifying rule of ``RULES`` picks."""
+                  hpc_cost: float, *, rules: bool = False, seed: int = 0,
+                  certify: tuple[Any, Any] | None = None) -> dict[str, Any]:
+    """The default point of ``graphs``' validation front as ``train`` picks it (the bounds on
+    the held-out ``certify`` rows, or with ``None`` on the validation rows that chose the
+    front), reported on test; with ``rules``, also what each certifying rule of ``RULES``
+    picks."""
     from adaptedge.trainer.api import choose_default
-    from adaptedge.trainer.export.bundle import build_bundle, paired_on_validation
+    from adaptedge.trainer.export.bundle import build_bundle, paired_on_rows, paired_on_validation
     from adaptedge.trainer.policy.frontier import pareto_frontier
     from adaptedge.trainer.policy.oracle import BundleRunner
     from adaptedge.trainer.validation_reference import validation_walks
@@ -96,8 +99,11 @@ def default_point(dataset: Any, hpc: Any, hpc_onnx: bytes, graphs: list[Any],
     front = list(pareto_frontier(graphs))
     manifest, files = build_bundle(dataset, hpc, front, hpc_onnx=hpc_onnx)
     walks = validation_walks(manifest, files, dataset.split("validation")[0])
-    paired = paired_on_validation(manifest, files, dataset, walks)
-    point, _, certified = choose_default(front, paired, None)
+    cert_walks = None if certify is None else validation_walks(manifest, files, certify[0])
+    paired = (paired_on_validation(manifest, files, dataset, walks) if certify is None
+              else paired_on_rows(manifest, files, *certify, cert_walks))
+    point, _, certified = choose_default(front, paired, None, selection_rows=0 if certify is None
+                                         else len(dataset.y_val))
     i = next(k for k, p in enumerate(front) if p is point)
     runner = BundleRunner.from_files(manifest, files)
     out = {"point": point.name, "method": point.method, "certified": certified,
@@ -108,12 +114,19 @@ def default_point(dataset: Any, hpc: Any, hpc_onnx: bytes, graphs: list[Any],
     if rules:
         _, y_val = dataset.split("validation")
         right = [walks.results[p.policy].labels == y_val for p in manifest.operating_points]
-        hpc_right = walks.hpc_labels == y_val
         tests = [on_test(runner, p.name, dataset, hpc, hpc_cost) for p in front]
-        out["front"] = {"n_rows": len(y_val), "hpc_right": _bits(hpc_right), "points": [
-            {"name": p.name, "method": p.method, "validation_cost": p.validation.cost,
-             "validation_right": _bits(r), "test": t}
-            for p, r, t in zip(front, right, tests, strict=True)]}
+        out["front"] = {"n_rows": len(y_val), "hpc_right": _bits(walks.hpc_labels == y_val),
+                        "points": [{"name": p.name, "method": p.method,
+                                    "validation_cost": p.validation.cost,
+                                    "validation_right": _bits(r), "test": t}
+                                   for p, r, t in zip(front, right, tests, strict=True)]}
+        if certify is not None and cert_walks is not None:
+            y_c = certify[1]
+            out["front"]["certify"] = {"n_rows": len(y_c),
+                                       "hpc_right": _bits(cert_walks.hpc_labels == y_c),
+                                       "points_right": [
+                                           _bits(cert_walks.results[p.policy].labels == y_c)
+                                           for p in manifest.operating_points]}
         out["rules"] = rule_table(out["front"], seed)
     return out
 
@@ -135,12 +148,16 @@ def on_test(runner: Any, name: str, dataset: Any, hpc: Any, hpc_cost: float) -> 
                 int(np.sum(right & ~hpc_right)), int(np.sum(~right & hpc_right)), len(y))}
 
 
-RULES = ("fixed_sequence", "per_point", "split")
-"""``fixed_sequence``: the trainer's rule (``certified_near``: the front tested from the most
-expensive point, stop at the first failure); ``per_point``: the cheapest point whose own
-bound passes (``sequential=False``, the rule before); ``split``: a seeded random half A of
-the validation rows chooses (the front on A's accuracies), the other half B certifies (the
-A-front tested in fixed sequence on B's bounds), so no label tested was used to choose."""
+RULES = ("fixed_sequence", "per_point", "split", "held_out", "train_default")
+"""``fixed_sequence``: ``certified_near`` on the rows that chose the front (the rule before
+the certify hold-out: the front tested from the most expensive point, stop at the first
+failure; not valid under selection); ``per_point``: on those rows, the cheapest point whose
+own bound passes (``sequential=False``, the rule before that); ``split``: a seeded random
+half of those rows chooses the front, the other half certifies it (the methods' knobs saw
+both halves); ``held_out``: the trainer's rule, the front tested in fixed sequence on the
+certify rows no fit and no choice saw (only when the run held them out); ``train_default``:
+what ``train`` makes the default, that point or, when none is certified, the most accurate on
+every validation row (selection and certify), the cheaper on ties."""
 
 
 def _bits(right: Any) -> str:
@@ -161,9 +178,26 @@ def rule_table(front: dict[str, Any], seed: int) -> dict[str, Any]:
     right = [_unbits(p["validation_right"], n) for p in points]
     picks = pick_by_rules([p["validation_cost"] for p in points], right,
                           _unbits(front["hpc_right"], n), seed)
-    return {rule: {"point": None if k is None else points[k]["name"], "certified": k is not None,
-                   "test": None if k is None else points[k]["test"]}
-            for rule, k in picks.items()}
+    if "certify" in front:
+        held = front["certify"]
+        m = int(held["n_rows"])
+        held_right = [_unbits(r, m) for r in held["points_right"]]
+        picks["held_out"] = held_out_pick([p["validation_cost"] for p in points], held_right,
+                                          _unbits(held["hpc_right"], m))
+    table = {rule: {"point": None if k is None else points[k]["name"],
+                    "certified": k is not None,
+                    "test": None if k is None else points[k]["test"]}
+             for rule, k in picks.items()}
+    if "certify" in front:  # what train picks: certified, else most accurate on every row
+        k = picks["held_out"]
+        if k is None:
+            k = min(range(len(points)), key=lambda i: (
+                -(float(np.sum(right[i])) + float(np.sum(held_right[i]))),
+                points[i]["validation_cost"], i))
+        table["train_default"] = {"point": points[k]["name"],
+                                  "certified": picks["held_out"] is not None,
+                                  "test": points[k]["test"]}
+    return table
 
 
 def pick_by_rules(costs: list[float], right: list[Any], hpc_right: Any,
@@ -193,14 +227,24 @@ def pick_by_rules(costs: list[float], right: list[Any], hpc_right: Any,
     return out
 
 
+def held_out_pick(costs: list[float], right: list[Any], hpc_right: Any) -> int | None:
+    """The point the trainer's rule certifies from the per-row outcomes on the held-out
+    certify rows, tested in fixed sequence by validation cost (``None``: none)."""
+    from adaptedge.protocol.operating_points import PairedCounts, certified_near
+
+    bounds: list[float | None] = [PairedCounts.of(r, hpc_right).lower_bound for r in right]
+    return certified_near([_Scored(0.0, c) for c in costs], bounds, 0.01, fallback=False)
+
+
 class _Scored:
     def __init__(self, accuracy: float, cost: float) -> None:
         self.accuracy, self.cost = accuracy, cost
 
 
 def run_one(name: str, seed: int, quick: bool, n_jobs: int, methods: str | None,
-            tmp: Path, val_fraction: float | None = None) -> dict[str, Any]:
-    from adaptedge.trainer.data.splits import with_val_fraction
+            tmp: Path, val_fraction: float | None = None,
+            certify_fraction: float = 0.5) -> dict[str, Any]:
+    from adaptedge.trainer.data.splits import hold_out_certify, with_val_fraction
     from adaptedge.trainer.hpc import fit_hpc
     from adaptedge.trainer.methods.auto import merge, run_methods
     from adaptedge.trainer.methods.gating import CostModel
@@ -209,6 +253,10 @@ def run_one(name: str, seed: int, quick: bool, n_jobs: int, methods: str | None,
     d = load(name, seed, tmp)
     if val_fraction is not None:
         d = with_val_fraction(d, val_fraction, seed)
+    n_val = len(d.y_val)
+    certify = None
+    if certify_fraction > 0:  # as train --certify-fraction: no fit and no choice sees them
+        d, certify = hold_out_certify(d, certify_fraction, seed)
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     hpc = fit_hpc(d, seed=seed, n_jobs=n_jobs, progress=False)
@@ -221,18 +269,21 @@ def run_one(name: str, seed: int, quick: bool, n_jobs: int, methods: str | None,
     hpc_onnx = hpc.onnx_bytes()
     out: dict[str, Any] = {
         "dataset": name, "seed": seed, "quick": quick, "val_fraction": val_fraction,
+        "certify_fraction": certify_fraction,
         "description": d.description,
-        "rows": {"train": len(d.y_train), "validation": len(d.y_val), "test": len(d.y_test)},
+        "rows": {"train": len(d.y_train), "validation": n_val, "select": len(d.y_val),
+                 "certify": 0 if certify is None else len(certify[1]), "test": len(d.y_test)},
         "hpc": {"description": hpc.description, "validation_accuracy": hpc.val_accuracy,
                 "cost": hpc_cost, "seconds": hpc_seconds},
         "skipped": dict(done.plan.skipped), "methods": {}}
     for method, graphs in done.candidates.items():
         out["methods"][method] = {"train_seconds": done.seconds[method],
-                                  **default_point(d, hpc, hpc_onnx, list(graphs), hpc_cost)}
+                                  **default_point(d, hpc, hpc_onnx, list(graphs), hpc_cost,
+                                                  certify=certify)}
     merged = merge(done.candidates)
     out["methods"]["auto"] = {"train_seconds": sum(done.seconds.values()) + hpc_seconds,
                               **default_point(d, hpc, hpc_onnx, list(merged), hpc_cost,
-                                            rules=True, seed=seed),
+                                              rules=True, seed=seed, certify=certify),
                               "front_methods": sorted({g.method for g in merged})}
     out["load_average_1min"] = {"before": load_before, "after": os.getloadavg()[0]}
     return out
@@ -241,24 +292,35 @@ def run_one(name: str, seed: int, quick: bool, n_jobs: int, methods: str | None,
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Per dataset (and ``--val-fraction``, when given) and method: mean test cost reduction
     of the default point over seeds, and on how many seeds it was certified on validation and
-    held on test; per rule of ``RULES`` (``auto/<rule>``): on how many seeds it certified a
-    point, how many of those held on test, and their cost reductions."""
+    held on test (``held_at_half_cost``: held at >= 0.5 cost reduction); per rule of
+    ``RULES`` (``auto/<rule>``): on how many seeds it certified a point, how many of those
+    held on test, and their cost reductions."""
     table: dict[str, dict[str, Any]] = {}
     for r in results:
         key = r["dataset"] + ("" if r.get("val_fraction") is None
                               else f" (val-fraction {r['val_fraction']:g})")
         for method, m in r["methods"].items():
             row = table.setdefault(key, {}).setdefault(
-                method, {"seeds": [], "cost_reduction": [], "certified": 0, "held": 0})
+                method, {"seeds": [], "cost_reduction": [], "certified": 0, "held": 0,
+                         "held_at_half_cost": 0})
             row["seeds"].append(r["seed"])
             row["cost_reduction"].append(round(m["test"]["cost_reduction"], 4))
             row["certified"] += bool(m["certified"])
             row["held"] += bool(m["test"]["held"])
+            row["held_at_half_cost"] += bool(m["test"]["held"]
+                                             and m["test"]["cost_reduction"] >= 0.5)
         for rule, m in r["methods"].get("auto", {}).get("rules", {}).items():
             row = table[key].setdefault(f"auto/{rule}", {"seeds": [], "certified": 0,
-                                                         "held": 0, "cost_reduction": []})
+                                                         "held": 0, "cost_reduction": [],
+                                                         "held_at_half_cost": 0})
             row["seeds"].append(r["seed"])
-            if m["certified"]:
+            if rule == "train_default":  # always a point: count it like a method's default
+                t = m["test"]
+                row["certified"] += bool(m["certified"])
+                row["held"] += bool(t["held"])
+                row["held_at_half_cost"] += bool(t["held"] and t["cost_reduction"] >= 0.5)
+                row["cost_reduction"].append(round(t["cost_reduction"], 4))
+            elif m["certified"]:
                 row["certified"] += 1
                 row["held"] += bool(m["test"]["held"])
                 row["cost_reduction"].append(round(m["test"]["cost_reduction"], 4))
@@ -282,11 +344,18 @@ def main() -> None:
     ap.add_argument("--val-fraction", type=float,
                     help="as train --val-fraction: validation re-drawn from the training rows "
                     "to hold this share of all rows (test unchanged)")
+    ap.add_argument("--certify-fraction", type=float, default=0.5,
+                    help="as train --certify-fraction: this share of validation held out from "
+                    "every fit and choice, the default certified on it (0: none)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/auto"))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.summarize:
         runs = [json.loads(p.read_text()) for p in sorted(args.out.rglob("auto-*-s*.json"))]
+        for r in runs:  # the rules re-run on each stored front (the current code's rules)
+            auto = r["methods"].get("auto", {})
+            if "front" in auto:
+                auto["rules"] = rule_table(auto["front"], r["seed"])
         body = {"summary": summary(runs), "runs": runs}
         (args.out / "auto.json").write_text(json.dumps(body, indent=1))
         print(json.dumps(body["summary"], indent=1))
@@ -296,7 +365,7 @@ def main() -> None:
         for name in args.datasets.split(","):
             for seed in (int(s) for s in args.seeds.split(",")):
                 r = run_one(name, seed, args.quick, args.jobs, args.methods, Path(tmp),
-                            args.val_fraction)
+                            args.val_fraction, args.certify_fraction)
                 tag = "" if args.val_fraction is None else f"-v{args.val_fraction:g}"
                 (args.out / f"auto-{name}{tag}-s{seed}.json").write_text(json.dumps(r, indent=1))
                 results.append(r)

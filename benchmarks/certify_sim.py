@@ -1,35 +1,54 @@
 """How often each certifying rule certifies a point that is truly worse than the HPC by more
-than the tolerance, by simulation; prints one JSON object.
+than the tolerance (false certification), and how often and how cheaply it certifies a point
+when good points exist (power), by simulation; prints one JSON object.
 
     python -m benchmarks.certify_sim [--trials 400] [--seed 0]
 
 Each trial draws a validation set of ``n`` rows for ``k`` candidate points with distinct,
-fixed costs: the ``good`` most expensive are truly as accurate as the HPC, every other point
-truly ``tolerance + gap`` worse (2% of rows only the HPC gets right; 2% - 1% - gap only the
-point). Per point the paired counts are drawn independently (multinomial). Rules, all at
-tolerance 0.01 and one-sided 97.5%: ``per_point`` (the cheapest point whose own paired bound
-passes: the rule before fixed-sequence testing), ``sequence_list`` (``certified_near``: the
-points tested from the most expensive down, stop at the first failure, on the fixed list) and
-``sequence_front`` (the same, on the list's validation Pareto front: the list chosen with the
-labels the bounds are measured on, as a trained front is). Reported: the share of trials
-that certified a truly worse point (the family-wise false-certification rate; the target is
-<= 0.025).
+fixed costs ``k, k - 1, ..., 1`` (the HPC costs ``k + 1``). Point ``i`` has a true accuracy
+difference from the HPC ``d_i`` (its ``profile``): 2% of rows only the HPC gets right and
+2% + ``d_i`` only the point; a point is *bad* when ``d_i < -0.01`` (the tolerance). Per point
+the paired counts are drawn independently (multinomial), on a selection part A
+(``1 - fraction`` of the rows) and a certify part B (``fraction``); the full set is A + B.
+Profiles: ``null`` (the ``good`` most expensive points have d = 0, every other d = -0.012),
+``mixed`` (a quarter each: +0.002, 0, -0.005, -0.02, from the most expensive down).
+
+Rules, all at tolerance 0.01 and one-sided 97.5% (family-wise):
+``per_point``: the cheapest point whose own bound on the full set passes (the rule before
+fixed-sequence testing). ``sequence_front``: the full set's validation Pareto front tested
+from the most expensive down, stop at the first failure (the rule on main: the list is chosen
+with the labels the bounds use). ``split``: the front on A, tested in fixed sequence (by cost)
+on B. ``split_screened``: as ``split``, but only the A-front points whose A difference is
+>= -tolerance / 2 are tested (a list chosen on A alone, so still valid; fewer early stops).
+``labelfree``: every point (no front) in fixed sequence by cost on the full set: valid only
+when the candidate list and the points themselves used no validation labels.
+``labelfree_bonferroni``: the points split into ``methods`` interleaved per-method lists, each
+its own fixed sequence at alpha / methods on the full set, the cheapest certified of any.
+Reported per rule: ``false`` (share of trials certifying a bad point; target <= 0.025),
+``certified`` (share certifying any point), ``cost_reduction`` (mean of 1 - cost / HPC cost
+of the certified point over the trials that certified one).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from adaptedge.protocol.operating_points import certified_near, paired_lower_bound, pareto_front
 
-SETTINGS = ({"n": 400, "k": 40, "gap": 0.002, "good": 0},
-            {"n": 400, "k": 40, "gap": 0.002, "good": 5},
-            {"n": 400, "k": 10, "gap": 0.002, "good": 0},
-            {"n": 4000, "k": 40, "gap": 0.002, "good": 5})
+TOLERANCE = 0.01
+RULES = ("per_point", "sequence_front", "split", "split_screened", "labelfree",
+         "labelfree_bonferroni")
+SETTINGS = ({"n": 400, "k": 40, "profile": "null", "good": 0},
+            {"n": 400, "k": 40, "profile": "null", "good": 5},
+            {"n": 4000, "k": 40, "profile": "null", "good": 5},
+            {"n": 360, "k": 40, "profile": "mixed", "good": 0},
+            {"n": 1000, "k": 40, "profile": "mixed", "good": 0},
+            {"n": 4000, "k": 40, "profile": "mixed", "good": 0})
 
 
 class _Point:
@@ -37,46 +56,101 @@ class _Point:
         self.accuracy, self.cost = accuracy, cost
 
 
-def trial(rng: np.random.Generator, n: int, k: int, gap: float, good: int) -> dict[str, bool]:
-    """One validation draw: whether each rule certified a truly worse point."""
-    worse = [i >= good for i in range(k)]
-    points, bounds = [], []
-    for i in range(k):
-        point_only = 0.02 - (0.01 + gap if worse[i] else 0.0)
-        b, c, _ = rng.multinomial(n, [point_only, 0.02, 1 - point_only - 0.02])
-        points.append(_Point(0.97 + (b - c) / n, float(k - i)))
-        bounds.append(paired_lower_bound(int(b), int(c), n))
-    out = {}
-    for rule, sequential in (("per_point", False), ("sequence_list", True)):
-        i = certified_near(points, bounds, 0.01, fallback=False, sequential=sequential)
-        out[rule] = i is not None and worse[i]
-    front = pareto_front(points)
-    j = certified_near([points[i] for i in front], [bounds[i] for i in front], 0.01,
+class _Draw:
+    """One part's paired counts: per point (rows only the point right, only the HPC right)."""
+
+    def __init__(self, rng: np.random.Generator, n: int, diffs: Sequence[float]) -> None:
+        self.n = n
+        self.counts = [rng.multinomial(n, [0.02 + d, 0.02, 0.96 - d])[:2] for d in diffs]
+
+    def plus(self, other: _Draw) -> _Draw:
+        out = object.__new__(_Draw)
+        out.n = self.n + other.n
+        out.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
+        return out
+
+    def points(self, k: int) -> list[_Point]:
+        return [_Point(0.97 + (b - c) / max(self.n, 1), float(k - i))
+                for i, (b, c) in enumerate(self.counts)]
+
+    def bounds(self, alpha: float = 0.025) -> list[float | None]:
+        return [paired_lower_bound(int(b), int(c), self.n, alpha=alpha) for b, c in self.counts]
+
+
+def profile(name: str, k: int, good: int) -> list[float]:
+    """Each point's true accuracy difference from the HPC, the most expensive first."""
+    if name == "null":
+        return [0.0 if i < good else -TOLERANCE - 0.002 for i in range(k)]
+    return [(0.002, 0.0, -0.005, -0.02)[min(4 * i // k, 3)] for i in range(k)]
+
+
+def _sequence(points: list[_Point], bounds: list[float | None], keep: list[int]) -> int | None:
+    j = certified_near([points[i] for i in keep], [bounds[i] for i in keep], TOLERANCE,
                        fallback=False)
-    out["sequence_front"] = j is not None and worse[front[j]]
+    return None if j is None else keep[j]
+
+
+def picks(a: _Draw, b: _Draw, k: int, methods: int) -> dict[str, int | None]:
+    """The point each rule of ``RULES`` certifies (``None``: none)."""
+    full = a.plus(b)
+    pts, bounds = full.points(k), full.bounds()
+    on_a, on_b, b_bounds = a.points(k), b.points(k), b.bounds()
+    front_a = pareto_front(on_a)
+    screened = [i for i in front_a if on_a[i].accuracy - 0.97 >= -TOLERANCE / 2]
+    out = {"per_point": certified_near(pts, bounds, TOLERANCE, fallback=False,
+                                       sequential=False),
+           "sequence_front": _sequence(pts, bounds, pareto_front(pts)),
+           "split": _sequence(on_b, b_bounds, front_a),
+           "split_screened": _sequence(on_b, b_bounds, screened),
+           "labelfree": _sequence(pts, bounds, list(range(k)))}
+    shared = full.bounds(0.025 / methods)
+    each = [_sequence(pts, shared, list(range(m, k, methods))) for m in range(methods)]
+    passed = [i for i in each if i is not None]
+    out["labelfree_bonferroni"] = max(passed) if passed else None  # the cheapest: highest i
     return out
 
 
-def run(trials: int, seed: int) -> list[dict[str, Any]]:
+def run_setting(rng: np.random.Generator, trials: int, n: int, k: int, profile_name: str,
+                good: int, fraction: float, methods: int) -> dict[str, Any]:
+    """Every rule's rates over ``trials`` draws of one setting."""
+    diffs = profile(profile_name, k, good)
+    n_b = round(fraction * n)
+    tally: dict[str, list[float]] = {r: [0.0, 0.0] for r in RULES}
+    reductions: dict[str, list[float]] = {r: [] for r in RULES}
+    for _ in range(trials):
+        for rule, i in picks(_Draw(rng, n - n_b, diffs), _Draw(rng, n_b, diffs), k,
+                             methods).items():
+            if i is not None:
+                tally[rule][0] += diffs[i] < -TOLERANCE
+                tally[rule][1] += 1
+                reductions[rule].append(1 - (k - i) / (k + 1))
+    return {"n": n, "k": k, "profile": profile_name, "good": good, "trials": trials,
+            "rules": {r: {"false": tally[r][0] / trials, "certified": tally[r][1] / trials,
+                          "cost_reduction": (round(float(np.mean(reductions[r])), 4)
+                                             if reductions[r] else None)} for r in RULES}}
+
+
+def run(trials: int, seed: int, fraction: float = 0.5, methods: int = 4,
+        settings: Sequence[dict[str, Any]] = SETTINGS) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
-    rows = []
-    for setting in SETTINGS:
-        counts = dict.fromkeys(("per_point", "sequence_list", "sequence_front"), 0)
-        for _ in range(trials):
-            for rule, bad in trial(rng, **setting).items():
-                counts[rule] += bad
-        rows.append({**setting, "trials": trials,
-                     "false_certification_rate": {r: c / trials for r, c in counts.items()}})
-    return rows
+    return [run_setting(rng, trials, s["n"], s["k"], s["profile"], s["good"], fraction,
+                        methods) for s in settings]
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None,
+         out: Callable[[str], None] = print) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--trials", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    print(json.dumps({"trials": args.trials, "seed": args.seed,
-                      "settings": run(args.trials, args.seed)}, indent=1))
+    ap.add_argument("--fraction", type=float, default=0.5,
+                    help="the certify part's share of the validation rows (split rules)")
+    ap.add_argument("--methods", type=int, default=4,
+                    help="per-method lists of labelfree_bonferroni")
+    args = ap.parse_args(argv)
+    out(json.dumps({"trials": args.trials, "seed": args.seed, "fraction": args.fraction,
+                    "methods": args.methods,
+                    "settings": run(args.trials, args.seed, args.fraction, args.methods)},
+                   indent=1))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@ dataset split and report accuracy and cost of every operating point against alwa
 
 ``best_within_1pct`` is the cheapest point certified within 0.01 of the HPC's VALIDATION
 accuracy with 97.5% confidence, measured here: the paired lower bound on (its accuracy - the
-HPC's) on the same validation rows is >= -0.01 (``protocol.operating_points.certified_near``,
-the trainer's rule), reported on the requested split with cost_reduction = 1 - cost / HPC cost
+HPC's) on the same held-out certify rows (the validation rows the trainer kept from every fit
+and choice, re-drawn from ``metadata["certify"]``; all validation rows for bundles without it)
+is >= -0.01 (``protocol.operating_points.certified_near``, the trainer's rule), reported on the requested split with cost_reduction = 1 - cost / HPC cost
 (both on that split); when none is, ``not_certified`` says so in one line with the validation
 rows the most accurate point would need. Each point shows its paired bound measured here
 (``validation_paired_bound``) and the validation accuracy interval the bundle stores with it
@@ -51,10 +52,11 @@ def register(sub: Any) -> None:
 
 def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
     """The evaluation report (the ``--json`` object) of a verified bundle directory."""
+    import numpy as np
+
     from adaptedge.protocol.bundle import verify
     from adaptedge.protocol.costs import hpc_cost
-    from adaptedge.protocol.operating_points import PairedCounts, certified_near, most_accurate
-    from adaptedge.trainer.api import not_certified
+    from adaptedge.protocol.operating_points import PairedCounts, certified_near
     from adaptedge.trainer.policy.oracle import BundleRunner, PolicyResult
 
     manifest = verify(root)
@@ -83,8 +85,10 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
     hpc_scalar = hpc_cost(manifest).scalar
     if manifest.size_dependent and dataset.sizes is not None:
         hpc_scalar = result("\0hpc", split).mean_cost
-    hpc_right = (result("\0hpc", "validation").labels == dataset.y_val).tolist()
-    paired = [PairedCounts.of((result(p.policy, "validation").labels == dataset.y_val).tolist(),
+    select, certify = held_out_rows(manifest, dataset.y_val)
+    y_val = dataset.y_val
+    hpc_right = (result("\0hpc", "validation").labels == y_val)[certify].tolist()
+    paired = [PairedCounts.of((result(p.policy, "validation").labels == y_val)[certify].tolist(),
                               hpc_right) for p in manifest.operating_points]
     points: list[dict[str, Any]] = []
     for point, counts in zip(manifest.operating_points, paired, strict=True):
@@ -97,15 +101,15 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
                        "validation_paired_bound": counts.lower_bound,
                        "validation_interval": (None if point.accuracy_interval is None
                                                else list(point.accuracy_interval))})
-    validation = [result(point.policy, "validation") for point in manifest.operating_points]
-    scored = [Scored(v.accuracy, v.mean_cost) for v in validation]
+    scored = [Scored(float(np.mean(result(p.policy, "validation").labels[select]
+                                   == y_val[select])), p.cost)
+              for p in manifest.operating_points]  # the selection rows' accuracy; cost: order
     chosen = certified_near(scored, [c.lower_bound for c in paired], TOLERANCE, fallback=False)
     best, missing = None, None
-    if chosen is None:
-        top = most_accurate(scored)  # the trainer's default when nothing is certified
-        if top is not None:
-            total = sum(len(dataset.split(s)[1]) for s in ("train", "validation", "test"))
-            missing = not_certified(paired[top], TOLERANCE, total)
+    if chosen is None:  # the trainer's default then: the most accurate on every validation row
+        overall = [Scored(result(p.policy, "validation").accuracy, p.cost)
+                   for p in manifest.operating_points]
+        missing = _not_certified(overall, paired, dataset, len(certify))
     else:
         point = manifest.operating_points[chosen]
         r = result(point.policy, split)
@@ -121,6 +125,37 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
         "best_within_1pct": best,
         "not_certified": missing,
     }
+
+
+def _not_certified(overall: list[Scored], paired: list[Any], dataset: Any,
+                   n_certify: int) -> str | None:
+    """``not_certified``'s line for the most accurate point of ``overall`` (every validation
+    row), its counts on the ``n_certify`` certify rows (``None``: no points)."""
+    from adaptedge.protocol.operating_points import most_accurate
+    from adaptedge.trainer.api import not_certified
+
+    top = most_accurate(overall)
+    if top is None:
+        return None
+    n_val = len(dataset.y_val)
+    total = sum(len(dataset.split(s)[1]) for s in ("train", "validation", "test"))
+    rows = "validation" if n_certify == n_val else "held-out certify"
+    return not_certified(paired[top], TOLERANCE, total, rows, n_certify / max(n_val, 1))
+
+
+def held_out_rows(manifest: Any, y_val: Any) -> tuple[Any, Any]:
+    """Validation row indices (selection, certify) as the trainer drew them
+    (``metadata["certify"]``, ``trainer.data.splits.certify_rows``); a bundle without the
+    record (``--certify-fraction 0``, older bundles): every row both selects and certifies."""
+    import numpy as np
+
+    from adaptedge.trainer.data.splits import CERTIFY_KEY, certify_rows
+
+    record = manifest.metadata.get(CERTIFY_KEY)
+    if not record:
+        every = np.arange(len(y_val))
+        return every, every
+    return certify_rows(y_val, float(record["fraction"]), int(record["seed"]))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from adaptedge.protocol.bundle import verify
 from adaptedge.protocol.costs import hpc_cost
 from adaptedge.protocol.operating_points import PairedCounts, wilson_interval
 from adaptedge.trainer.data.datasets import load_dataset
+from adaptedge.trainer.data.splits import certify_rows
 from adaptedge.trainer.methods import registry as methods
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.oracle import BundleRunner, evaluate_policy
@@ -60,19 +61,25 @@ def test_train_writes_a_verified_frontier_bundle(trained: Path,
     costs = [p.cost for p in m.operating_points]
     accs = [p.accuracy for p in m.operating_points]
     assert costs == sorted(costs) and all(a < b for a, b in pairwise(accs))
-    # the default: cheapest whose stored validation interval's low end is within 1% of the HPC
-    n_val = len(load_dataset("heart").y_val)
+    # the validation rows split: half select (the front, the stored intervals), half certify
+    data = load_dataset("heart")
+    select, certify = certify_rows(data.y_val, 0.5, 0)
+    assert m.metadata["certify"] == {"fraction": 0.5, "rows": len(certify), "seed": 0}
+    n_val = len(select)
     for p in m.operating_points:
         assert p.accuracy_interval == pytest.approx(wilson_interval(p.accuracy, n_val))
         assert p.accuracy_interval[0] < p.accuracy < p.accuracy_interval[1]
-    # the default: the paired rule on the validation rows (issue 36), recounted here on the ONNX
-    data = load_dataset("heart")
+    # the default: the paired rule on the held-out certify rows (issue 36), recounted here
+    X_c, y_c = data.X_val[certify], data.y_val[certify]
     runner = BundleRunner.from_dir(trained)
-    hpc_right = runner.hpc_proba(data.X_val).argmax(axis=1) == data.y_val
+    hpc_right = runner.hpc_proba(X_c).argmax(axis=1) == y_c
+    overall = {}  # accuracy on every validation row: the default when nothing is certified
     for p in m.operating_points:
-        right = runner.evaluate(p.policy, data.X_val).labels == data.y_val
+        right = runner.evaluate(p.policy, X_c).labels == y_c
         counts = PairedCounts.of(right.tolist(), hpc_right.tolist())
-        assert counts.n == n_val and p.paired_lower_bound == pytest.approx(counts.lower_bound)
+        assert counts.n == len(certify)
+        assert p.paired_lower_bound == pytest.approx(counts.lower_bound)
+        overall[p.name] = (p.accuracy * n_val + right.sum()) / (n_val + len(certify))
         assert p.paired_lower_bound <= counts.difference
     good = []  # fixed sequence: from the most expensive point down, up to the first failure
     for p in sorted(m.operating_points, key=lambda p: -p.cost):
@@ -80,13 +87,13 @@ def test_train_writes_a_verified_frontier_bundle(trained: Path,
             break
         good.append(p)
     want = min(good, key=lambda p: p.cost) if good else max(
-        m.operating_points, key=lambda p: (p.accuracy, -p.cost))
+        m.operating_points, key=lambda p: (overall[p.name], -p.cost))
     assert m.default_operating_point == want.name
     assert m.metadata["certified"] is bool(good)
-    if not good:  # heart's 61 validation rows: said in one line, with the rows it would need
+    if not good:  # heart's 30 certify rows: said in one line, with the rows it would need
         rule = m.metadata["default_rule"]
         assert rule.startswith("NOT certified") and "\n" not in rule
-        assert "validation rows" in rule and rule in render(m, trained, seconds=0.0).splitlines()[-3]
+        assert "certify rows" in rule and rule in render(m, trained, seconds=0.0).splitlines()[-3]
 
 
 def test_train_writes_the_device_bundle_beside_the_full_one(
@@ -110,18 +117,20 @@ def test_evaluate_refuses_a_device_bundle_in_one_line(
 
 def test_trained_bundle_carries_the_drift_reference(trained: Path) -> None:
     """Every point's validation figures for the drift monitor, walked on the exported ONNX
-    over the validation rows (not test), so the live monitor runs the agreement chart too."""
+    over the validation rows that chose the front (not the certify rows, not test; the same
+    rows as the stored figures), so the live monitor runs the agreement chart too."""
     m = verify(trained)
     figures = m.metadata["drift_reference"]
     assert set(figures) == {p.name for p in m.operating_points}
     data = load_dataset("heart")
+    X_sel = data.X_val[certify_rows(data.y_val, 0.5, 0)[0]]
     runner = BundleRunner.from_dir(trained)
-    hpc = runner.hpc_proba(data.X_val).argmax(axis=1)
+    hpc = runner.hpc_proba(X_sel).argmax(axis=1)
     for point in m.operating_points:
         ref = figures[point.name]
-        result = runner.evaluate(point.policy, data.X_val)
+        result = runner.evaluate(point.policy, X_sel)
         local = ~result.escalated
-        assert ref["n_rows"] == len(data.y_val)
+        assert ref["n_rows"] == len(X_sel)
         assert ref["escalation_rate"] == pytest.approx(point.escalation_rate)
         assert ref["n_local"] == int(local.sum())
         assert ref["local_agreement"] == pytest.approx((result.labels[local] == hpc[local]).mean())
@@ -166,21 +175,29 @@ def test_evaluate_json(trained: Path, capsys: pytest.CaptureFixture[str]) -> Non
                               d.y_test)
         assert point["accuracy"] == pytest.approx(res.accuracy)
         assert point["cost"] == pytest.approx(res.mean_cost)
-    # best_within_1pct: certified on validation by the paired bound against the HPC
+    # best_within_1pct: certified by the paired bound against the HPC on the certify rows the
+    # trainer held out, re-drawn here; the fixed sequence by the stored (selection) cost
     runner = BundleRunner.from_dir(trained)
-    hpc_right = runner.evaluate_hpc(d.X_val, d.y_val).labels == d.y_val
-    val = {p.name: runner.evaluate(p.policy, d.X_val, d.y_val) for p in m.operating_points}
-    bound = {n: PairedCounts.of((r.labels == d.y_val).tolist(), hpc_right.tolist()).lower_bound
+    _, certify = certify_rows(d.y_val, 0.5, 0)
+    X_c, y_c = d.X_val[certify], d.y_val[certify]
+    hpc_right = runner.evaluate_hpc(X_c, y_c).labels == y_c
+    val = {p.name: runner.evaluate(p.policy, X_c, y_c) for p in m.operating_points}
+    bound = {n: PairedCounts.of((r.labels == y_c).tolist(), hpc_right.tolist()).lower_bound
              for n, r in val.items()}
     assert {p["name"]: p["validation_paired_bound"] for p in report["points"]} == pytest.approx(
         bound)
-    eligible = [n for n in val if bound[n] >= -0.01]
+    assert bound == pytest.approx({p.name: p.paired_lower_bound for p in m.operating_points})
+    eligible = []
+    for p in sorted(m.operating_points, key=lambda p: -p.cost):
+        if bound[p.name] < -0.01:
+            break
+        eligible.append(p.name)
     best = report["best_within_1pct"]
     if not eligible:
         assert best is None
         assert report["not_certified"].startswith("NOT certified")
     else:
-        name = min(eligible, key=lambda n: (val[n].mean_cost, -val[n].accuracy))
+        name = min(eligible, key=lambda n: m.operating_point(n).cost)
         assert set(best) == {"name", "accuracy", "cost", "cost_reduction"}
         assert best["name"] == name
         test_res = runner.evaluate(m.operating_point(name).policy, d.X_test, d.y_test)
@@ -263,8 +280,9 @@ def test_val_fraction_gives_validation_more_rows(tmp_path: Path,
     assert m.split is not None
     assert m.split.fractions[1] == pytest.approx(round(0.4 * n_all) / n_all, abs=1e-6)
     assert m.split.fractions[2] == pytest.approx(len(d.y_test) / n_all, abs=1e-6)
-    assert m.metadata["drift_reference"][m.default_operating_point]["n_rows"] == round(
-        0.4 * n_all)
+    n_val = round(0.4 * n_all)  # half of them select, half certify
+    assert m.metadata["drift_reference"][m.default_operating_point]["n_rows"] == (
+        n_val - round(0.5 * n_val))
     assert main(["evaluate", "--bundle", str(out), "--data", "heart", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     stored = {p.name: p.paired_lower_bound for p in m.operating_points}
@@ -291,3 +309,28 @@ def test_the_bundle_is_the_same_for_any_jobs(tmp_path: Path,
         ids.append(verify(run / "b").bundle_id)
         onnx.append({p.name: p.read_bytes() for p in sorted((run / "b").glob("*.onnx*"))})
     assert ids == [ids[0]] * 3 and onnx == [onnx[0]] * 3 and len(onnx[0]) > 2
+
+
+def test_certify_fraction_zero_bounds_on_the_rows_that_chose_and_bad_shares_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--certify-fraction 0``: no hold-out (the rule before; not valid under selection):
+    every validation row chooses and certifies, and no ``certify`` record is written; ``0.3``
+    holds out 30% of validation. Shares outside [0, 1) are refused in one line."""
+    d = load_dataset("heart")
+    for share, rows in (("0", None), ("0.3", round(0.3 * len(d.y_val)))):
+        out = tmp_path / f"cf{share}"
+        assert main(["train", "--data", "heart", "--method", TINY, "--hpc", "hgb",
+                     "--certify-fraction", share, "--no-progress", "--out", str(out)]) == 0
+        capsys.readouterr()
+        m = verify(out)
+        assert (m.metadata.get("certify") or {}).get("rows") == rows
+        n_select = len(d.y_val) - (rows or 0)
+        assert m.metadata["drift_reference"][m.default_operating_point]["n_rows"] == n_select
+        assert main(["evaluate", "--bundle", str(out), "--data", "heart", "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert {p["name"]: p["validation_paired_bound"] for p in report["points"]} == (
+            pytest.approx({p.name: p.paired_lower_bound for p in m.operating_points}))
+    for bad in ("1", "-0.1", "1.5"):
+        _one_line_error(capsys, ["train", "--data", "heart", "--method", TINY,
+                                 "--certify-fraction", bad, "--out", str(tmp_path / "x")],
+                        "--certify-fraction")

@@ -87,3 +87,15 @@ def test_the_family_wise_false_certification_rate_holds_by_simulation() -> None:
     noise = 3 * np.sqrt(0.025 * 0.975 / trials)
     assert in_sequence <= 0.025 + noise
     assert one_by_one > 0.025 + noise
+
+
+def test_the_bound_takes_another_level_for_bonferroni_shares() -> None:
+    """``alpha``: a one-sided level other than 2.5% (e.g. 2.5% / M for M per-method lists):
+    the default is 2.5%, a smaller alpha gives a lower bound, and a level outside (0, 0.5) is
+    refused."""
+    assert paired_lower_bound(3, 1, 400, alpha=0.025) == paired_lower_bound(3, 1, 400)
+    assert paired_lower_bound(3, 1, 400, alpha=0.025 / 4) < paired_lower_bound(3, 1, 400)
+    assert paired_lower_bound(3, 1, 400, alpha=0.2) > paired_lower_bound(3, 1, 400)
+    for bad in (0.0, 0.5, -0.1):
+        with pytest.raises(ValueError, match="alpha must be in"):
+            paired_lower_bound(3, 1, 400, alpha=bad)

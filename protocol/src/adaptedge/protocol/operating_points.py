@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Protocol
 
 
@@ -157,6 +158,15 @@ class PairedCounts:
         return paired_lower_bound(self.point_only, self.hpc_only, self.n)
 
 
+def _z(alpha: float) -> float:
+    """The one-sided standard normal quantile at ``1 - alpha`` (``_Z`` at 0.025)."""
+    if alpha == 0.025:
+        return _Z
+    if not 0.0 < alpha < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5), got {alpha:g}")
+    return NormalDist().inv_cdf(1.0 - alpha)
+
+
 def _tango_statistic(delta: float, b: float, c: float, n: float) -> float:
     """Tango's (1998) score statistic for H0: accuracy difference = ``delta`` (``b``: rows only
     the point got right, ``c``: only the HPC, ``n``: all rows), with the restricted maximum
@@ -172,21 +182,24 @@ def _tango_statistic(delta: float, b: float, c: float, n: float) -> float:
     return gap / math.sqrt(variance)
 
 
-def paired_lower_bound(point_only: float, hpc_only: float, n: float) -> float:
+def paired_lower_bound(point_only: float, hpc_only: float, n: float, *,
+                       alpha: float = 0.025) -> float:
     """One-sided 97.5% lower confidence bound on (the point's accuracy - the HPC's), measured on
     the same ``n`` rows, from the discordant pairs: the lower end of Tango's asymptotic score
     interval (95% two-sided; Tango 1998, Stat Med 17:891-908). -1 on no rows. With the HPC
     exactly right on every row (``point_only`` 0, as for agreement with the HPC) it equals the
-    Wilson lower bound of the point's accuracy, minus 1."""
+    Wilson lower bound of the point's accuracy, minus 1. ``alpha``: another one-sided level
+    (``1 - alpha``; e.g. a Bonferroni share)."""
+    z = _z(alpha)
     if n <= 0:
         return -1.0
     estimate = (point_only - hpc_only) / n
     if estimate <= -1.0:
         return -1.0
-    low, high = -1.0, estimate  # the statistic falls as delta rises: bisect for it = _Z
+    low, high = -1.0, estimate  # the statistic falls as delta rises: bisect for it = z
     for _ in range(64):
         mid = (low + high) / 2.0
-        if _tango_statistic(mid, point_only, hpc_only, n) > _Z:
+        if _tango_statistic(mid, point_only, hpc_only, n) > z:
             low = mid
         else:
             high = mid

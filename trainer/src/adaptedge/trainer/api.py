@@ -13,7 +13,12 @@ from typing import Any
 
 from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
-from adaptedge.protocol.operating_points import PairedCounts, fixed_sequence, rows_to_certify
+from adaptedge.protocol.operating_points import (
+    PairedCounts,
+    fixed_sequence,
+    most_accurate,
+    rows_to_certify,
+)
 from adaptedge.trainer.data.bundle_data import SIZE_COLUMN_KEY, TARGET_COLUMN_KEY
 from adaptedge.trainer.data.costs import size_column
 from adaptedge.trainer.data.csv_dataset import check_training_classes
@@ -22,7 +27,13 @@ from adaptedge.trainer.data.datasets import Dataset, load_dataset
 from adaptedge.trainer.data.frames import tabular_source
 from adaptedge.trainer.data.impute import IMPUTERS
 from adaptedge.trainer.data.impute import impute as impute_missing
-from adaptedge.trainer.data.splits import split_recipe, with_val_fraction
+from adaptedge.trainer.data.splits import (
+    CERTIFY_KEY,
+    DEFAULT_CERTIFY_FRACTION,
+    hold_out_certify,
+    split_recipe,
+    with_val_fraction,
+)
 from adaptedge.trainer.errors import TrainError as TrainError
 from adaptedge.trainer.export.bundle import Chooser, export_bundle
 from adaptedge.trainer.hpc import fit_hpc
@@ -49,25 +60,54 @@ DEFAULT_TOLERANCE = 0.01
 
 
 def choose_default(frontier: list[Any], paired: Sequence[PairedCounts], budget: float | None,
-                   *, total_rows: int | None = None) -> tuple[Any, str, bool | None]:
+                   *, total_rows: int | None = None, selection_rows: int = 0
+                   ) -> tuple[Any, str, bool | None]:
     """The default operating point, the rule that chose it in words, and whether the paired
     rule certified it (``None`` under a budget). ``paired``: each point's outcomes against the
-    HPC on the validation rows (``export.bundle.paired_on_validation``); ``total_rows``: all
-    rows of the data, to suggest ``--val-fraction``. A budget below every point keeps the
-    finished run: the cheapest point, with a warning on stderr."""
-    if budget is None:
-        bounds = [c.lower_bound for c in paired]
+    HPC on the certify rows no fit and no choice of the sweep saw (``selection_rows``: how many
+    validation rows chose the front; ``export.bundle.paired_on_rows``), or with
+    ``selection_rows`` 0 on the rows that chose the front (``paired_on_validation``: not valid
+    under selection). The sequence runs by the points' validation cost (selection rows). When
+    nothing is certified, the default is the most accurate point on every validation row
+    (selection and certify: no guarantee is claimed, so the certify rows help choose), the
+    cheaper on ties. ``total_rows``: all rows of the data, to suggest ``--val-fraction``. A
+    budget below every point keeps the finished run: the cheapest point, with a warning."""
+    if budget is not None:
+        return _within_budget(frontier, budget)
+    bounds = [c.lower_bound for c in paired]
+    passed = fixed_sequence([p.validation for p in frontier], bounds, DEFAULT_TOLERANCE)
+    rows = "held-out certify" if selection_rows else "validation"
+    if passed:
         point = pick_certified(frontier, bounds, DEFAULT_TOLERANCE)
-        i = next(k for k, p in enumerate(frontier) if p is point)
-        passed = fixed_sequence([p.validation for p in frontier], bounds, DEFAULT_TOLERANCE)
-        if passed:
-            return point, (f"the cheapest point within {DEFAULT_TOLERANCE:g} of the HPC's "
-                           f"validation accuracy with 97.5% confidence (paired lower bound "
-                           f"{bounds[i]:+.4f} on its accuracy minus the HPC's, on the same "
-                           f"{int(paired[i].n)} validation rows; fixed-sequence test from the "
-                           f"most expensive point: {len(passed)} of {len(frontier)} passed "
-                           f"before the first failure)"), True
-        return point, not_certified(paired[i], DEFAULT_TOLERANCE, total_rows), False
+        at = next(k for k, p in enumerate(frontier) if p is point)
+        return point, (f"the cheapest point within {DEFAULT_TOLERANCE:g} of the HPC's "
+                       f"accuracy with 97.5% confidence (paired lower bound "
+                       f"{bounds[at]:+.4f} on its accuracy minus the HPC's, on the same "
+                       f"{int(paired[at].n)} {rows} rows; fixed-sequence test from the "
+                       f"most expensive point: {len(passed)} of {len(frontier)} passed "
+                       f"before the first failure)"), True
+    overall = [_Scored((p.validation.accuracy * selection_rows + c.both + c.point_only)
+                       / (selection_rows + c.n) if selection_rows and c.n else
+                       p.validation.accuracy, p.validation.cost)
+               for p, c in zip(frontier, paired, strict=True)]
+    i = most_accurate(overall)
+    if i is None:
+        raise BudgetError("no operating points to choose from")
+    share = paired[i].n / (paired[i].n + selection_rows) if paired[i].n else 1.0
+    return frontier[i], not_certified(paired[i], DEFAULT_TOLERANCE, total_rows, rows,
+                                      share), False
+
+
+class _Scored:
+    """A point's accuracy (on every validation row) and validation cost."""
+
+    def __init__(self, accuracy: float, cost: float) -> None:
+        self.accuracy, self.cost = accuracy, cost
+
+
+def _within_budget(frontier: list[Any], budget: float) -> tuple[Any, str, None]:
+    """``choose_default`` under ``--budget``: the most accurate point within it, else the
+    cheapest with a warning on stderr."""
     try:
         return pick_within_budget(frontier, budget), (
             f"the most accurate point with validation cost <= --budget {budget:g}"), None
@@ -80,35 +120,38 @@ def choose_default(frontier: list[Any], paired: Sequence[PairedCounts], budget: 
                        f"(the cheapest costs {point.validation.cost:.4g})"), None
 
 
-def not_certified(counts: PairedCounts, tolerance: float, total_rows: int | None) -> str:
+def not_certified(counts: PairedCounts, tolerance: float, total_rows: int | None,
+                  rows_name: str = "validation", share: float = 1.0) -> str:
     """One line: nothing is certified, the default is the most accurate point (``counts``:
-    its paired outcomes), and how many validation rows would certify it."""
+    its paired outcomes on the ``rows_name`` rows, ``share`` of the validation rows), and how
+    many such rows would certify it."""
     n = int(counts.n)
     hpc = (counts.both + counts.hpc_only) / n if n else 0.0
     head = (f"NOT certified: no point is within {tolerance:g} of the HPC with 97.5% confidence "
             f"(fixed-sequence test from the most expensive point) "
-            f"on {n} validation rows; the default is the most accurate point "
+            f"on {n} {rows_name} rows; the default is the most accurate point "
             f"({hpc + counts.difference:.4f} vs the HPC's {hpc:.4f}, "
             f"exactly one of the two right on {int(counts.point_only + counts.hpc_only)} of "
             f"them)")
     rows = rows_to_certify(counts, tolerance)
     if rows is None:
-        return f"{head}; no number of validation rows would certify it at that difference"
+        return f"{head}; no number of {rows_name} rows would certify it at that difference"
     hint = ""
     if total_rows:
-        share = math.ceil(100 * rows / total_rows) / 100
-        hint = (f" (train --val-fraction {share:.2f})" if share <= 0.6 else
+        wanted = math.ceil(100 * rows / share / total_rows) / 100
+        hint = (f" (train --val-fraction {wanted:.2f})" if wanted <= 0.6 else
                 f" (more than --val-fraction can give: {total_rows} rows in all)")
-    return f"{head}; it would need about {rows} validation rows at its observed discordance{hint}"
+    return f"{head}; it would need about {rows} {rows_name} rows at its observed discordance{hint}"
 
 
 def default_chooser(frontier: list[Any], budget: float | None, *,
-                    total_rows: int | None = None) -> Chooser:
+                    total_rows: int | None = None, selection_rows: int = 0) -> Chooser:
     """``export_bundle``'s ``choose``: ``choose_default`` on the points' paired counts, the
     rule in ``metadata["default_rule"]`` and ``metadata["certified"]``."""
 
     def choose(paired: list[PairedCounts]) -> tuple[str, dict[str, Any]]:
-        point, rule, certified = choose_default(frontier, paired, budget, total_rows=total_rows)
+        point, rule, certified = choose_default(frontier, paired, budget, total_rows=total_rows,
+                                                selection_rows=selection_rows)
         return point.name, {"default_rule": rule, "certified": certified}
 
     return choose
@@ -132,7 +175,8 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
                  hpc_onnx: str | Path | None = None, extra: Mapping[str, Any] | None = None,
                  force: bool = False, cluster: str | None = None,
                  val_fraction: float | None = None, impute: str | None = None,
-                 task: str | None = None, tolerance: float | None = None) -> Manifest:
+                 task: str | None = None, tolerance: float | None = None,
+                 certify_fraction: float | None = None) -> Manifest:
     """Train ``method`` on ``data`` and write a verified bundle to ``out``; returns its manifest.
 
     ``data``: a built-in dataset name, a CSV/TSV path (with ``target``), a pandas DataFrame
@@ -142,7 +186,11 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
     point is the most accurate within ``budget`` when given, else the cheapest certified within
     1% of the HPC's validation accuracy with 97.5% confidence (a paired lower bound on the
     difference on the same validation rows, tested in a fixed sequence from the most expensive
-    point, ``protocol.operating_points.certified_near``; else the most accurate). ``val_fraction``: re-draw validation from the training rows to hold
+    point, ``protocol.operating_points.certified_near``; else the most accurate), the bounds
+    measured on ``certify_fraction`` of the validation rows (default
+    ``data.splits.DEFAULT_CERTIFY_FRACTION``, 0.5) held out from every fit and every choice of
+    the sweep (the front is chosen on the rest); 0: no hold-out, the bounds on the rows that
+    chose the front (not valid under selection). ``val_fraction``: re-draw validation from the training rows to hold
     this share of all rows (test unchanged; default: the dataset's split). Missing cells (empty
     or ``nan``: sensors not measured on that row) are learnt by the methods in
     ``LEARNS_MISSING`` and walked as failed reads, as on a device; another method refuses them
@@ -165,7 +213,7 @@ def train_bundle(data: Any, method: str, out: str | Path, *, target: str | None 
                              n_jobs=n_jobs, progress=progress, hpc_kind=hpc_kind,
                              hpc_onnx=hpc_onnx, extra=extra, force=force, cluster=cluster,
                              val_fraction=val_fraction, impute=impute, task=task,
-                             tolerance=tolerance)
+                             tolerance=tolerance, certify_fraction=certify_fraction)
 
 
 def _train_bundle(data: str, method: str, out: str | Path, *, target: str | None,
@@ -174,7 +222,8 @@ def _train_bundle(data: str, method: str, out: str | Path, *, target: str | None
                   hpc_onnx: str | Path | None, extra: Mapping[str, Any] | None,
                   force: bool, cluster: str | None, val_fraction: float | None,
                   impute: str | None, task: str | None = None,
-                  tolerance: float | None = None) -> Manifest:
+                  tolerance: float | None = None,
+                  certify_fraction: float | None = None) -> Manifest:
     out = check_target(out, force=force)  # absolute: "--out ." stays valid once replaced
     if task == "regression":
         check_regression_method(method)  # before any fit
@@ -183,7 +232,7 @@ def _train_bundle(data: str, method: str, out: str | Path, *, target: str | None
                       budget=budget, quick=quick, seed=seed, n_jobs=n_jobs, progress=progress,
                       hpc_kind=hpc_kind, hpc_onnx=hpc_onnx, extra=extra, force=force,
                       val_fraction=val_fraction, impute=impute, task=task,
-                      tolerance=tolerance)
+                      tolerance=tolerance, certify_fraction=certify_fraction)
 
 
 def _train_regression(dataset: Dataset, method: str, out: Path, *, target: str | None,
@@ -226,7 +275,8 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
            seed: int, n_jobs: int, progress: bool, hpc_kind: Any, hpc_onnx: str | Path | None,
            extra: Mapping[str, Any] | None, force: bool, val_fraction: float | None,
            impute: str | None, task: str | None = None,
-           tolerance: float | None = None) -> Manifest:
+           tolerance: float | None = None,
+           certify_fraction: float | None = None) -> Manifest:
     show = progress  # a bar on a terminal, periodic log lines otherwise (trainer.progress)
     method_fn = get_method(method)
     extra = check_params(method, extra or {})  # before any fit: a typo costs no training
@@ -235,6 +285,9 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
     if val_fraction is not None:
         dataset = with_val_fraction(dataset, val_fraction, seed)
     if dataset.is_regression:
+        if certify_fraction is not None:
+            raise TrainError("--certify-fraction applies to classification; regression bounds "
+                             "its default point on all validation rows (protocol.error_rule)")
         return _train_regression(dataset, method, out, target=target, budget=budget,
                                  quick=quick, seed=seed, n_jobs=n_jobs, hpc_kind=hpc_kind,
                                  extra=extra, force=force, tolerance=tolerance)
@@ -242,6 +295,8 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
         raise TrainError("--tolerance applies to regression (--task regression); "
                          "classification keeps its 0.01 accuracy tolerance")
     check_training_classes(data, dataset.classes, dataset.y_train)
+    recipe, total_rows = split_recipe(dataset, seed), _total_rows(dataset)
+    dataset, certify, certify_meta = _hold_out(dataset, certify_fraction, seed)
     hpc = fit_hpc(dataset, kind=hpc_kind, seed=seed, n_jobs=n_jobs, onnx_path=hpc_onnx,
                   progress=show)
     options = MethodOptions(seed=seed, n_jobs=n_jobs, progress=show, quick=quick,
@@ -264,7 +319,6 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
         index = budget_index(method, candidates, dataset)
         frontier = list(candidates)
         kept = f"kept all {swept} candidate models: each may be best at some item size"
-    total_rows = len(dataset.y_train) + len(dataset.y_val) + len(dataset.y_test)
     meta: dict[str, Any] = {
         "method": method,
         "dataset": dataset.name,
@@ -279,9 +333,28 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
         **({TARGET_COLUMN_KEY: target} if target else {}),
         "extra": {k: v if isinstance(v, int | float | str | bool) else repr(v)
                   for k, v in sorted((extra or {}).items())},
-        **method_meta,
+        **method_meta, **certify_meta,
     }
     export_bundle(out, dataset, hpc, frontier, metadata=meta, force=force, budget_index=index,
-                  split=split_recipe(dataset, seed),
-                  choose=default_chooser(frontier, budget, total_rows=total_rows))
+                  split=recipe, certify=certify,
+                  choose=default_chooser(frontier, budget, total_rows=total_rows,
+                                         selection_rows=0 if certify is None
+                                         else len(dataset.y_val)))
     return verify(out)
+
+
+def _total_rows(dataset: Dataset) -> int:
+    return len(dataset.y_train) + len(dataset.y_val) + len(dataset.y_test)
+
+
+def _hold_out(dataset: Dataset, fraction: float | None, seed: int
+              ) -> tuple[Dataset, tuple[Any, Any] | None, dict[str, Any]]:
+    """``dataset`` with its certify rows held out (``data.splits.hold_out_certify``; ``None``:
+    the default fraction, 0: none), those rows, and the manifest's record of them
+    (``metadata[CERTIFY_KEY]``: fraction, rows and seed, for ``adaptedge evaluate``)."""
+    fraction = DEFAULT_CERTIFY_FRACTION if fraction is None else fraction
+    if fraction == 0:
+        return dataset, None, {}
+    rest, certify = hold_out_certify(dataset, fraction, seed)
+    record = {"fraction": fraction, "rows": len(certify[1]), "seed": seed}
+    return rest, certify, {CERTIFY_KEY: record}

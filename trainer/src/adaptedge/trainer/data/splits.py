@@ -100,3 +100,44 @@ def _stratified_take(y: npt.NDArray[np.int64], n_take: int, seed: int
         rest.append(members[q:])
     return (np.sort(np.concatenate(rest)).astype(np.int64),
             np.sort(np.concatenate(taken)).astype(np.int64))
+
+
+DEFAULT_CERTIFY_FRACTION = 0.5
+"""The share of the validation rows held out for certification (``certify_rows``)."""
+CERTIFY_KEY = "certify"
+"""Manifest metadata key of the certify hold-out: ``{"fraction", "rows", "seed"}``."""
+
+
+def certify_rows(y_val: npt.NDArray[np.int64], fraction: float, seed: int
+                 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Validation row indices split into (selection, certify): a seeded stratified draw of
+    exactly ``round(fraction * len(y_val))`` certify rows (``_stratified_take``), the rest
+    select. The same labels, fraction and seed give the same rows (``adaptedge evaluate``
+    re-draws them). Training and every choice of the sweep see the selection rows only; the
+    paired bounds of the default rule are measured on the certify rows."""
+    from adaptedge.trainer.data.dataset_core import DatasetError
+
+    n_certify = round(fraction * len(y_val)) if math.isfinite(fraction) else 0
+    if not 0 < fraction < 1 or not 0 < n_certify < len(y_val) - 1:
+        raise DatasetError(f"--certify-fraction {fraction:g} holds out {n_certify} of the "
+                           f"{len(y_val)} validation rows; give a fraction in (0, 1) that "
+                           f"leaves at least one row on each side and 2 to select with (or "
+                           f"more validation rows: --val-fraction)")
+    return _stratified_take(y_val, n_certify, seed)
+
+
+def hold_out_certify(dataset: Any, fraction: float, seed: int
+                     ) -> tuple[Any, tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]]:
+    """``dataset`` with validation cut to its selection rows, and the certify rows' ``(X, y)``
+    (``certify_rows``). Classification only (``values`` must be ``None``)."""
+    from dataclasses import replace
+
+    select, certify = certify_rows(dataset.y_val, fraction, seed)
+    sizes = dataset.sizes
+    if sizes is not None:
+        sizes = (sizes[0], sizes[1][select], sizes[2])
+    rest = replace(dataset, X_val=dataset.X_val[select], y_val=dataset.y_val[select],
+                   sizes=sizes,
+                   description=f"{dataset.description} Validation: {len(select)} rows select, "
+                               f"{len(certify)} held out to certify ({fraction:g}).")
+    return rest, (dataset.X_val[certify], dataset.y_val[certify])

@@ -130,19 +130,23 @@ def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
                   metadata: Mapping[str, Any] | None = None, force: bool = False,
                   budget_index: Mapping[str, Any] | None = None,
                   split: SplitRecipe | None = None, drift_reference: bool = True,
-                  choose: Chooser | None = None) -> Manifest:
+                  choose: Chooser | None = None,
+                  certify: tuple[Any, Any] | None = None) -> Manifest:
     """Write the bundle to ``out_dir`` (an existing bundle there only with ``force``) and
     return the validated manifest (``budget_index``: ``protocol.budget_index`` JSON).
 
-    Every point gets its ``paired_lower_bound`` from ``paired_on_validation``; ``choose``, when
-    given, picks the default from those counts (instead of ``default``).
+    Every point gets its ``paired_lower_bound`` from ``paired_on_validation``, or, with
+    ``certify`` (the ``(X, y)`` of validation rows held out from training and from every
+    choice of the sweep, ``data.splits.hold_out_certify``), from ``paired_on_rows`` on those;
+    ``choose``, when given, picks the default from those counts (instead of ``default``).
     ``drift_reference``: add every point's validation figures for the drift monitor
     (``metadata["drift_reference"]``: one walk of the exported ONNX over the validation rows
     per point; never the test split)."""
     manifest, files = build_bundle(dataset, hpc, policies, default=default, metadata=metadata,
                                    split=split)
     walks = validation_walks(manifest, files, dataset.split("validation")[0])
-    paired = paired_on_validation(manifest, files, dataset, walks)
+    paired = (paired_on_validation(manifest, files, dataset, walks) if certify is None
+              else paired_on_rows(manifest, files, *certify))
     points = tuple(replace(p, paired_lower_bound=c.lower_bound)
                    for p, c in zip(manifest.operating_points, paired, strict=True))
     manifest = replace(manifest, operating_points=points)
@@ -166,6 +170,14 @@ def paired_on_validation(manifest: Manifest, files: Mapping[str, bytes],
     on the exported ONNX (what the device runs; escalated rows get the HPC's answer), in
     ``manifest.operating_points`` order (``walks``: those rows already walked)."""
     X, y = dataset.split("validation")
+    return paired_on_rows(manifest, files, X, y, walks)
+
+
+def paired_on_rows(manifest: Manifest, files: Mapping[str, bytes], X: Any, y: Any,
+                   walks: ValidationWalks | None = None) -> list[PairedCounts]:
+    """Each point's and the HPC's outcomes on the rows ``(X, y)`` (validation or its
+    held-out certify rows; never test), walked on the exported ONNX, in
+    ``manifest.operating_points`` order (``walks``: those rows already walked)."""
     walks = walks or validation_walks(manifest, files, X)
     hpc_right = walks.hpc_labels == y
     out = []
