@@ -43,8 +43,9 @@ def test_train_prints_how_many_candidates_the_front_was_kept_from(
     manifest = verify(out)
     kept, swept = len(manifest.operating_points), int(manifest.metadata["n_candidates"])
     # the quick tuned cascade: 2 families (hgb, lr) x k = 1, 2, 4 of 4 sensors x 21 validation
-    # quantiles of the top probability, less the thresholds that coincide
-    assert swept == 121 and kept < swept
+    # quantiles of the top probability (on the selection half of validation), less the
+    # thresholds that coincide
+    assert 2 * 3 * 15 < swept <= 2 * 3 * 21 and kept < swept
     assert f"{kept} operating points on the validation frontier (of {swept} candidates)" \
         in printed
     match = re.search(r"Frontier: kept (\d+) of (\d+) candidate policies: each of the other "
