@@ -11,14 +11,18 @@ STAMP := $(VENV)/.installed-all-dev
 demo: $(STAMP)
 	$(BIN)/adaptedge demo
 
-# The suite under coverage (subprocesses too; pyproject.toml's [tool.coverage.*]), then one line
-# per package. The recipe exits with pytest's status (make itself then says 0 or 2), which it also
-# leaves in $(VENV)/.pytest-status for .ci/run (pytest's 5: no test collected).
+# The suite under coverage (subprocesses too, pytest-xdist's workers among them: pyproject.toml's
+# [tool.coverage.*]), then one line per package. The slow tests run too. Workers: one per core
+# (PYTEST_WORKERS=0 runs in one process); a test file stays on one worker, so its module
+# fixtures are built once. The recipe exits with pytest's status (make itself then says 0 or 2),
+# which it also leaves in $(VENV)/.pytest-status for .ci/run (pytest's 5: no test collected).
+PYTEST_WORKERS ?= auto
 test: $(STAMP)
 	@command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || \
 	  echo "note: mosquitto is not installed; broker tests will be skipped (apt-get install -y mosquitto)"
 	@$(BIN)/coverage erase
-	$(BIN)/coverage run -m pytest $(PYTEST_ARGS); status=$$?; echo $$status > $(VENV)/.pytest-status; \
+	$(BIN)/coverage run -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS); \
+	  status=$$?; echo $$status > $(VENV)/.pytest-status; \
 	  $(BIN)/coverage combine --quiet && $(BIN)/python -m tests.support.coverage_summary; \
 	  exit $$status
 

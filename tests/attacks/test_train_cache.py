@@ -43,7 +43,7 @@ def _csv(path: Path, rows: int = 150) -> Path:
 def _train(tmp_path: Path, out: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "adaptedge.cli.main", "train", "--data", "d.csv", "--target",
-         "label", "--method", "adapt-lin", "--quick", "--no-progress", "--hpc", "extra-trees",
+         "label", "--method", "adapt-lin", "--quick", "--no-progress", "--hpc", "logistic",
          "--out", out, *extra],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
         env={**os.environ, "ADAPTEDGE_CACHE_DIR": str(tmp_path / "cache")})
@@ -77,6 +77,6 @@ def test_a_cached_model_carries_the_current_sensors(tmp_path: Path,
     monkeypatch.setenv("ADAPTEDGE_CACHE_DIR", str(tmp_path / "cache"))
     base = load_dataset(str(_csv(tmp_path / "d.csv")), target="label")
     grouped = replace(base, sensors=(SensorSpec("left", (0, 1)), SensorSpec("right", (2, 3))))
-    assert fit_hpc(base, kind="extra-trees").sensors == ("f0", "f1", "f2", "f3")
-    assert fit_hpc(grouped, kind="extra-trees").sensors == ("left", "right")
-    assert fit_hpc(grouped, kind="extra-trees").sensors == ("left", "right")  # now cached
+    assert fit_hpc(base, kind="logistic").sensors == ("f0", "f1", "f2", "f3")
+    assert fit_hpc(grouped, kind="logistic").sensors == ("left", "right")
+    assert fit_hpc(grouped, kind="logistic").sensors == ("left", "right")  # now cached

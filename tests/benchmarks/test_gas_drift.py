@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -64,12 +65,11 @@ def test_monitor_sees_the_stream_in_order(toy_bundle: tuple[Path, Manifest]) -> 
 
 
 @pytest.mark.slow
-def test_gas_drift_scenario_acceptance(tmp_path: Path) -> None:
+def test_gas_drift_scenario_acceptance(gas_scenario: tuple[Path, dict[str, Any]]) -> None:
     """Seed 0: the alarm fires within 500 decisions of batch 3's start, never before it, and
-    recalibration raises accuracy on the rest of the stream."""
-    from benchmarks.gas_drift.run import run_scenario
-
-    s = run_scenario(tmp_path, DriftConfig(), null_streams=20, null_length=2000)
+    recalibration raises accuracy on the rest of the stream (``run_scenario``, once per run:
+    tests/benchmarks/conftest.py)."""
+    _, s = gas_scenario
     assert s["alarms_before_batch3"] == []
     assert s["alarm_delay_decisions"] is not None and s["alarm_delay_decisions"] < 500
     assert s["no_drift"]["resampled"]["streams_with_alarm"] == 0

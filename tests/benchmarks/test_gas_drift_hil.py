@@ -5,6 +5,7 @@ gas acceptance numbers (slow: it trains on gas batches 1-2 and streams ~2,500 de
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -66,14 +67,16 @@ def test_one_phase_through_the_fleet_loop(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(900)
-def test_gas_drift_in_the_loop_acceptance(tmp_path: Path) -> None:
+def test_gas_drift_in_the_loop_acceptance(tmp_path: Path,
+                                          gas_scenario: tuple[Path, dict[str, Any]]) -> None:
     """Seed 0 in the loop: no live alarm on the batches 1-2 test rows, the first within 500
-    decisions of batch 3, the rows stored are what recalibration used."""
+    decisions of batch 3, the rows stored are what recalibration used. The early bundle is the
+    offline scenario's (``train_early``, seed 0: what ``run_hil_scenario`` would train)."""
     from benchmarks.gas_drift.hil_run import run_hil_scenario
     from benchmarks.gas_drift.stream import DriftConfig
 
     config = HilDriftConfig(batch3_rows=600, phase1_batch3=500, per_batch=40)
-    s = run_hil_scenario(tmp_path, DriftConfig(), config)
+    s = run_hil_scenario(tmp_path, DriftConfig(), config, bundle=gas_scenario[0] / "bundle")
     one = s["phase1"]
     assert one["alarms_before_drift"] == 0
     first = one["first_alarm_after_drift"]

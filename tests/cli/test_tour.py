@@ -232,8 +232,10 @@ def test_missing_values_on_a_device_are_failed_reads(toy_bundle: Bundle) -> None
 
 def test_the_suite_uses_a_private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     from adaptedge.trainer.data.cache import cache_root
+    from tests.support.run_shared import run_root
 
-    assert cache_root().is_relative_to(tmp_path_factory.getbasetemp())
+    assert cache_root().is_relative_to(run_root(tmp_path_factory))  # shared by xdist's workers
+    assert tmp_path_factory.getbasetemp().is_relative_to(run_root(tmp_path_factory))
     assert not cache_root().is_relative_to(Path.home() / ".cache")
 
 

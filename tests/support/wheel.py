@@ -57,11 +57,18 @@ def build_wheel(workdir: Path) -> BuiltWheel:
          *(str(source / folder) for folder in DISTRIBUTIONS)],
         capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
+    for wheel in sorted((workdir / "dist").glob("adaptedge*.whl")):
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(workdir / "site")
+    return read_wheels(workdir)
+
+
+def read_wheels(workdir: Path) -> BuiltWheel:
+    """The wheels ``build_wheel(workdir)`` built and unpacked (another worker may have)."""
     names: list[str] = []
     by_wheel: dict[str, list[str]] = {}
     for wheel in sorted((workdir / "dist").glob("adaptedge*.whl")):
         with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(workdir / "site")
             by_wheel[wheel.name.split("-")[0]] = archive.namelist()
             names += archive.namelist()
     return BuiltWheel(names, workdir / "site", by_wheel)

@@ -4,6 +4,7 @@ over ``protocol.walk.walk_batch``): labels, escalations, sensors, final node, co
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -62,14 +63,12 @@ def test_dataset_bundle_parity(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_trained_bundle_parity(tmp_path: Path) -> None:
-    from adaptedge.trainer import api
+def test_trained_bundle_parity(quick_bundle: Callable[[str], tuple[Path, Manifest]]) -> None:
     from adaptedge.trainer.data.datasets import load_dataset
 
-    manifest = api.train_bundle("letter-binary", "adapt-gbrt", tmp_path / "lb", quick=True,
-                                progress=False)
+    path, manifest = quick_bundle("adapt-gbrt")  # trained once per run (tests/conftest.py)
     X = load_dataset("letter-binary").X_test[:400]
     points = manifest.operating_points
     for point in (points[0], points[len(points) // 2], points[-1]):
-        sources = assert_parity(tmp_path / "lb", manifest, point.policy, X)
+        sources = assert_parity(path, manifest, point.policy, X)
         assert "local" in sources
