@@ -33,7 +33,9 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 Variant = Literal["cstc", "cscc", "cronus"]
-Loss = Literal["logistic", "squared"]
+Loss = Literal["logistic", "squared", "squared-sign"]
+"""``squared-sign``: the paper's squared loss on -1/+1 labels (binary classification, the class
+is the prediction's sign); ``squared``: regression on a standardised target."""
 Answers = IntArray | FloatArray
 """Validation answers: class indices (logistic) or standardised targets (squared)."""
 EPS = 1e-4
@@ -62,7 +64,8 @@ class Problem:
     tree_groups: int = 0
     """With ``member``: the last ``tree_groups`` groups are the trees' own."""
     loss: Loss = "logistic"
-    """"squared": regression on ``Y`` [n, 1] (standardised targets)."""
+    """"squared": regression on ``Y`` [n, 1] (standardised targets); "squared-sign": ``Y``
+    [n, 1] holds -1/+1 labels."""
     route_slope: float = 1.0
     """The fixed ``v`` of a one-output node: ``p(hi) = sigmoid(route_slope * z - theta)``.
     1 for classification (the paper's); a regressor's standardised prediction spans a few
@@ -143,7 +146,7 @@ def squared(z: FloatArray, Y: FloatArray) -> tuple[FloatArray, FloatArray]:
 
 def loss_of(prob: Problem, z: FloatArray) -> tuple[FloatArray, FloatArray]:
     """The problem's per-row loss of outputs ``z`` and its gradient."""
-    return squared(z, prob.Y) if prob.loss == "squared" else logistic(z, prob.Y)
+    return logistic(z, prob.Y) if prob.loss == "logistic" else squared(z, prob.Y)
 
 
 def group_sq(prob: Problem, W: FloatArray) -> FloatArray:
