@@ -7,7 +7,9 @@ validation rows (default: a seeded ``val_fraction`` of the training rows) set th
 thresholds and prune the structure. ``features="boosted"``: the nodes weigh the outputs of
 boosted regression trees (``boosted``: one run of ``trees`` trees of depth ``tree_depth`` at
 step ``tree_rate`` per Greedy Miser penalty in ``tree_gammas``), each tree evaluation costing
-``tree_cost`` times the mean sensor cost. ``predict_proba`` answers with the classifier of the node
+``tree_cost`` times the mean sensor cost. ``loss``: ``"squared"`` (two classes: the paper's
+squared loss on -1/+1 labels) or ``"logistic"``; ``init``: ``"lookahead"`` or ``"paper"``
+(``train_model``). ``predict_proba`` answers with the classifier of the node
 each row is routed to; ``model_`` is the trained ``CostSensitiveModel`` on raw inputs.
 """
 
@@ -157,6 +159,8 @@ class _CostSensitive(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     tree_rate: float
     tree_gammas: Sequence[float]
     tree_cost: float
+    loss: str
+    init: str
 
     def _trees(self) -> TreeSettings | None:
         if self.features not in ("raw", "boosted"):
@@ -208,7 +212,8 @@ class _CostSensitive(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             costs=costs, lam=self.lam, rho=self.rho, variant=self._variant(),
             schedule=Schedule(sweeps=self.sweeps, max_iter=self.max_iter),
             val=(np.asarray(X_val, dtype=np.float32), y_val_idx.astype(np.int64)),
-            weight=weight, features=features, tree_cost=self.tree_cost)
+            weight=weight, features=features, tree_cost=self.tree_cost, loss=self.loss,
+            init=self.init)
 
     def _fitted(self) -> CostSensitiveModel:
         if not hasattr(self, "model_"):
@@ -246,7 +251,9 @@ class CSTCClassifier(_CostSensitive):
                  random_state: int = 0, features: str = "raw", trees: int = 100,
                  tree_depth: int = 5, tree_rate: float = 0.3,
                  tree_gammas: Sequence[float] = (3e-3, 1e-3, 2e-4),
-                 tree_cost: float = 0.01) -> None:
+                 tree_cost: float = 0.01, loss: str = "squared", init: str = "lookahead"
+                 ) -> None:
+        self.loss, self.init = loss, init
         self.features, self.trees, self.tree_depth = features, trees, tree_depth
         self.tree_rate, self.tree_gammas, self.tree_cost = tree_rate, tree_gammas, tree_cost
         self.groups, self.costs, self.lam, self.depth = groups, costs, lam, depth
@@ -270,7 +277,9 @@ class CSCCClassifier(_CostSensitive):
                  random_state: int = 0, features: str = "raw", trees: int = 100,
                  tree_depth: int = 5, tree_rate: float = 0.3,
                  tree_gammas: Sequence[float] = (3e-3, 1e-3, 2e-4),
-                 tree_cost: float = 0.01) -> None:
+                 tree_cost: float = 0.01, loss: str = "squared", init: str = "lookahead"
+                 ) -> None:
+        self.loss, self.init = loss, init
         self.features, self.trees, self.tree_depth = features, trees, tree_depth
         self.tree_rate, self.tree_gammas, self.tree_cost = tree_rate, tree_gammas, tree_cost
         self.groups, self.costs, self.lam, self.stages = groups, costs, lam, stages

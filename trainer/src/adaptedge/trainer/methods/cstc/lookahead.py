@@ -66,7 +66,8 @@ def true_objective(prob: Problem, shape: Shape, P: Params, k: int) -> float:
     for t in shape.terminals():
         if k not in shape.path(t):
             continue
-        rows = visit[t] > 0.5
+        answered = visit[t] - (visit[shape.hi[t]] if shape.routes(t) else 0.0)  # cascade
+        rows = answered > 0.5
         if not rows.any():
             continue
         z = prob.X[rows] @ P.W[t] + P.b[t]
