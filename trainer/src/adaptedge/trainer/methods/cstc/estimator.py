@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import minimize_scalar
+from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.class_weight import compute_sample_weight
@@ -136,7 +137,7 @@ def calibrate(model: CostSensitiveModel, X: NDArray[np.floating], y: IntArray
 
 def proba_from_logits(z: FloatArray) -> FloatArray:
     if z.shape[1] == 1:
-        p1 = 1.0 / (1.0 + np.exp(-z[:, 0]))
+        p1 = expit(z[:, 0])  # a routing node's scaled prediction may be far beyond +-700
         return np.column_stack([1 - p1, p1])
     e = np.exp(z - z.max(axis=1, keepdims=True))
     out: FloatArray = e / e.sum(axis=1, keepdims=True)
