@@ -1,14 +1,14 @@
 """The CSTC / CSCC / Cronus objective (Xu et al., JMLR 2014, eqs. 12 and 19, and Cronus's).
 
-Every node ``k`` has a linear classifier ``z = x W + b`` (one logit for two classes, one per
-class otherwise) and, if it routes, a routing score ``s = z v - theta``: ``p(hi) =
-sigmoid(s)``. For two classes ``v = 1`` is fixed, so a node routes on its own classifier's
-logit as in the paper (``p(upper) = sigmoid(x beta - theta)``); with more classes ``v`` is
-learned (the routing direction in the node's class-score space). The paper's squared loss
-becomes the logistic (softmax) loss, so leaves have no closed form: every node is solved by
-L-BFGS (the paper's iterative solver for internal nodes). ``Problem.loss == "squared"`` is
-the paper's own regression loss ``(z - y)^2`` on one output (``v = 1``: a node routes on its
-own prediction, as in §6.1); the solver is the same.
+Every node ``k`` has a linear model ``z = x W + b`` (one output for two classes or a
+regression, one per class otherwise) and, if it routes, a routing score ``s = z v - theta``:
+``p(hi) = sigmoid(s)``. With one output ``v`` is a fixed slope (``Problem.route_slope``;
+initialisation may steepen it per node), so a node routes on its own prediction as in the
+paper (``p(upper) = sigmoid(x beta - theta)``); with more classes ``v`` is learned (the
+routing direction in the node's class-score space). ``Problem.loss``: ``"squared-sign"``, the
+paper's squared loss on -1/+1 labels (two classes); ``"squared"``, its regression loss on a
+standardised target; ``"logistic"``, the softmax loss (more than two classes, or on request).
+Every node is solved by L-BFGS (the paper's iterative solver for internal nodes).
 
 Loss weights: CSTC weights node ``k``'s loss by its path probability ``p_k``; CSCC and Cronus
 by the probability of exiting at ``k``. The cost term charges each sensor group ``g`` once per

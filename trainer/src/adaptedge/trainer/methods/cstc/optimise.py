@@ -2,7 +2,8 @@
 level order with Lemma 1's auxiliaries, prune on validation, then fine-tune the answering
 classifiers without the cost term. (The paper prunes the initialised tree; here the nodes are
 initialised as leaves under the full cost term, which keeps their expensive features out, so
-pruning waits until the tree has specialised.)
+pruning waits until the tree has specialised. With two classes a routing node is initialised
+by ``lookahead.choose`` instead of its leaf fit.)
 
 ``fit_model`` works on standardised features; ``CostSensitiveModel`` holds the result with the
 standardisation folded into the weights (raw float inputs, as the exported nodes see them).
