@@ -1,7 +1,8 @@
 """``adaptedge inspect BUNDLE``: show a bundle's manifest after verifying every file hash and,
 if present, its signature, and loading its HPC with the loader ``cloud serve`` uses (when the
 cloud extra is installed). Exits 0 only for a bundle that verifies (with ``--trust``: and is
-signed by one of those keys) and whose HPC ``cloud serve`` would take."""
+signed by one of those keys) and whose HPC ``cloud serve`` would take. The default operating
+point's policy is also printed as its root-to-exit paths (``policy_paths``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptedge.cli.errors import CommandError
+from adaptedge.cli.policy_paths import policy_paths
 from adaptedge.protocol.bundle import open_bundle, verify
 from adaptedge.protocol.manifest import Manifest
 
@@ -92,6 +94,9 @@ def render(m: Manifest) -> str:
         lines.append(f"  {name}: {len(graph.nodes)} nodes, root {graph.root!r}, "
                      f"up to {depth} sensors")
     lines += ["", *point_table(m)]
+    default = next(p for p in m.operating_points if p.name == m.default_operating_point)
+    lines += ["", f"default policy {default.policy!r} as paths (each node: the sensors it "
+                  "adds):", *(f"  {line}" for line in policy_paths(m.policies[default.policy]))]
     if m.split is not None:
         lines += ["", f"split: {m.split.dataset}, seed {m.split.seed}, fractions "
                       f"{', '.join(f'{f:.3f}' for f in m.split.fractions)}, digest "

@@ -7,26 +7,42 @@ validation rows (default: a seeded ``val_fraction`` of the training rows) set th
 thresholds and prune the structure. ``features="boosted"``: the nodes weigh the outputs of
 boosted regression trees (``boosted``: one run of ``trees`` trees of depth ``tree_depth`` at
 step ``tree_rate`` per Greedy Miser penalty in ``tree_gammas``), each tree evaluation costing
-``tree_cost`` times the mean sensor cost. ``predict_proba`` answers with the classifier of the node
+``tree_cost`` times the mean sensor cost. ``loss``: ``"squared"`` (two classes: the paper's
+squared loss on -1/+1 labels) or ``"logistic"``; ``init``: ``"lookahead"`` or ``"paper"``
+(``train_model``). ``predict_proba`` answers with the classifier of the node
 each row is routed to; ``model_`` is the trained ``CostSensitiveModel`` on raw inputs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.optimize import minimize_scalar
+from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.class_weight import compute_sample_weight
 from threadpoolctl import threadpool_limits
 
 from adaptedge.trainer.methods.cstc.boosted import BoostedFeatures, TreeSettings, fit_boosted
-from adaptedge.trainer.methods.cstc.objective import FloatArray, IntArray, Problem, Variant
+from adaptedge.trainer.methods.cstc.objective import (
+    FloatArray,
+    IntArray,
+    Loss,
+    Problem,
+    Variant,
+)
 from adaptedge.trainer.methods.cstc.optimise import CostSensitiveModel, Schedule, fit_params
+from adaptedge.trainer.methods.cstc.regressor import ROUTE_SLOPE
 from adaptedge.trainer.methods.cstc.structure import Shape, cascade, full_tree
+
+KAPPA_RANGE = (0.05, 30.0)
+"""Bounds of a node's logit scale (a leaf that is right on every training row it answers
+would otherwise take an unbounded scale)."""
 
 
 def _targets(y: IntArray, n_classes: int) -> FloatArray:
@@ -35,15 +51,30 @@ def _targets(y: IntArray, n_classes: int) -> FloatArray:
     return np.eye(n_classes)[y]
 
 
+def loss_for(n_classes: int, loss: str) -> Loss:
+    """The node loss: ``"squared"`` (the paper's, on -1/+1 labels) is for two classes only;
+    more classes keep the softmax loss."""
+    if loss not in ("squared", "logistic"):
+        raise ValueError(f"loss must be squared or logistic, got {loss!r}")
+    return "squared-sign" if loss == "squared" and n_classes == 2 else "logistic"
+
+
 def train_model(X: NDArray[np.floating], y: IntArray, n_classes: int, shape: Shape, *,
                 groups: Sequence[Sequence[int]], costs: Sequence[float], lam: float,
                 rho: float, variant: Variant, schedule: Schedule,
                 val: tuple[NDArray[np.floating], IntArray], weight: FloatArray | None = None,
-                features: BoostedFeatures | None = None, tree_cost: float = 0.0
-                ) -> CostSensitiveModel:
+                features: BoostedFeatures | None = None, tree_cost: float = 0.0,
+                loss: str = "squared", init: str = "lookahead") -> CostSensitiveModel:
     """Fit on standardised features; return the model on raw inputs. ``features``: boosted
     trees (``boosted.fit_boosted``) whose outputs the nodes weigh instead of the raw columns,
-    each tree evaluation costing ``tree_cost`` times the mean sensor cost."""
+    each tree evaluation costing ``tree_cost`` times the mean sensor cost. ``loss``:
+    ``"squared"`` (two classes: the paper's squared loss on -1/+1 labels, nodes routing on
+    their prediction with ``ROUTE_SLOPE``, each node's prediction then scaled to a logit by
+    ``calibrate``) or ``"logistic"``. ``init``: ``"lookahead"`` (the squared loss only:
+    routing nodes chosen by ``lookahead.choose``) or ``"paper"`` (every node its leaf fit)."""
+    kind = loss_for(n_classes, loss)
+    if init not in ("lookahead", "paper"):
+        raise ValueError(f"init must be lookahead or paper, got {init!r}")
     X64 = np.asarray(X, dtype=np.float64) if features is None else features.transform(X)
     Xv = np.asarray(val[0], dtype=np.float64) if features is None else features.transform(val[0])
     mu, sigma = X64.mean(axis=0), X64.std(axis=0)
@@ -59,10 +90,13 @@ def train_model(X: NDArray[np.floating], y: IntArray, n_classes: int, shape: Sha
         member = features.membership(len(groups))
         group_of = len(groups) + features.column_tree()
         cost = np.concatenate([cost, np.full(features.n_trees, float(tree_cost))])
-    prob = Problem((X64 - mu) / sigma, _targets(y, n_classes),
+    Y = _targets(y, n_classes)
+    prob = Problem((X64 - mu) / sigma, 2 * Y - 1 if kind == "squared-sign" else Y,
                    np.ones(len(y)) if weight is None else weight, group_of, cost, lam, rho,
-                   variant, member, 0 if features is None else features.n_trees)
-    shape, P = fit_params(prob, shape, ((Xv - mu) / sigma, np.asarray(val[1])), schedule)
+                   variant, member, 0 if features is None else features.n_trees, loss=kind,
+                   route_slope=ROUTE_SLOPE if kind == "squared-sign" else 1.0)
+    shape, P = fit_params(prob, shape, ((Xv - mu) / sigma, np.asarray(val[1])), schedule,
+                          lookahead=init == "lookahead" and kind == "squared-sign")
     W = tuple(Pw / sigma[:, None] for Pw in P.W)
     b = tuple(P.b[k] - (mu / sigma) @ P.W[k] for k in range(shape.n_nodes))
     if features is None:
@@ -72,12 +106,38 @@ def train_model(X: NDArray[np.floating], y: IntArray, n_classes: int, shape: Sha
         used = tuple(tuple(sorted({g for t in features.node_trees(P.W[k])
                                    for g in features.sensors[t]}))
                      for k in range(shape.n_nodes))
-    return CostSensitiveModel(shape, W, b, tuple(P.v), P.theta.copy(), used, features)
+    model = CostSensitiveModel(shape, W, b, tuple(P.v), P.theta.copy(), used, features)
+    return calibrate(model, X, y) if kind == "squared-sign" else model
+
+
+def calibrate(model: CostSensitiveModel, X: NDArray[np.floating], y: IntArray
+              ) -> CostSensitiveModel:
+    """A squared-loss model (predictions ``f`` near -1/+1, routing ``slope f - theta >= 0``)
+    as logits: node ``k``'s prediction scaled by ``kappa_k > 0``, the logistic fit of the
+    training labels answered at ``k`` (a routing node that does not answer: the routing
+    slope), and its routing rewritten ``kappa f - kappa theta / slope >= 0`` (v = 1). The
+    signs, hence the classes and the routes, do not change."""
+    node = model.answering_node(np.asarray(X, dtype=np.float32))
+    W, b, theta = list(model.W), list(model.b), model.theta.copy()
+    for k in model.shape.alive():
+        slope = float(model.v[k][0])
+        rows = node == k
+        f = model.logits(k, X[rows])[:, 0] if rows.any() else np.zeros(0)
+        margin = (2.0 * y[rows] - 1) * f
+        kappa = slope
+        if rows.any():
+            kappa = float(minimize_scalar(
+                lambda c, m=margin: float(np.logaddexp(0.0, -c * m).mean()),
+                bounds=KAPPA_RANGE, method="bounded").x)
+        W[k], b[k] = kappa * W[k], kappa * b[k]
+        theta[k] = kappa * theta[k] / slope
+    ones = tuple(np.ones(1) for _ in model.v)
+    return replace(model, W=tuple(W), b=tuple(b), v=ones, theta=theta)
 
 
 def proba_from_logits(z: FloatArray) -> FloatArray:
     if z.shape[1] == 1:
-        p1 = 1.0 / (1.0 + np.exp(-z[:, 0]))
+        p1 = expit(z[:, 0])  # a routing node's scaled prediction may be far beyond +-700
         return np.column_stack([1 - p1, p1])
     e = np.exp(z - z.max(axis=1, keepdims=True))
     out: FloatArray = e / e.sum(axis=1, keepdims=True)
@@ -100,6 +160,8 @@ class _CostSensitive(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     tree_rate: float
     tree_gammas: Sequence[float]
     tree_cost: float
+    loss: str
+    init: str
 
     def _trees(self) -> TreeSettings | None:
         if self.features not in ("raw", "boosted"):
@@ -151,7 +213,8 @@ class _CostSensitive(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             costs=costs, lam=self.lam, rho=self.rho, variant=self._variant(),
             schedule=Schedule(sweeps=self.sweeps, max_iter=self.max_iter),
             val=(np.asarray(X_val, dtype=np.float32), y_val_idx.astype(np.int64)),
-            weight=weight, features=features, tree_cost=self.tree_cost)
+            weight=weight, features=features, tree_cost=self.tree_cost, loss=self.loss,
+            init=self.init)
 
     def _fitted(self) -> CostSensitiveModel:
         if not hasattr(self, "model_"):
@@ -189,7 +252,9 @@ class CSTCClassifier(_CostSensitive):
                  random_state: int = 0, features: str = "raw", trees: int = 100,
                  tree_depth: int = 5, tree_rate: float = 0.3,
                  tree_gammas: Sequence[float] = (3e-3, 1e-3, 2e-4),
-                 tree_cost: float = 0.01) -> None:
+                 tree_cost: float = 0.01, loss: str = "squared", init: str = "lookahead"
+                 ) -> None:
+        self.loss, self.init = loss, init
         self.features, self.trees, self.tree_depth = features, trees, tree_depth
         self.tree_rate, self.tree_gammas, self.tree_cost = tree_rate, tree_gammas, tree_cost
         self.groups, self.costs, self.lam, self.depth = groups, costs, lam, depth
@@ -213,7 +278,9 @@ class CSCCClassifier(_CostSensitive):
                  random_state: int = 0, features: str = "raw", trees: int = 100,
                  tree_depth: int = 5, tree_rate: float = 0.3,
                  tree_gammas: Sequence[float] = (3e-3, 1e-3, 2e-4),
-                 tree_cost: float = 0.01) -> None:
+                 tree_cost: float = 0.01, loss: str = "squared", init: str = "lookahead"
+                 ) -> None:
+        self.loss, self.init = loss, init
         self.features, self.trees, self.tree_depth = features, trees, tree_depth
         self.tree_rate, self.tree_gammas, self.tree_cost = tree_rate, tree_gammas, tree_cost
         self.groups, self.costs, self.lam, self.stages = groups, costs, lam, stages

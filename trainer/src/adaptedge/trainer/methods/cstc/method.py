@@ -9,7 +9,9 @@ features) or ``boosted`` (linear node classifiers on the outputs of pre-trained 
 regression trees, ``boosted``: ``trees`` per boosting run, ``tree_depth``, ``tree_rate``,
 ``tree_gammas`` one run per Greedy Miser penalty, ``tree_cost`` one tree evaluation's energy,
 latency and feature count as a fraction of the mean sensor's, charged per node visit as the
-node's ``compute``; training prices a tree by that compute's scalar).
+node's ``compute``; training prices a tree by that compute's scalar), ``loss`` (``squared``,
+the default: the paper's squared loss for two classes; ``logistic``) and ``init``
+(``lookahead``, the default, or ``paper``: ``estimator.train_model``).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ BOOSTED_LAMBDAS = (0.03, 0.01, 0.003, 0.001, 0.0003)
 QUICK_BOOSTED_LAMBDAS = (0.01, 0.001)
 THRESHOLDS = (0.6, 0.7, 0.8, 0.9, 0.95)
 KNOWN = ("lambdas", "escalation", "depth", "stages", "variant", "sweeps", "features", "trees",
-         "tree_depth", "tree_rate", "tree_gammas", "tree_cost")
+         "tree_depth", "tree_rate", "tree_gammas", "tree_cost", "loss", "init")
 TREES = TreeSettings(trees=100, depth=5, learning_rate=0.3, gammas=(3e-3, 1e-3, 2e-4))
 """Default boosted features: three Greedy Miser runs of 100 depth-5 trees (few to many sensors)."""
 QUICK_TREES = TreeSettings(trees=20, depth=4, learning_rate=0.3, gammas=(1e-3, 0.0))
@@ -74,6 +76,12 @@ def _options(options: MethodOptions, method: str) -> dict[str, Any]:
     out["tree_cost"] = float(extra.get("tree_cost", TREE_COST))
     if out["tree_cost"] < 0:
         raise ValueError(f"tree_cost must be >= 0, got {out['tree_cost']}")
+    out["loss"] = str(extra.get("loss", "squared"))
+    if out["loss"] not in ("squared", "logistic"):
+        raise ValueError(f"loss must be squared or logistic, got {out['loss']!r}")
+    out["init"] = str(extra.get("init", "lookahead"))
+    if out["init"] not in ("lookahead", "paper"):
+        raise ValueError(f"init must be lookahead or paper, got {out['init']!r}")
     out["variant"] = str(extra.get("variant", "cscc"))
     if out["variant"] not in ("cscc", "cronus"):
         raise ValueError(f"variant must be cscc or cronus, got {out['variant']!r}")
@@ -135,7 +143,7 @@ def _sweep(dataset: Any, hpc: Any, shape: Shape, variant: Variant, method: str,
             dataset.X_train, dataset.y_train, len(dataset.classes), shape, groups=columns,
             costs=list(problem.sensor_costs), lam=lam, rho=1e-3, variant=variant,
             schedule=Schedule(sweeps=opts["sweeps"]), val=(dataset.X_val, dataset.y_val),
-            features=features, tree_cost=tree_cost)
+            features=features, tree_cost=tree_cost, loss=opts["loss"], init=opts["init"])
         for t in thresholds:
             params: dict[str, float | str] = {"lambda": lam, "threshold": t or "none"}
             if boosted:

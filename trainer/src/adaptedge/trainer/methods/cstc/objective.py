@@ -1,14 +1,14 @@
 """The CSTC / CSCC / Cronus objective (Xu et al., JMLR 2014, eqs. 12 and 19, and Cronus's).
 
-Every node ``k`` has a linear classifier ``z = x W + b`` (one logit for two classes, one per
-class otherwise) and, if it routes, a routing score ``s = z v - theta``: ``p(hi) =
-sigmoid(s)``. For two classes ``v = 1`` is fixed, so a node routes on its own classifier's
-logit as in the paper (``p(upper) = sigmoid(x beta - theta)``); with more classes ``v`` is
-learned (the routing direction in the node's class-score space). The paper's squared loss
-becomes the logistic (softmax) loss, so leaves have no closed form: every node is solved by
-L-BFGS (the paper's iterative solver for internal nodes). ``Problem.loss == "squared"`` is
-the paper's own regression loss ``(z - y)^2`` on one output (``v = 1``: a node routes on its
-own prediction, as in §6.1); the solver is the same.
+Every node ``k`` has a linear model ``z = x W + b`` (one output for two classes or a
+regression, one per class otherwise) and, if it routes, a routing score ``s = z v - theta``:
+``p(hi) = sigmoid(s)``. With one output ``v`` is a fixed slope (``Problem.route_slope``;
+initialisation may steepen it per node), so a node routes on its own prediction as in the
+paper (``p(upper) = sigmoid(x beta - theta)``); with more classes ``v`` is learned (the
+routing direction in the node's class-score space). ``Problem.loss``: ``"squared-sign"``, the
+paper's squared loss on -1/+1 labels (two classes); ``"squared"``, its regression loss on a
+standardised target; ``"logistic"``, the softmax loss (more than two classes, or on request).
+Every node is solved by L-BFGS (the paper's iterative solver for internal nodes).
 
 Loss weights: CSTC weights node ``k``'s loss by its path probability ``p_k``; CSCC and Cronus
 by the probability of exiting at ``k``. The cost term charges each sensor group ``g`` once per
@@ -33,7 +33,9 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 Variant = Literal["cstc", "cscc", "cronus"]
-Loss = Literal["logistic", "squared"]
+Loss = Literal["logistic", "squared", "squared-sign"]
+"""``squared-sign``: the paper's squared loss on -1/+1 labels (binary classification, the class
+is the prediction's sign); ``squared``: regression on a standardised target."""
 Answers = IntArray | FloatArray
 """Validation answers: class indices (logistic) or standardised targets (squared)."""
 EPS = 1e-4
@@ -62,7 +64,8 @@ class Problem:
     tree_groups: int = 0
     """With ``member``: the last ``tree_groups`` groups are the trees' own."""
     loss: Loss = "logistic"
-    """"squared": regression on ``Y`` [n, 1] (standardised targets)."""
+    """"squared": regression on ``Y`` [n, 1] (standardised targets); "squared-sign": ``Y``
+    [n, 1] holds -1/+1 labels."""
     route_slope: float = 1.0
     """The fixed ``v`` of a one-output node: ``p(hi) = sigmoid(route_slope * z - theta)``.
     1 for classification (the paper's); a regressor's standardised prediction spans a few
@@ -143,7 +146,7 @@ def squared(z: FloatArray, Y: FloatArray) -> tuple[FloatArray, FloatArray]:
 
 def loss_of(prob: Problem, z: FloatArray) -> tuple[FloatArray, FloatArray]:
     """The problem's per-row loss of outputs ``z`` and its gradient."""
-    return squared(z, prob.Y) if prob.loss == "squared" else logistic(z, prob.Y)
+    return logistic(z, prob.Y) if prob.loss == "logistic" else squared(z, prob.Y)
 
 
 def group_sq(prob: Problem, W: FloatArray) -> FloatArray:

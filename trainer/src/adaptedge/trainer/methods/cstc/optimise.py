@@ -2,7 +2,8 @@
 level order with Lemma 1's auxiliaries, prune on validation, then fine-tune the answering
 classifiers without the cost term. (The paper prunes the initialised tree; here the nodes are
 initialised as leaves under the full cost term, which keeps their expensive features out, so
-pruning waits until the tree has specialised.)
+pruning waits until the tree has specialised. With two classes a routing node is initialised
+by ``lookahead.choose`` instead of its leaf fit.)
 
 ``fit_model`` works on standardised features; ``CostSensitiveModel`` holds the result with the
 standardisation folded into the weights (raw float inputs, as the exported nodes see them).
@@ -11,6 +12,7 @@ standardisation folded into the weights (raw float inputs, as the exported nodes
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -19,6 +21,7 @@ from adaptedge.trainer.methods.cstc.node_solve import node_terms, solve_node
 from adaptedge.trainer.methods.cstc.objective import (
     EPS,
     Answers,
+    BoolArray,
     FloatArray,
     IntArray,
     Loss,
@@ -34,6 +37,8 @@ PRUNE_TOLERANCE = 0.01
 """The first sensor-pruning round may give up this much validation accuracy (squared loss:
 this much standardised validation MSE, 1% of the target's variance): the routes are
 re-optimised on the kept sensors before the second, strict round."""
+SHARP_ROUTE = 5.0
+"""Initial routing score of a squared-sign node's validation quartiles: sigmoid(5) = 0.993."""
 CLAMP = 1e-3
 """A node's group whose weights' norm falls below this is set to zero for good (the paper's
 practical clamp of Lemma 1)."""
@@ -48,6 +53,10 @@ class Schedule:
     max_iter: int = 40
     """L-BFGS iterations per node solve."""
 
+
+LOOKAHEAD_SCHEDULE = Schedule(sweeps=1, inner=1, max_iter=20)
+"""The lighter fits that score ``lookahead`` candidates (block coordinate descent refines the
+chosen ones)."""
 
 @dataclass(frozen=True)
 class CostSensitiveModel:
@@ -138,30 +147,64 @@ def block(prob: Problem, shape: Shape, P: Params, k: int, schedule: Schedule,
 
 
 def initialise(prob: Problem, shape: Shape, val: tuple[FloatArray, Answers],
-               schedule: Schedule) -> Params:
+               schedule: Schedule, lookahead: bool = False) -> Params:
     """Top-down: each node trained as if it were a leaf, then its threshold set to split the
-    validation rows reaching it evenly."""
+    validation rows reaching it evenly. ``lookahead``: a routing node's classifier is chosen
+    among candidates by the subtree it leads to (``lookahead.choose``)."""
+    from adaptedge.trainer.methods.cstc.lookahead import choose
+
     d, m, G = prob.X.shape[1], prob.Y.shape[1], prob.n_groups
     P = Params([np.zeros((d, m)) for _ in range(shape.n_nodes)],
                [np.zeros(m) for _ in range(shape.n_nodes)],
                [np.full(m, prob.route_slope) for _ in range(shape.n_nodes)],
                np.zeros(shape.n_nodes), [np.ones(G, dtype=bool) for _ in range(shape.n_nodes)])
-    for k in shape.alive():
+
+    def fit(prob: Problem, shape: Shape, P: Params, k: int, mask: BoolArray | None,
+            schedule: Schedule = schedule) -> None:
         if k > 0:
             P.b[k] = P.b[shape.parent(k)].copy()
-        warm = replace(prob, lam=0.0, rho=EPS * EPS)
-        block(warm, shape.cut(k), P, k, replace(schedule, inner=1), with_cost=False)
-        block(prob, shape.cut(k), P, k, schedule)
+        P.W[k][:] = 0.0
+        P.active[k] = np.ones(G, dtype=bool) if mask is None else mask.copy()
+        fit_leaf(prob, shape, P, k, schedule)
         if shape.routes(k):
-            reach = visiting(shape, P, val[0])[k] > 0
-            z = val[0][reach] @ P.W[k] + P.b[k] if reach.any() else np.zeros((1, m))
-            if m > 1:
-                centred = z - z.mean(axis=0)
-                direction = np.linalg.svd(centred, full_matrices=False)[2][0]
-                P.v[k] = direction * np.sign(direction[np.abs(direction).argmax()])
-            s = z @ P.v[k]
-            P.theta[k] = float(np.quantile(s, 0.25) + np.quantile(s, 0.75)) / 2
+            set_threshold(shape, P, k, val[0], sharp=prob.loss == "squared-sign")
+
+    for k in shape.alive():
+        if lookahead and shape.routes(k):
+            P = choose(prob, shape, P, k, partial(fit, schedule=LOOKAHEAD_SCHEDULE))
+        else:
+            fit(prob, shape, P, k, None)
     return P
+
+
+def fit_leaf(prob: Problem, shape: Shape, P: Params, k: int, schedule: Schedule) -> None:
+    """Node ``k`` trained as if it were a leaf: without the cost term, then with it."""
+    warm = replace(prob, lam=0.0, rho=EPS * EPS)
+    block(warm, shape.cut(k), P, k, replace(schedule, inner=1), with_cost=False)
+    block(prob, shape.cut(k), P, k, schedule)
+
+
+def set_threshold(shape: Shape, P: Params, k: int, X_val: FloatArray, sharp: bool = False
+                  ) -> None:
+    """Node ``k``'s threshold (and, with several outputs, routing direction) splitting the
+    validation rows that reach it: halfway between the quartiles of their routing score.
+    ``sharp`` (one output): the routing slope ``v`` also set so that those quartiles route
+    with probability ``sigmoid(SHARP_ROUTE)``."""
+    m = len(P.b[k])
+    reach = visiting(shape, P, X_val)[k] > 0
+    z = X_val[reach] @ P.W[k] + P.b[k] if reach.any() else np.zeros((1, m))
+    if m > 1:
+        centred = z - z.mean(axis=0)
+        direction = np.linalg.svd(centred, full_matrices=False)[2][0]
+        P.v[k] = direction * np.sign(direction[np.abs(direction).argmax()])
+    s = z @ P.v[k]
+    low, high = float(np.quantile(s, 0.25)), float(np.quantile(s, 0.75))
+    if sharp and m == 1 and high - low > 1e-6:
+        # the quartiles at -/+ SHARP_ROUTE: a weak locator's small prediction spread would
+        # otherwise route softly and no child could specialise
+        scale = 2 * SHARP_ROUTE / (high - low)
+        P.v[k], s, low, high = P.v[k] * scale, s * scale, low * scale, high * scale
+    P.theta[k] = (low + high) / 2
 
 
 def prune(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, Answers]) -> Shape:
@@ -179,9 +222,9 @@ def prune(prob: Problem, shape: Shape, P: Params, val: tuple[FloatArray, Answers
 
 
 def fit_params(prob: Problem, shape: Shape, val: tuple[FloatArray, Answers],
-               schedule: Schedule) -> tuple[Shape, Params]:
+               schedule: Schedule, lookahead: bool = False) -> tuple[Shape, Params]:
     """Initialise, optimise, then twice: fine-tune the leaves, prune nodes and sensor groups; returns the final shape and parameters."""
-    P = initialise(prob, shape, val, schedule)
+    P = initialise(prob, shape, val, schedule, lookahead)
     for _ in range(schedule.sweeps):
         for k in shape.alive():
             block(prob, shape, P, k, schedule)
