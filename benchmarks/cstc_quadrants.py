@@ -41,8 +41,11 @@ def run(variant: str, seed: int) -> dict[str, Any]:
     cpu = time.process_time() - started
     points = _points(graphs, dataset, hpc)
     chosen = cheapest_reaching(points, TARGET)
-    on_test = [p for p in points if p["test"]["accuracy"] >= TARGET]
-    best_test = min(on_test, key=lambda p: p["test"]["cost"]) if on_test else None
+    # the acceptance reads the cheapest point at test accuracy >= 0.98 (an oracle
+    # figure, reported beside the point chosen on validation, never used to choose)
+    on_test = [p for p in points if p["test"]["accuracy"] >= TARGET]  # reports-test: oracle
+    best_test = (min(on_test, key=lambda p: p["test"]["cost"])  # reports-test: oracle
+                 if on_test else None)
     out: dict[str, Any] = {"variant": variant, "seed": seed, "perfect_cost": perfect,
                            "cpu_seconds": round(cpu, 1), "hpc_test_accuracy": float(
                                (hpc.proba_test.argmax(axis=1) == dataset.y_test).mean()),

@@ -22,6 +22,7 @@ import numpy as np
 
 from adaptedge.trainer.methods.cstc.objective import Params, Problem, group_sq
 from adaptedge.trainer.methods.cstc.structure import Shape
+from adaptedge.trainer.methods.cstc.visits import visiting
 
 LOOKAHEAD_GROUPS = 6
 """Single-group candidates per routing node (besides the leaf fit on every group)."""
@@ -59,8 +60,6 @@ def true_objective(prob: Problem, shape: Shape, P: Params, k: int) -> float:
     """The unrelaxed objective of the subtree under ``k`` on the training rows reaching it:
     squared loss of the answering node (hard routing) plus ``lambda`` times the cost of the
     groups read on each row's path (``READ``)."""
-    from adaptedge.trainer.methods.cstc.optimise import visiting
-
     visit = visiting(shape, P, prob.X)
     value = 0.0
     for t in shape.terminals():
@@ -80,8 +79,6 @@ def true_objective(prob: Problem, shape: Shape, P: Params, k: int) -> float:
 
 
 def _reach(shape: Shape, P: Params, prob: Problem, k: int) -> np.ndarray:
-    from adaptedge.trainer.methods.cstc.optimise import visiting
-
     return visiting(shape, P, prob.X)[k]
 
 

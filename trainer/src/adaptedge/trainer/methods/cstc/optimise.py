@@ -32,6 +32,7 @@ from adaptedge.trainer.methods.cstc.objective import (
     solve_aux,
 )
 from adaptedge.trainer.methods.cstc.structure import Shape
+from adaptedge.trainer.methods.cstc.visits import visiting
 
 PRUNE_TOLERANCE = 0.01
 """The first sensor-pruning round may give up this much validation accuracy (squared loss:
@@ -96,22 +97,6 @@ class CostSensitiveModel:
             if lo >= 0:
                 node[rows[~up]] = lo
         return node
-
-
-def visiting(shape: Shape, P: Params, X: FloatArray, Z: list[FloatArray] | None = None
-             ) -> list[FloatArray]:
-    """Hard 0/1 visit indicator of every node for rows ``X`` (standardised); ``Z``: the
-    nodes' logits on ``X`` if already known."""
-    visit = [np.zeros(len(X)) for _ in range(shape.n_nodes)]
-    visit[0][:] = 1
-    for k in shape.alive():
-        if shape.routes(k):
-            z = X @ P.W[k] + P.b[k] if Z is None else Z[k]
-            up = (z @ P.v[k] - P.theta[k] >= 0).astype(float)
-            visit[shape.hi[k]] = visit[k] * up
-            if shape.lo[k] >= 0:
-                visit[shape.lo[k]] = visit[k] * (1 - up)
-    return visit
 
 
 def hard_accuracy(shape: Shape, P: Params, X: FloatArray, y: Answers,
