@@ -45,7 +45,7 @@ REGRESSION_SCHEMA_VERSION = 2
 """The schema version of a regression bundle (older readers refuse it in one line)."""
 HEAD_SCHEMA_VERSION = 3
 """The schema version of a bundle (either task; ``task`` present: regression) whose nodes may
-carry action heads (``protocol.action_head``) and whose model files may be zlib-compressed
+carry action heads (``protocol.action_head``) and whose model files may be compressed (xz or zlib)
 (``protocol.model_file``); older readers refuse it in one line."""
 READABLE_SCHEMA_VERSIONS = (BUNDLE_SCHEMA_VERSION, REGRESSION_SCHEMA_VERSION,
                             HEAD_SCHEMA_VERSION)
@@ -422,7 +422,7 @@ def schema_version(regression: bool, policies: Mapping[str, PolicyGraph]) -> int
 
 def _check_heads(policies: Mapping[str, PolicyGraph], files: Mapping[str, str],
                  version: int) -> None:
-    """Action heads and zlib-compressed model files (``protocol.model_file``) are schema 3."""
+    """Action heads and compressed (xz or zlib) model files (``protocol.model_file``) are schema 3."""
     if version != HEAD_SCHEMA_VERSION:
         for name in files:
             if is_compressed(name):

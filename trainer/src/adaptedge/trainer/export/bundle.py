@@ -23,7 +23,7 @@ from adaptedge.protocol.action_head import ActionHead
 from adaptedge.protocol.bundle import write_bundle
 from adaptedge.protocol.drift_reference import REFERENCE_KEY
 from adaptedge.protocol.manifest import HpcRef, Manifest, OperatingPoint, schema_version
-from adaptedge.protocol.model_file import ZLIB_SUFFIX, compress_model
+from adaptedge.protocol.model_file import MODEL_SUFFIX, compress_model
 from adaptedge.protocol.operating_points import PairedCounts, wilson_interval
 from adaptedge.protocol.policy_graph import ModelRef, PolicyGraph, PolicyNode
 from adaptedge.protocol.split_recipe import SplitRecipe
@@ -74,7 +74,7 @@ def manifest_graph(graph: Graph, files: dict[str, bytes]) -> PolicyGraph:
     """A trainer graph as the manifest's policy graph; each node's ONNX model is added to
     ``files`` under its content-addressed name (shared models are stored once: the points of
     one ADAPT-GBRT fit name one file, each with its own action head; a model with a head is
-    stored zlib-compressed, ``*.onnx.zlib``, as schema 3 allows)."""
+    stored xz-compressed, ``*.onnx.xz``, as schema 3 allows)."""
     nodes: dict[str, PolicyNode] = {}
     for node_id in sorted(graph.nodes):
         node = graph.nodes[node_id]
@@ -82,8 +82,8 @@ def manifest_graph(graph: Graph, files: dict[str, bytes]) -> PolicyGraph:
         file = model_file_name(onnx_model)
         if head is None:
             files[file] = onnx_model
-        else:  # a schema-3 node: its model is stored zlib-compressed (protocol.model_file)
-            file += ZLIB_SUFFIX
+        else:  # a schema-3 node: its model is stored compressed (protocol.model_file)
+            file += MODEL_SUFFIX
             if file not in files:
                 files[file] = compress_model(onnx_model)
         nodes[node_id] = PolicyNode(sensors=tuple(node.sensors),
