@@ -29,6 +29,7 @@ from adaptedge.trainer.methods.dag.problem import problem_from
 from adaptedge.trainer.methods.registry import MethodOptions, get_method
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.walk import walk
+from tests.support.cstc_gradient import assert_node_gradient
 from tests.support.dag_parity import assert_same_walk
 
 QUICK = {"features": "boosted", "lambdas": "0.01", "sweeps": "1", "trees": "5",
@@ -195,8 +196,7 @@ def test_bad_boosted_options_are_refused() -> None:
 def test_node_gradient_with_overlapping_groups(variant: str, m: int, k: int) -> None:
     """Tree columns in several groups (their sensors' and their own): the block objective's
     gradient still matches finite differences."""
-    from adaptedge.trainer.methods.cstc.node_solve import node_objective, node_terms
-    from adaptedge.trainer.methods.cstc.objective import Params, Problem, forward, solve_aux
+    from adaptedge.trainer.methods.cstc.objective import Params, Problem
     from adaptedge.trainer.methods.cstc.structure import cascade, full_tree
 
     rng = np.random.default_rng(5)
@@ -212,11 +212,5 @@ def test_node_gradient_with_overlapping_groups(variant: str, m: int, k: int) -> 
                [rng.normal(size=m) if m > 1 else np.ones(1) for _ in range(n)],
                rng.normal(size=n), [np.ones(7, dtype=bool) for _ in range(n)])
     shape = full_tree(3) if variant == "cstc" else cascade(4)
-    st = forward(prob, shape, P)
-    aux = solve_aux(prob, shape, P, st)
-    fun, x0, _, _ = node_objective(prob, shape, P, aux, k, node_terms(prob, shape, P, st, aux, k))
-    _, grad = fun(x0)
-    numeric = np.array([(fun(x0 + 1e-6 * e)[0] - fun(x0 - 1e-6 * e)[0]) / 2e-6
-                        for e in np.eye(len(x0))])
-    np.testing.assert_allclose(grad, numeric, rtol=1e-4, atol=1e-6)
+    assert_node_gradient(prob, shape, P, k)
     assert prob.prune_order(np.ones(7, dtype=bool)) == [4, 5, 3, 6]  # priced with sensors

@@ -10,10 +10,10 @@ import pytest
 
 from adaptedge.trainer.data.quadrant_decoys import VARIANTS, decoy_quadrants
 from adaptedge.trainer.methods.cstc.estimator import CSTCClassifier, calibrate, train_model
-from adaptedge.trainer.methods.cstc.node_solve import node_objective, node_terms
-from adaptedge.trainer.methods.cstc.objective import Params, Problem, forward, solve_aux
+from adaptedge.trainer.methods.cstc.objective import Params, Problem
 from adaptedge.trainer.methods.cstc.optimise import Schedule
 from adaptedge.trainer.methods.cstc.structure import full_tree
+from tests.support.cstc_gradient import assert_node_gradient
 
 
 @pytest.mark.parametrize("k", [0, 1, 5])
@@ -27,13 +27,7 @@ def test_squared_sign_block_gradient_matches_finite_differences(k: int) -> None:
                [np.full(1, 3.0) for _ in range(7)], rng.normal(size=7),
                [np.ones(3, dtype=bool) for _ in range(7)])
     shape = full_tree(3)
-    st = forward(prob, shape, P)
-    aux = solve_aux(prob, shape, P, st)
-    fun, x0, _, _ = node_objective(prob, shape, P, aux, k, node_terms(prob, shape, P, st, aux, k))
-    _, grad = fun(x0)
-    numeric = np.array([(fun(x0 + 1e-6 * e)[0] - fun(x0 - 1e-6 * e)[0]) / 2e-6
-                        for e in np.eye(len(x0))])
-    np.testing.assert_allclose(grad, numeric, rtol=1e-4, atol=1e-6)
+    assert_node_gradient(prob, shape, P, k)
 
 
 def _fit(init: str, variant: str = "even") -> tuple[CSTCClassifier, float, float]:
