@@ -177,14 +177,13 @@ def render(m: Any, out: Path, *, seconds: float) -> str:
 
     if m.is_regression:
         return render_regression(m, out, seconds=seconds)
-    w = max([len("operating point")] + [len(p.name) + 2 for p in m.operating_points]) + 2
+    w = _name_width(m)
     lines = [
         f"{m.metadata.get('method')} on {m.metadata.get('dataset')}: "
         f"{len(m.operating_points)} operating points on the validation frontier "
         f"(of {m.metadata.get('n_candidates')} candidates), "
         f"trained in {seconds:.1f} s",
-        *([f"Frontier: {m.metadata['frontier_rule']}."] if m.metadata.get("frontier_rule")
-          else []),
+        *_frontier_lines(m),
         f"HPC: validation accuracy {m.hpc.accuracy:.4f}, always-cloud cost "
         f"{hpc_cost(m).scalar:.4g}",
         "",
@@ -194,11 +193,7 @@ def render(m: Any, out: Path, *, seconds: float) -> str:
         mark = " *" if p.name == m.default_operating_point else ""
         lines.append(f"{p.name + mark:<{w}}{p.accuracy:>9.4f}{p.cost:>10.4g}"
                      f"{p.escalation_rate:>10.3f}{p.avg_sensors_read:>9.2f}")
-    rule = m.metadata.get("default_rule")
-    lines += ["", f"* default operating point{': ' + rule if rule else ''}.",
-              f"Data: {m.metadata.get('dataset_description', '?')}",
-              f"Bundle {m.bundle_id} written to {out}"]
-    return "\n".join(lines)
+    return "\n".join([*lines, *_closing_lines(m, out)])
 
 
 def render_regression(m: Any, out: Path, *, seconds: float) -> str:
@@ -206,13 +201,12 @@ def render_regression(m: Any, out: Path, *, seconds: float) -> str:
     from adaptedge.protocol.costs import hpc_cost
 
     unit = f" ({m.target_unit})" if m.target_unit else ""
-    w = max([len("operating point")] + [len(p.name) + 2 for p in m.operating_points]) + 2
+    w = _name_width(m)
     lines = [
         f"{m.metadata.get('method')} on {m.metadata.get('dataset')} (regression, target "
         f"{m.target or '?'}{unit}): {len(m.operating_points)} operating points on the "
         f"validation frontier, trained in {seconds:.1f} s",
-        *([f"Frontier: {m.metadata['frontier_rule']}."] if m.metadata.get("frontier_rule")
-          else []),
+        *_frontier_lines(m),
         f"HPC: validation MSE {m.hpc.mse:.4g}, MAE {m.hpc.mae:.4g}{unit}, always-cloud cost "
         f"{hpc_cost(m).scalar:.4g}",
         "",
@@ -223,8 +217,22 @@ def render_regression(m: Any, out: Path, *, seconds: float) -> str:
         mark = " *" if p.name == m.default_operating_point else ""
         lines.append(f"{p.name + mark:<{w}}{p.mse:>11.4g}{p.mae:>10.4g}{p.cost:>10.4g}"
                      f"{p.escalation_rate:>10.3f}{p.paired_lower_bound:>+11.4g}")
+    return "\n".join([*lines, *_closing_lines(m, out)])
+
+
+def _name_width(m: Any) -> int:
+    """The width of the frontier table's first column (names, default marked `` *``)."""
+    return max([len("operating point")] + [len(p.name) + 2 for p in m.operating_points]) + 2
+
+
+def _frontier_lines(m: Any) -> list[str]:
+    rule = m.metadata.get("frontier_rule")
+    return [f"Frontier: {rule}."] if rule else []
+
+
+def _closing_lines(m: Any, out: Path) -> list[str]:
+    """The default point's rule, the data and where the bundle went (both tasks)."""
     rule = m.metadata.get("default_rule")
-    lines += ["", f"* default operating point{': ' + rule if rule else ''}.",
-              f"Data: {m.metadata.get('dataset_description', '?')}",
-              f"Bundle {m.bundle_id} written to {out}"]
-    return "\n".join(lines)
+    return ["", f"* default operating point{': ' + rule if rule else ''}.",
+            f"Data: {m.metadata.get('dataset_description', '?')}",
+            f"Bundle {m.bundle_id} written to {out}"]
