@@ -24,7 +24,6 @@ from numpy.typing import NDArray
 from scipy.optimize import minimize_scalar
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.exceptions import NotFittedError
 from sklearn.utils.class_weight import compute_sample_weight
 from threadpoolctl import threadpool_limits
 
@@ -37,7 +36,7 @@ from adaptedge.trainer.methods.cstc.objective import (
     Variant,
 )
 from adaptedge.trainer.methods.cstc.optimise import CostSensitiveModel, Schedule, fit_params
-from adaptedge.trainer.methods.cstc.regressor import ROUTE_SLOPE
+from adaptedge.trainer.methods.cstc.regressor import ROUTE_SLOPE, fitted_model
 from adaptedge.trainer.methods.cstc.structure import Shape, cascade, full_tree
 
 KAPPA_RANGE = (0.05, 30.0)
@@ -216,14 +215,8 @@ class _CostSensitive(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             weight=weight, features=features, tree_cost=self.tree_cost, loss=self.loss,
             init=self.init)
 
-    def _fitted(self) -> CostSensitiveModel:
-        if not hasattr(self, "model_"):
-            raise NotFittedError(f"{type(self).__name__} is not fitted yet; call fit first")
-        model: CostSensitiveModel = self.model_
-        return model
-
     def predict_proba(self, X: Any) -> FloatArray:
-        model = self._fitted()
+        model = fitted_model(self)
         X = np.asarray(X, dtype=np.float32)
         node = model.answering_node(X)
         out = np.zeros((len(X), len(self.classes_)))
@@ -237,7 +230,7 @@ class _CostSensitive(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
 
     def node_columns(self) -> list[int]:
         """Every column some node reads."""
-        model = self._fitted()
+        model = fitted_model(self)
         used = {g for k in model.shape.alive() for g in model.groups[k]}
         return sorted(c for g in used for c in self.groups_[g])
 

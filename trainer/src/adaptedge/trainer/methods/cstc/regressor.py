@@ -94,15 +94,9 @@ class CSTCRegressor(RegressorMixin, BaseEstimator):  # type: ignore[misc]
         self.costs_ = [float(c) for c in costs]
         return self
 
-    def _fitted(self) -> CostSensitiveModel:
-        if not hasattr(self, "model_"):
-            raise NotFittedError(f"{type(self).__name__} is not fitted yet; call fit first")
-        model: CostSensitiveModel = self.model_
-        return model
-
     def predict(self, X: Any) -> FloatArray:
         """Each row's value from the regressor of the node it is routed to."""
-        model = self._fitted()
+        model = fitted_model(self)
         X = np.asarray(X, dtype=np.float32)
         node = model.answering_node(X)
         out = np.zeros(len(X))
@@ -113,13 +107,21 @@ class CSTCRegressor(RegressorMixin, BaseEstimator):  # type: ignore[misc]
 
     def path_groups(self, k: int) -> list[int]:
         """The sensor groups a row answered at node ``k`` has read (its path's union)."""
-        model = self._fitted()
+        model = fitted_model(self)
         return sorted({g for j in model.shape.path(k) for g in model.groups[j]})
 
     def row_costs(self, X: Any) -> FloatArray:
         """Each row's feature cost: the costs of the groups read along its path."""
-        model = self._fitted()
+        model = fitted_model(self)
         node: IntArray = model.answering_node(np.asarray(X, dtype=np.float32))
         price = {int(k): float(sum(self.costs_[g] for g in self.path_groups(int(k))))
                  for k in np.unique(node)}
         return np.array([price[int(k)] for k in node], dtype=np.float64)
+
+
+def fitted_model(estimator: Any) -> CostSensitiveModel:
+    """A fitted CSTC estimator's model (``model_``); ``NotFittedError`` before ``fit``."""
+    if not hasattr(estimator, "model_"):
+        raise NotFittedError(f"{type(estimator).__name__} is not fitted yet; call fit first")
+    model: CostSensitiveModel = estimator.model_
+    return model
