@@ -204,3 +204,25 @@ def test_the_deployed_point_is_the_one_the_rows_came_from(toy_bundle: tuple[Path
     assert deployed_point(manifest, []) == manifest.default_operating_point
     assert deployed_point(manifest, [row(None), row(99)]) == manifest.default_operating_point
     assert deployed_point(manifest, [row(other), row(other), row(None)]) == names[other]
+
+
+def test_bias_keeps_each_nodes_compute_cost(toy_bundle: tuple[Path, Manifest]) -> None:
+    """A biased node is the same node with another model file: its evaluation cost, sensors
+    and actions stay (the node's ``compute`` was once dropped)."""
+    from dataclasses import replace
+
+    from adaptedge.protocol.policy_graph import ComputeCost, PolicyGraph
+
+    _, manifest = toy_bundle
+    bundle_files = {f: (toy_bundle[0] / f).read_bytes() for f in manifest.files}
+    graph = manifest.policies["gate"]
+    cost = ComputeCost(energy_mj=0.25, latency_ms=0.5, units=0.01)
+    priced = PolicyGraph(root=graph.root, nodes={k: replace(n, compute=cost)
+                                                 for k, n in graph.nodes.items()})
+    biased, new = biased_policy(priced, bundle_files, 2.0)
+    assert new, "the toy gate has no head: biasing writes a new model file"
+    for key, node in biased.nodes.items():
+        assert node.compute == cost
+        assert (node.sensors, node.actions) == (graph.nodes[key].sensors,
+                                                 graph.nodes[key].actions)
+        assert node.model.file in new

@@ -79,9 +79,7 @@ def biased_policy(graph: PolicyGraph, files: Mapping[str, bytes], bias: float
         data = add_escalation_bias(files[node.model.file], len(node.actions), column, bias)
         name = model_file_name(data)
         new_files[name] = data
-        nodes[node_id] = PolicyNode(sensors=node.sensors,
-                                    model=ModelRef(name, node.model.inputs),
-                                    actions=node.actions)
+        nodes[node_id] = replace(node, model=ModelRef(name, node.model.inputs))
     return PolicyGraph(root=graph.root, nodes=nodes), new_files
 
 
