@@ -142,6 +142,18 @@ def test_regression_task_fields_checked(body: dict[str, Any], key: str, value: A
     _refused(body, match, path)
 
 
+def test_schema_3_errors_name_schema_3(body: dict[str, Any]) -> None:
+    """A schema-3 manifest (either task) names its own version in a task error."""
+    body["schema_version"] = 3
+    assert Manifest.from_dict(body).is_regression
+    body["task"] = "classification"
+    _refused(body, "must be 'regression' in a schema version 3 bundle", "task")
+    classification = json.loads((DATA / STORED[0]).read_text())
+    classification["schema_version"] = 3
+    classification["metric"] = "mse"
+    _refused(classification, "a schema version 3 \\(classification\\) bundle", "metric")
+
+
 def test_regression_needs_its_schema_version(body: dict[str, Any]) -> None:
     old = copy.deepcopy(body)
     old["schema_version"] = 1

@@ -441,9 +441,9 @@ def _parse_task(r: _Reader, version: int) -> _TaskFields:
     """The task's fields: version 1 is classification (two or more distinct classes, no task
     fields); version 2 is regression (``task``, ``target``, ``metric``, ``classes`` []);
     version 3 is either (regression when it has ``task``)."""
-    if version == HEAD_SCHEMA_VERSION:
-        version = REGRESSION_SCHEMA_VERSION if "task" in r.raw else BUNDLE_SCHEMA_VERSION
-    if version == BUNDLE_SCHEMA_VERSION:
+    regression = "task" in r.raw if version == HEAD_SCHEMA_VERSION else (
+        version == REGRESSION_SCHEMA_VERSION)
+    if not regression:
         for key in ("task", "target", "metric"):
             if key in r.raw:
                 raise BundleError(f"is a regression field; a schema version {version} "
