@@ -14,9 +14,11 @@ with the quadrant's label mean as its pair of classes: quadrants have distinct l
 classifier on the cheap sensors knows the pair and routes by its class scores, and only the
 quadrant's expensive sensor tells the two apart (the cheap sensors alone give 0.5).
 ``"rates"`` (binary, the first construction): a positive rate per quadrant (0.85, 0.65, 0.35,
-0.15 for ``pp``, ``mp``, ``pm``, ``mm``) and the expensive sensor holding the label. CSTC does
-not solve it at cost 12: a node routes on its own calibrated logit, and logits that route the
-quadrants apart are confidently wrong on a third of their rows (see the CSTC note in README).
+0.15 for ``pp``, ``mp``, ``pm``, ``mm``) and the expensive sensor holding the label. The
+logistic CSTC of before issue 32 did not solve it at cost 12 (a node routed on its own
+calibrated logit); two-class CSTC now takes the paper's squared loss and a look-ahead start, and
+is measured on the binary quadrant sets with decoys instead (``quadrant_decoys``,
+``benchmarks/cstc_quadrants.py``, ``docs/papers.md``).
 """
 
 from __future__ import annotations
