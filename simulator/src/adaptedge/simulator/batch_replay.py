@@ -89,21 +89,23 @@ class BundleModels:
         out = run_chunked(call, x, self.threads, self.chunk_rows)
         return out[0], (out[1] if scores else None)
 
+    def hpc_answers(self, x: F32, feature_mask: npt.NDArray[np.bool_]) -> F32:
+        """The HPC's answer output per row (probabilities, or a regression's ``value``),
+        unmeasured columns (``feature_mask`` False) set to 0."""
+        masked = np.where(feature_mask, x, np.float32(0.0))
+        return self.run(self.manifest.hpc.file, masked, None)[0]
+
     def hpc_labels(self, x: F32, feature_mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
         """The HPC's label per row, unmeasured columns (``feature_mask`` False) set to 0."""
         if not len(x):
             return np.zeros(0, dtype=np.int64)
-        masked = np.where(feature_mask, x, np.float32(0.0))
-        proba = self.run(self.manifest.hpc.file, masked, None)[0]
-        return np.asarray(proba.argmax(axis=1), dtype=np.int64)
+        return np.asarray(self.hpc_answers(x, feature_mask).argmax(axis=1), dtype=np.int64)
 
     def hpc_values(self, x: F32, feature_mask: npt.NDArray[np.bool_]) -> F32:
         """A regression HPC's value per row (its ``value`` output), unmeasured columns 0."""
         if not len(x):
             return np.zeros(0, dtype=np.float32)
-        masked = np.where(feature_mask, x, np.float32(0.0))
-        return np.asarray(self.run(self.manifest.hpc.file, masked, None)[0][:, 0],
-                          dtype=np.float32)
+        return np.asarray(self.hpc_answers(x, feature_mask)[:, 0], dtype=np.float32)
 
 
 @dataclass(frozen=True)
