@@ -1,0 +1,42 @@
+"""``benchmarks.train_matrix``: the front comparison and the limits summary; one real run of
+the smallest dataset through the CLI, as the benchmark runs it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from benchmarks.train_matrix import dominates, methods_for, summary, timed_train
+
+
+def test_dominates_needs_every_quick_point_matched() -> None:
+    default = [[0.10, 2.0], [0.05, 5.0]]
+    assert dominates(default, [[0.10, 2.0], [0.06, 6.0]])  # equal counts as matched
+    assert not dominates(default, [[0.04, 9.0]])  # more accurate than any default point
+    assert not dominates(default, [[0.20, 1.0]])  # cheaper than any default point
+    assert dominates(default, [])
+
+
+def test_summary_counts_runs_over_the_limits() -> None:
+    ok = {"status": 0, "wall_s": 70.0, "cpu_s": 60.0}
+    results = {"d": {"hpc_fit": {"status": 0, "wall_s": 5.0},
+                     "m": {"quick": ok, "default": {**ok, "wall_s": 200.0}},
+                     "n": {"quick": {"status": 2, "wall_s": 1.0, "cpu_s": 1.0}}}}
+    out = summary(results)
+    assert out["quick"]["runs"] == 2 and out["quick"]["trained"] == 1
+    assert out["quick"]["over_limit"] == ["d/m: 70.0 s"]
+    assert out["default"]["over_limit"] == []
+
+
+def test_methods_for_regression_and_classification() -> None:
+    assert "auto" not in methods_for("heart") and "dag" in methods_for("heart")
+    assert set(methods_for("gas-concentration")) == {"cstc", "greedy-miser", "confidence"}
+
+
+def test_timed_train_runs_the_cli_and_reads_its_points(tmp_path: Path) -> None:
+    env = {**os.environ, "ADAPTEDGE_PROGRESS_EVERY": "0"}  # the run's cache: a shared HPC fit
+    row = timed_train("heart", "static", tmp_path / "b", True, env, timeout=600)
+    assert row["status"] == 0 and row["cpu_s"] > 0 and row["wall_s"] > 0
+    assert row["points"] and all(0.0 <= e <= 1.0 and c >= 0 for e, c in row["points"])
+    refused = timed_train("heart", "no-such-method", tmp_path / "c", True, env, timeout=600)
+    assert refused["status"] == 2 and "no-such-method" in refused["message"]
