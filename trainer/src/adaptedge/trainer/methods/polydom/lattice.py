@@ -12,13 +12,14 @@ every size). Each candidate is checked against every expanded pair, not just the
 With ``covering`` (the covering property, 3.4), a set ``C`` is also not expanded when some
 expanded ``F`` inside it dominates (with the same ``delta - epsilon`` margin) expanded strict
 supersets ``F_1..F_m`` whose union contains ``C``: ``F`` is then at most ``epsilon`` worse than
-every set between ``F`` and that union, which need not itself be expanded. This is exact when a
-set is as good as its top-k features (the paper's §6 combiner) and ``epsilon = 0``; with features
-that combine (a trained model, ``k > 1`` with ``epsilon > 0``) it can lose more than ``epsilon``.
-The text applies it to the frontiers ("prune the parents of the bottom frontier"); the union over
-every expanded dominated superset prunes at least as much. Its inverse (pruning descendants of a
-top-frontier set down to the intersection of dominating subsets) is not applied: the set that
-would dominate them, the intersection, is not expanded.
+every set between ``F`` and that union, which need not itself be expanded. That holds when a set
+is as good as its best feature (the paper's §6 combiner at k = 1), and at ``epsilon = 0`` for its
+top-k combiner; when features combine it may not: at k = 2 two features that each add 0.04 to
+``F`` can add 0.075 together, more than ``epsilon = 0.05``. The text applies it to the frontiers
+(prune the parents of a bottom-frontier set whose top-frontier supersets it dominates); the
+union over every expanded dominated superset prunes at least as much. Its inverse (pruning the
+descendants of a top-frontier set down to the intersection of dominating subsets) is not
+applied: the set that would dominate them, the intersection, is not expanded.
 """
 
 from __future__ import annotations
