@@ -2,8 +2,9 @@
 feature accuracies and cost polynomials (``trainer.methods.polydom.simulation``), no models.
 
 1. ``expansions``: feature sets expanded vs number of features (1..``--max-features``), for the
-   combiner's extremes k = 1 and k = n: PolyDom at each epsilon, Greedy (all alphas),
-   NaiveExpandAll (2^n); mean over seeds.
+   combiner's extremes k = 1 and k = n: PolyDom (Algorithm 2: sandwich and covering pruning)
+   at each epsilon, PolyDom with the sandwich property alone (``sandwich_eps*``), Greedy (all
+   alphas), NaiveExpandAll (2^n); mean over seeds, and PolyDom's count per seed at 10 features.
 2. ``index``: index size (stored entries: breaks + skyline slots) and retrieval time (p50 µs per
    (size, budget) query, one process) of PolyDom (Algorithm 3's sweep), PolyDomIndexAll (every
    crossing) and NaiveLookup (a scan of the candidates), with the adjacent swaps Algorithm 3
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 
 EPSILONS = (0.0, 0.01, 0.05, 0.1)
+SANDWICH_ONLY = (0.0, 0.05)
 VARIANTS = {"greedy": None, "greedy-acc": (0.0,), "greedy-cost": (math.inf,)}
 
 
@@ -45,7 +47,13 @@ def expansions(max_n: int, seeds: int) -> dict[str, Any]:
             row: dict[str, Any] = {"features": n, "naive_expand_all": 2 ** n}
             worlds = [simulate(n, k=1 if label == "k=1" else n, seed=s) for s in range(seeds)]
             for eps in EPSILONS:
-                row[f"polydom_eps{eps:g}"] = float(np.mean(
+                got = [expand_lattice(n, w.accuracy, epsilon=eps, covering=True).expanded
+                       for w in worlds]
+                row[f"polydom_eps{eps:g}"] = float(np.mean(got))
+                if n == 10:
+                    row[f"per_seed_eps{eps:g}"] = got
+            for eps in SANDWICH_ONLY:
+                row[f"sandwich_eps{eps:g}"] = float(np.mean(
                     [expand_lattice(n, w.accuracy, epsilon=eps).expanded for w in worlds]))
             row["greedy"] = float(np.mean(
                 [greedy_sequences(n, w.accuracy, w.feature_costs(TRAIN_SIZE)).expanded
@@ -66,7 +74,7 @@ def index_rows(features: list[int], seeds: int, queries: int) -> list[dict[str, 
         acc_rows: list[dict[str, float]] = []
         for seed in range(seeds):
             w = simulate(n, k=2, seed=seed)
-            lattice = expand_lattice(n, w.accuracy, epsilon=0.0)
+            lattice = expand_lattice(n, w.accuracy, epsilon=0.0, covering=True)
             cands = candidates(lattice, w.polys)
             cp, ca = set_polys(cands, w.polys), [lattice.accuracy[m] for m in cands]
             names = [f"m{i}" for i in range(len(cands))]
@@ -110,7 +118,8 @@ def accuracy_vs_budget(n: int, seeds: int, sizes: tuple[float, ...], budgets: li
             curves: dict[str, list[list[float]]] = {m: [] for m in ("polydom", *VARIANTS)}
             for seed in range(seeds):
                 w = simulate(n, k=1 if label == "k=1" else n, seed=seed)
-                cands = candidates(expand_lattice(n, w.accuracy, epsilon=0.0), w.polys)
+                cands = candidates(expand_lattice(n, w.accuracy, epsilon=0.0, covering=True),
+                                   w.polys)
                 curves["polydom"].append([polydom_pick(w, cands, size, b) for b in budgets])
                 for name, alphas in VARIANTS.items():
                     g = greedy_sequences(n, w.accuracy, w.feature_costs(TRAIN_SIZE),
@@ -152,7 +161,7 @@ def plot(result: dict[str, Any], out: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, (label, rows) in zip(axes, result["expansions"].items(), strict=True):
         xs = [r["features"] for r in rows]
-        for key in [k for k in rows[0] if k != "features"]:
+        for key in [k for k in rows[0] if k != "features" and not k.startswith("per_seed")]:
             ax.semilogy(xs, [r[key] for r in rows], marker="o", ms=3, label=key)
         ax.set_title(f"feature sets expanded ({label})")
         ax.set_xlabel("number of features")

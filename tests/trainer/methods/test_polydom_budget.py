@@ -16,16 +16,18 @@ from adaptedge.trainer.data.datasets import load_dataset
 from tests.support.sized_data import write_data
 
 
-@pytest.fixture(scope="module", params=["polydom", "greedy"])
+@pytest.fixture(scope="module", params=["polydom", "greedy", "polydom-covering"])
 def indexed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
             ) -> tuple[Path, Path, Path, str]:
     from adaptedge.trainer.api import train_bundle
 
     folder = tmp_path_factory.mktemp(request.param)
     data, costs = write_data(folder)
-    train_bundle(str(data), request.param, folder / "bundle", target="label", costs=costs,
-                 quick=True, progress=False, extra={"epsilon": 0.0})
-    return data, costs, folder / "bundle", request.param
+    method, _, covering = request.param.partition("-")
+    train_bundle(str(data), method, folder / "bundle", target="label", costs=costs,
+                 quick=True, progress=False,
+                 extra={"epsilon": 0.0, "covering": "1" if covering else "0"})
+    return data, costs, folder / "bundle", method
 
 
 def test_bundle_carries_the_index_and_every_model(indexed: tuple[Path, Path, Path, str]

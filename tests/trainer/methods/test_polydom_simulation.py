@@ -68,10 +68,14 @@ def test_a_tangent_is_not_a_crossing() -> None:
 
 
 def test_expansions_at_ten_features_are_the_papers_order() -> None:
-    """The paper's figure: about 50 sets expanded at 10 features (k = 1) against 1,024."""
-    counts = [expand_lattice(10, simulate(10, k=1, seed=s).accuracy, epsilon=0.0).expanded
-              for s in range(3)]
-    assert all(25 <= c <= 100 for c in counts), counts
+    """The paper's figure (k = 1, 10 features, against 1,024): about 50 sets expanded exactly
+    (epsilon = 0) and about 30 at its larger epsilon; Algorithm 2 (sandwich and covering) within
+    a factor of 2 of each on the mean over seeds 0-4 (0.05 is our larger epsilon)."""
+    worlds = [simulate(10, k=1, seed=s) for s in range(5)]
+    for eps, paper in ((0.0, 50), (0.05, 30)):
+        counts = [expand_lattice(10, w.accuracy, epsilon=eps, covering=True).expanded
+                  for w in worlds]
+        assert paper / 2 <= sum(counts) / len(counts) <= paper * 2, (eps, counts)
 
 
 def test_polydom_retrieves_at_least_what_each_greedy_does() -> None:

@@ -1,5 +1,5 @@
-"""The feature-set lattice, expanded breadth-first from both ends with sandwich pruning, and
-the candidate filter (Properties 3.6 and 3.7).
+"""The feature-set lattice, expanded breadth-first from both ends with sandwich and covering
+pruning (Algorithm 2), and the candidate filter (Properties 3.6 and 3.7).
 
 Sets are bit masks over ``n`` sensors. *Expanding* a set trains its model and measures its
 validation accuracy (the ``accuracy`` callable; the expensive step every count here measures).
@@ -7,9 +7,19 @@ Layers are visited from both ends in turn (sizes 0, n, 1, n-1, ...). A set is no
 an expanded subset ``L`` and an expanded superset ``U`` sandwich it with
 ``acc(L) >= acc(U) + delta - epsilon`` (Properties 3.3/3.11: under delta-relaxed monotonicity
 every set between them is at most ``epsilon`` better than ``L`` and costs at least as much at
-every size). The bottom and top frontiers grow together, so a frontier pair covering a whole
-region of the lattice (the covering property, 3.4) prunes every set inside it, each checked
-against every expanded pair, not just the frontier.
+every size). Each candidate is checked against every expanded pair, not just the frontiers.
+
+With ``covering`` (the covering property, 3.4), a set ``C`` is also not expanded when some
+expanded ``F`` inside it dominates (with the same ``delta - epsilon`` margin) expanded strict
+supersets ``F_1..F_m`` whose union contains ``C``: ``F`` is then at most ``epsilon`` worse than
+every set between ``F`` and that union, which need not itself be expanded. That holds when a set
+is as good as its best feature (the paper's §6 combiner at k = 1), and at ``epsilon = 0`` for its
+top-k combiner; when features combine it may not: at k = 2 two features that each add 0.04 to
+``F`` can add 0.075 together, more than ``epsilon = 0.05``. The text applies it to the frontiers
+(prune the parents of a bottom-frontier set whose top-frontier supersets it dominates); the
+union over every expanded dominated superset prunes at least as much. Its inverse (pruning the
+descendants of a top-frontier set down to the intersection of dominating subsets) is not
+applied: the set that would dominate them, the intersection, is not expanded.
 """
 
 from __future__ import annotations
@@ -70,13 +80,36 @@ def sandwiched(candidates: list[int], lattice: Lattice, epsilon: float, delta: f
     return out
 
 
-def expand_lattice(n: int, accuracy: Accuracy, *, epsilon: float, delta: float = 0.0
-                   ) -> Lattice:
-    """PolyDom's lattice expansion (see the module docstring)."""
+def covered(candidates: list[int], lattice: Lattice, epsilon: float, delta: float
+            ) -> npt.NDArray[np.bool_]:
+    """Which candidates the covering property (3.4) prunes: ``F <= C <= union(F_i)``, ``C != F``,
+    for an expanded ``F`` and its expanded strict supersets ``F_i`` with
+    ``acc(F) >= acc(F_i) + delta - epsilon``."""
+    if not lattice.accuracy or not candidates:
+        return np.zeros(len(candidates), dtype=bool)
+    masks = np.fromiter(lattice.accuracy, dtype=np.int64)
+    acc = np.fromiter(lattice.accuracy.values(), dtype=np.float64)
+    unions = np.zeros(len(masks), dtype=np.int64)
+    for i, (mask, a) in enumerate(zip(masks.tolist(), acc.tolist(), strict=True)):
+        above = ((masks & mask) == mask) & (masks != mask) & (a >= acc + delta - epsilon)
+        if above.any():
+            unions[i] = np.bitwise_or.reduce(masks[above])
+    base, unions = masks[unions != 0], unions[unions != 0]
+    cand = np.asarray(candidates, dtype=np.int64)[:, None]
+    inside = ((cand & base[None, :]) == base[None, :]) & ((cand & unions[None, :]) == cand)
+    out: npt.NDArray[np.bool_] = (inside & (cand != base[None, :])).any(axis=1)
+    return out
+
+
+def expand_lattice(n: int, accuracy: Accuracy, *, epsilon: float, delta: float = 0.0,
+                   covering: bool = False) -> Lattice:
+    """PolyDom's lattice expansion, Algorithm 2 when ``covering`` (see the module docstring)."""
     lattice = Lattice(n)
     for k in layer_order(n):
         layer = masks_of_size(n, k)
         skip = sandwiched(layer, lattice, epsilon, delta)
+        if covering:
+            skip |= covered(layer, lattice, epsilon, delta)
         lattice.pruned += int(skip.sum())
         for mask, pruned in zip(layer, skip.tolist(), strict=True):
             if not pruned:

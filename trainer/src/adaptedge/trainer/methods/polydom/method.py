@@ -6,7 +6,8 @@ stop-only graph (``static_graph``); ``budget_index`` builds the bundle's index o
 (``protocol.budget_index``), with each model's worst-case cost as a polynomial in the size.
 
 Options (``--param``): ``epsilon`` (default 0.01) and ``delta`` (0) for PolyDom's pruning,
-``classifier`` (lr, hgb; default lr).
+``covering`` (0 or 1, default 0: the covering property, exact only when features do not
+combine, so off for trained models), ``classifier`` (lr, hgb; default lr).
 """
 
 from __future__ import annotations
@@ -87,12 +88,12 @@ def _counted(accuracy: Accuracy, method: str, n_sensors: int, progress: bool) ->
 
 
 def polydom_graphs(bank: ClassifierBank, dataset: Any, epsilon: float, delta: float = 0.0,
-                   accuracy: Accuracy | None = None, progress: bool = False
-                   ) -> tuple[list[Graph], int]:
+                   accuracy: Accuracy | None = None, progress: bool = False,
+                   covering: bool = False) -> tuple[list[Graph], int]:
     """PolyDom's candidate graphs and how many sets its lattice expansion expanded."""
     n = bank.problem.n_sensors
     lattice = expand_lattice(n, _counted(accuracy or bank_accuracy(bank), "polydom", n, progress),
-                             epsilon=epsilon, delta=delta)
+                             epsilon=epsilon, delta=delta, covering=covering)
     masks = candidates(lattice, sensor_polys(dataset))
     return _graphs(bank, masks, "polydom", progress=progress), lattice.expanded
 
@@ -120,8 +121,9 @@ def train_polydom(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]
     """The candidate sets of PolyDom's pruned lattice, one stop-only graph each."""
     eps = float(options.extra.get("epsilon", 0.01))
     delta = float(options.extra.get("delta", 0.0))
+    covering = str(options.extra.get("covering", "0")).lower() in ("1", "true", "yes")
     return polydom_graphs(_bank(dataset, hpc, options), dataset, eps, delta,
-                          progress=options.progress)[0]
+                          progress=options.progress, covering=covering)[0]
 
 
 def _greedy(dataset: Any, hpc: Any, options: MethodOptions, method: str) -> list[Graph]:
