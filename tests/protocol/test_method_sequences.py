@@ -46,13 +46,35 @@ def test_a_good_cheap_method_is_certified_below_another_methods_failure() -> Non
     assert [s.passed for s in sequences] == [1, 0, 2]
     dag = sequences[2]
     assert dag.order == (2, 3)  # most expensive first
-    assert dag.bounds[0] == pytest.approx(paired_lower_bound(30, 30, 2000, alpha=ALPHA / 2))
-    assert dag.bounds[0] is not None and dag.bounds[0] < GOOD.lower_bound  # a stricter level
-    assert sequences[1].bounds == (None,)  # share 0: not tested, never certified
+    # the cascade's one point passed: its 0.0125 went on to the dag (cegb's share is 0)
+    assert dag.alpha == ALPHA / 2 and dag.levels == (ALPHA, ALPHA)
+    assert dag.bounds[0] == pytest.approx(paired_lower_bound(30, 30, 2000, alpha=ALPHA))
+    assert sequences[1].bounds == (None,) and sequences[1].levels == (0.0,)  # never tested
     record = sequences_record(sequences, ["c5", "e4", "d3", "d2"], 0.01)
     assert record["alpha"] == pytest.approx(ALPHA)
     assert record["methods"]["dag"] == {"alpha": ALPHA / 2, "points": ["d3", "d2"],  # type: ignore[index]
-                                        "bounds": list(dag.bounds), "passed": 2}
+                                        "levels": [ALPHA, ALPHA], "bounds": list(dag.bounds),
+                                        "passed": 2}
+
+
+def test_a_finished_sequence_hands_its_level_on() -> None:
+    """Two methods at 0.0125 each. b's first point is bounded at -0.0090 at the full 0.025
+    but below -0.01 at 0.0125: alone at its share it fails; once a's only point passes, a's
+    share goes to b and b's point passes at 0.025 (the graphical procedure). When a's point
+    fails, nothing moves and b fails."""
+    near = PairedCounts(both=1920, point_only=40, hpc_only=40, neither=0)
+    at_full = paired_lower_bound(40, 40, 2000)
+    assert at_full >= -0.01 and paired_lower_bound(40, 40, 2000, alpha=ALPHA / 2) < -0.01
+    points, methods = [P(0.97, 3.0), P(0.97, 2.0)], ["a", "b"]
+    shares = {"a": ALPHA / 2, "b": ALPHA / 2}
+    found = cheapest_certified(points, method_sequences(points, [GOOD, near], methods,
+                                                        shares, 0.01))
+    assert found is not None and found[0] == 1 and found[1].levels == (ALPHA,)
+    stuck = method_sequences(points, [BAD, near], methods, shares, 0.01)
+    assert cheapest_certified(points, stuck) is None
+    assert [s.levels for s in stuck] == [(ALPHA / 2,), (ALPHA / 2,)]
+    zero = method_sequences(points, [GOOD, near], methods, {"a": ALPHA, "b": 0.0}, 0.01)
+    assert zero[1].bounds == (None,)  # share 0: never handed anything, never tested
 
 
 def test_a_bad_method_fails_alone_and_nothing_bad_is_certified() -> None:

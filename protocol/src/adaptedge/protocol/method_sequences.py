@@ -8,7 +8,9 @@ its share ``alpha_m`` of the alpha, the shares summing to the alpha; the default
 cheapest point any sequence certified. The chance that some sequence certifies a point truly
 worse than the HPC by more than the tolerance is at most ``sum(alpha_m) = alpha`` (each fixed
 sequence holds its own level; the union bound adds them), provided the shares, the points
-and their order were fixed without the certify rows. ``alpha_shares`` fixes them on the
+and their order were fixed without the certify rows. A sequence that certifies every one of
+its points passes its share on to the others (Bretz et al.'s graphical procedure, still
+family-wise at ``alpha``), so a small front loses little to the split. ``alpha_shares`` fixes them on the
 selection rows only: half the alpha to the method whose cheapest screened point (selection
 accuracy within half the tolerance of the HPC's) is cheapest, the other half equally to the
 other methods with a screened point; with no screened point at all, equal shares. A front
@@ -64,13 +66,15 @@ def alpha_shares(points: Sequence[Scored], methods: Sequence[str | None],
 
 @dataclass(frozen=True, slots=True)
 class MethodSequence:
-    """One method's fixed sequence: its share of the alpha, its points (indices into the
-    front) in the order tested (most expensive first), each one's paired lower bound at that
-    share (``None``: share 0, not tested), and how many passed before the first failure."""
+    """One method's fixed sequence: its initial share of the alpha, its points (indices into
+    the front) in the order tested (most expensive first), the one-sided level each was last
+    tested at (its share plus what finished sequences passed on; 0: never reached), each
+    one's paired lower bound at that level (``None``: not tested) and how many passed."""
 
     method: str
     alpha: float
     order: tuple[int, ...]
+    levels: tuple[float, ...]
     bounds: tuple[float | None, ...]
     passed: int
 
@@ -84,26 +88,56 @@ def method_sequences(points: Sequence[Scored], counts: Sequence[PairedCounts],
                      tolerance: float) -> list[MethodSequence]:
     """Each method's fixed sequence on the certify rows (``counts``: each point's paired
     outcomes there; ``points``: costs fixed on the selection rows give the order, most
-    expensive first, ties by position), tested at its ``shares`` level; stop at the first
-    bound below ``-tolerance``. Methods in first-seen order."""
+    expensive first, ties by position) at its ``shares`` level, stopping at its first bound
+    below ``-tolerance``. A sequence whose every point passed hands its level on to the
+    unfinished sequences in proportion to their shares, and they go on testing from where
+    they stopped: the sequentially rejective graphical procedure of Bretz et al. (2009, Stat
+    Med 28:586-604), each method a chain whose last point's edges go to the other chains in
+    proportion to their shares (its result does not depend on the order of passes), valid at
+    ``sum(shares)``. Methods in first-seen order."""
     if not len(points) == len(counts) == len(methods):
         raise ValueError(f"{len(points)} points, {len(counts)} counts, {len(methods)} methods")
-    out = []
-    for group in method_groups(methods):
-        alpha = float(shares.get(group, 0.0))
-        order = sorted((i for i, m in enumerate(methods) if (m or "") == group),
-                       key=lambda i: (-points[i].cost, i))
-        bounds: list[float | None] = [
-            None if alpha <= 0.0 else paired_lower_bound(counts[i].point_only,
-                                                         counts[i].hpc_only, counts[i].n,
-                                                         alpha=alpha) for i in order]
-        passed = 0
-        for bound in bounds:
-            if bound is None or bound < -tolerance:
-                break
-            passed += 1
-        out.append(MethodSequence(group, alpha, tuple(order), tuple(bounds), passed))
-    return out
+    groups = method_groups(methods)
+    chains = [sorted((i for i, m in enumerate(methods) if (m or "") == g),
+                     key=lambda i: (-points[i].cost, i)) for g in groups]
+    level = [float(shares.get(g, 0.0)) for g in groups]
+    at, tested = [0] * len(groups), [dict[int, float]() for _ in groups]
+
+    def bound(i: int, alpha: float) -> float:
+        c = counts[i]
+        return paired_lower_bound(c.point_only, c.hpc_only, c.n, alpha=alpha)
+
+    for _ in range(len(points) + len(groups)):  # each round passes a point or ends a chain
+        moved = False
+        for m, chain in enumerate(chains):
+            while at[m] < len(chain) and level[m] > 0.0:
+                tested[m][chain[at[m]]] = level[m]
+                if bound(chain[at[m]], level[m]) < -tolerance:
+                    break
+                at[m], moved = at[m] + 1, True
+            if at[m] == len(chain) and level[m] > 0.0:
+                _hand_on(m, level, [k for k, c in enumerate(chains) if at[k] < len(c)],
+                         [float(shares.get(g, 0.0)) for g in groups])
+                moved = True
+        if not moved:
+            break
+    return [MethodSequence(g, float(shares.get(g, 0.0)), tuple(chain),
+                           tuple(tested[m].get(i, 0.0) for i in chain),
+                           tuple(bound(i, tested[m][i]) if i in tested[m] else None
+                                 for i in chain), at[m])
+            for m, (g, chain) in enumerate(zip(groups, chains, strict=True))]
+
+
+def _hand_on(done: int, level: list[float], open_: list[int], shares: list[float]) -> None:
+    """A finished sequence's level to the unfinished ones (``open_``), in proportion to their
+    initial ``shares``; unused when they all have share 0 (the graph's edges are
+    proportional to the shares: a method with share 0 is never tested)."""
+    total = sum(shares[k] for k in open_)
+    if total <= 0.0:
+        return
+    for k in open_:
+        level[k] += level[done] * shares[k] / total
+    level[done] = 0.0
 
 
 def cheapest_certified(points: Sequence[Scored], sequences: Sequence[MethodSequence]
@@ -119,9 +153,10 @@ def cheapest_certified(points: Sequence[Scored], sequences: Sequence[MethodSeque
 def sequences_record(sequences: Sequence[MethodSequence], names: Sequence[str],
                      tolerance: float) -> dict[str, object]:
     """The manifest's record of the sequences (``metadata["certify_sequences"]``), enough to
-    re-check them: per method its alpha share, its points by name in the order tested, each
-    one's bound at that share and how many passed."""
+    re-check them: per method its alpha share, its points by name in the order tested, the
+    level each was last tested at, its bound at that level and how many passed."""
     return {"alpha": sum(s.alpha for s in sequences), "tolerance": tolerance,
             "methods": {s.method: {"alpha": s.alpha, "points": [names[i] for i in s.order],
-                                   "bounds": list(s.bounds), "passed": s.passed}
+                                   "levels": list(s.levels), "bounds": list(s.bounds),
+                                   "passed": s.passed}
                         for s in sequences}}

@@ -144,16 +144,17 @@ def _by_method(frontier: list[Any], paired: Sequence[PairedCounts],
     if found is None:
         return _most_accurate(frontier, paired, selection_rows, total_rows, rows)
     at, seq = found
-    bound = seq.bounds[seq.order.index(at)]
+    k = seq.order.index(at)
+    bound, level = seq.bounds[k], seq.levels[k]
     tested = sum(1 for s in sequences if s.alpha > 0)
     return frontier[at], (
         f"the cheapest point within {DEFAULT_TOLERANCE:g} of the HPC's accuracy with 97.5% "
         f"confidence, certified by the {seq.method or 'unnamed'} method's sequence (paired "
-        f"lower bound {bound:+.4f} at its one-sided level {1 - seq.alpha:.4f}, on the same "
+        f"lower bound {bound:+.4f} at one-sided level {1 - level:.4f}, on the same "
         f"{int(paired[at].n)} {rows} rows; one fixed sequence per method from its most "
         f"expensive point, the one-sided 0.025 shared by {tested} of {len(sequences)} methods "
-        f"(weighted Bonferroni): {seq.passed} of its {len(seq.order)} points passed before "
-        f"its first failure)"), True
+        f"(weighted Bonferroni, a finished sequence's share passed on): {seq.passed} of its "
+        f"{len(seq.order)} points passed)"), True
 
 
 class _Scored:
