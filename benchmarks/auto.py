@@ -103,7 +103,7 @@ def default_point(dataset: Any, hpc: Any, hpc_onnx: bytes, graphs: list[Any],
     paired = (paired_on_validation(manifest, files, dataset, walks) if certify is None
               else paired_on_rows(manifest, files, *certify, cert_walks))
     point, _, certified = choose_default(front, paired, None, selection_rows=0 if certify is None
-                                         else len(dataset.y_val))
+                                         else len(dataset.y_val), hpc_accuracy=hpc.val_accuracy)
     i = next(k for k, p in enumerate(front) if p is point)
     runner = BundleRunner.from_files(manifest, files)
     out = {"point": point.name, "method": point.method, "certified": certified,
@@ -127,6 +127,7 @@ def default_point(dataset: Any, hpc: Any, hpc_onnx: bytes, graphs: list[Any],
                                        "points_right": [
                                            _bits(cert_walks.results[p.policy].labels == y_c)
                                            for p in manifest.operating_points]}
+        out["front"]["hpc_validation_accuracy"] = hpc.val_accuracy
         out["rules"] = rule_table(out["front"], seed)
     return out
 
@@ -148,16 +149,22 @@ def on_test(runner: Any, name: str, dataset: Any, hpc: Any, hpc_cost: float) -> 
                 int(np.sum(right & ~hpc_right)), int(np.sum(~right & hpc_right)), len(y))}
 
 
-RULES = ("fixed_sequence", "per_point", "split", "held_out", "train_default")
+RULES = ("fixed_sequence", "per_point", "split", "held_out", "held_out_per_method",
+         "train_default")
 """``fixed_sequence``: ``certified_near`` on the rows that chose the front (the rule before
 the certify hold-out: the front tested from the most expensive point, stop at the first
 failure; not valid under selection); ``per_point``: on those rows, the cheapest point whose
 own bound passes (``sequential=False``, the rule before that); ``split``: a seeded random
 half of those rows chooses the front, the other half certifies it (the methods' knobs saw
 both halves); ``held_out``: the trainer's rule, the front tested in fixed sequence on the
-certify rows no fit and no choice saw (only when the run held them out); ``train_default``:
-what ``train`` makes the default, that point or, when none is certified, the most accurate on
-every validation row (selection and certify), the cheaper on ties."""
+certify rows no fit and no choice saw (only when the run held them out): one merged sequence
+(the rule before per-method sequences); ``held_out_per_method``: the trainer's rule for
+fronts of several methods (``protocol.method_sequences``: one sequence per method on the
+certify rows, alpha shares fixed on the selection rows with the HPC's selection accuracy
+``front["hpc_validation_accuracy"]``, else the selection rows' HPC outcomes);
+``train_default``: what ``train`` makes the default, the ``held_out_per_method`` point or,
+when none is certified, the most accurate on every validation row (selection and certify),
+the cheaper on ties."""
 
 
 def _bits(right: Any) -> str:
@@ -184,18 +191,20 @@ def rule_table(front: dict[str, Any], seed: int) -> dict[str, Any]:
         held_right = [_unbits(r, m) for r in held["points_right"]]
         picks["held_out"] = held_out_pick([p["validation_cost"] for p in points], held_right,
                                           _unbits(held["hpc_right"], m))
+        picks["held_out_per_method"] = per_method_pick(front, right, held_right,
+                                                       _unbits(held["hpc_right"], m))
     table = {rule: {"point": None if k is None else points[k]["name"],
                     "certified": k is not None,
                     "test": None if k is None else points[k]["test"]}
              for rule, k in picks.items()}
     if "certify" in front:  # what train picks: certified, else most accurate on every row
-        k = picks["held_out"]
+        k = picks["held_out_per_method"]
         if k is None:
             k = min(range(len(points)), key=lambda i: (
                 -(float(np.sum(right[i])) + float(np.sum(held_right[i]))),
                 points[i]["validation_cost"], i))
         table["train_default"] = {"point": points[k]["name"],
-                                  "certified": picks["held_out"] is not None,
+                                  "certified": picks["held_out_per_method"] is not None,
                                   "test": points[k]["test"]}
     return table
 
@@ -234,6 +243,31 @@ def held_out_pick(costs: list[float], right: list[Any], hpc_right: Any) -> int |
 
     bounds: list[float | None] = [PairedCounts.of(r, hpc_right).lower_bound for r in right]
     return certified_near([_Scored(0.0, c) for c in costs], bounds, 0.01, fallback=False)
+
+
+def per_method_pick(front: dict[str, Any], right: list[Any], held_right: list[Any],
+                    hpc_held: Any) -> int | None:
+    """The point the trainer's per-method rule certifies on a recorded front (``right``: each
+    point's SELECTION-row outcomes, which fix the alpha shares; ``held_right``: its certify-row
+    outcomes) (``None``: none). One method: the one sequence, as ``held_out_pick``."""
+    from adaptedge.protocol.method_sequences import (
+        alpha_shares,
+        cheapest_certified,
+        method_sequences,
+    )
+    from adaptedge.protocol.operating_points import PairedCounts
+
+    points = front["points"]
+    hpc_accuracy = front.get("hpc_validation_accuracy")
+    if hpc_accuracy is None:
+        hpc_accuracy = float(np.mean(_unbits(front["hpc_right"], int(front["n_rows"]))))
+    scored = [_Scored(float(np.mean(r)), p["validation_cost"])
+              for r, p in zip(right, points, strict=True)]
+    methods = [p.get("method") for p in points]
+    shares = alpha_shares(scored, methods, float(hpc_accuracy), 0.01)
+    counts = [PairedCounts.of(r, hpc_held) for r in held_right]
+    found = cheapest_certified(scored, method_sequences(scored, counts, methods, shares, 0.01))
+    return None if found is None else found[0]
 
 
 class _Scored:
@@ -354,7 +388,9 @@ def main() -> None:
         runs = [json.loads(p.read_text()) for p in sorted(args.out.rglob("auto-*-s*.json"))]
         for r in runs:  # the rules re-run on each stored front (the current code's rules)
             auto = r["methods"].get("auto", {})
-            if "front" in auto:
+            if "front" in auto:  # runs before the front recorded it: the run's HPC figure
+                auto["front"].setdefault("hpc_validation_accuracy",
+                                         r["hpc"]["validation_accuracy"])
                 auto["rules"] = rule_table(auto["front"], r["seed"])
         body = {"summary": summary(runs), "runs": runs}
         (args.out / "auto.json").write_text(json.dumps(body, indent=1))

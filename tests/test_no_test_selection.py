@@ -1,7 +1,8 @@
 """No statistic is chosen on test (issue 20 item 3).
 
 Scans the benchmark, trainer, protocol and CLI code (the paired rule of issue 36 lives in
-``protocol.operating_points``; the trainer and ``adaptedge evaluate`` apply it) for selections
+``protocol.operating_points``, its per-method sequences in ``protocol.method_sequences``; the
+trainer and ``adaptedge evaluate`` apply them) for selections
 that read test results: a ``max``/``min``/``sorted``/``argmax``/``argmin`` call over something
 that mentions test (a ``"test"`` key, a
 ``*_test``/``test_*`` name), or a comprehension that filters on such a thing. Points are chosen
@@ -69,6 +70,8 @@ def test_no_selection_over_test_results() -> None:
 def test_the_scan_covers_the_paired_rule_paths() -> None:
     scanned = {str(p.relative_to(ROOT)) for p in _scanned_files()}
     for path in ("protocol/src/adaptedge/protocol/operating_points.py",
+                 "protocol/src/adaptedge/protocol/method_sequences.py",
+                 "benchmarks/certify_sim.py",
                  "trainer/src/adaptedge/trainer/export/bundle.py",
                  "trainer/src/adaptedge/trainer/api.py",
                  "trainer/src/adaptedge/trainer/recalibrate.py",

@@ -56,7 +56,7 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
 
     from adaptedge.protocol.bundle import verify
     from adaptedge.protocol.costs import hpc_cost
-    from adaptedge.protocol.operating_points import PairedCounts, certified_near
+    from adaptedge.protocol.operating_points import PairedCounts
     from adaptedge.trainer.policy.oracle import BundleRunner, PolicyResult
 
     manifest = verify(root)
@@ -104,7 +104,7 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
     scored = [Scored(float(np.mean(result(p.policy, "validation").labels[select]
                                    == y_val[select])), p.cost)
               for p in manifest.operating_points]  # the selection rows' accuracy; cost: order
-    chosen = certified_near(scored, [c.lower_bound for c in paired], TOLERANCE, fallback=False)
+    chosen, by = default_by_rule(manifest, scored, paired)
     best, missing = None, None
     if chosen is None:  # the trainer's default then: the most accurate on every validation row
         overall = [Scored(result(p.policy, "validation").accuracy, p.cost)
@@ -114,7 +114,8 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
         point = manifest.operating_points[chosen]
         r = result(point.policy, split)
         best = {"name": point.name, "accuracy": r.accuracy, "cost": r.mean_cost,
-                "cost_reduction": (1.0 - r.mean_cost / hpc_scalar) if hpc_scalar > 0 else None}
+                "cost_reduction": (1.0 - r.mean_cost / hpc_scalar) if hpc_scalar > 0 else None,
+                "certified_by": by}
     from adaptedge.cli.inspect_cmd import cost_unit
 
     return {
@@ -125,6 +126,31 @@ def evaluate_bundle(root: Path, dataset: Any, split: str) -> dict[str, Any]:
         "best_within_1pct": best,
         "not_certified": missing,
     }
+
+
+def default_by_rule(manifest: Any, scored: list[Scored], paired: list[Any]
+                    ) -> tuple[int | None, str | None]:
+    """The trainer's certified point measured here (``None``: none) and the method whose
+    sequence certified it (``None``: the one sequence of a single-method front). A bundle
+    recording per-method sequences (``metadata["certify_sequences"]``, ``--method auto``)
+    is re-checked with the alpha shares it records (fixed on the selection rows at training),
+    each method's points tested here on the certify rows; else the one fixed sequence."""
+    from adaptedge.protocol.method_sequences import (
+        SEQUENCES_KEY,
+        cheapest_certified,
+        method_sequences,
+    )
+    from adaptedge.protocol.operating_points import certified_near
+
+    record = manifest.metadata.get(SEQUENCES_KEY)
+    if not record:
+        return certified_near(scored, [c.lower_bound for c in paired], TOLERANCE,
+                              fallback=False), None
+    shares = {m: float(v["alpha"]) for m, v in record["methods"].items()}
+    methods = [p.method or "" for p in manifest.operating_points]
+    found = cheapest_certified(scored, method_sequences(scored, paired, methods, shares,
+                                                        float(record["tolerance"])))
+    return (None, None) if found is None else (found[0], found[1].method)
 
 
 def _not_certified(overall: list[Scored], paired: list[Any], dataset: Any,
@@ -257,7 +283,9 @@ def render(report: dict[str, Any], title: str) -> str:
         lines.append(f"best within 1% of the HPC (chosen on validation, paired 97.5% bound): "
                      f"{best['name']}: "
                      f"accuracy {best['accuracy']:.4f}, cost {best['cost']:.4g}, "
-                     f"cost reduction {reduction}")
+                     f"cost reduction {reduction}"
+                     + (f" (certified by the {best['certified_by']} method's sequence)"
+                        if best.get("certified_by") else ""))
     return "\n".join(lines)
 
 

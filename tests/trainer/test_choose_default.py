@@ -44,3 +44,36 @@ def test_nothing_certified_picks_the_most_accurate_on_every_validation_row() -> 
     assert rule.startswith("NOT certified") and "50 held-out certify rows" in rule
     point, _, certified = choose_default(front, [a, b], None)
     assert certified is False and point.name == "a"
+
+
+@dataclass(frozen=True)
+class M:
+    name: str
+    validation: V
+    method: str
+
+
+def test_a_merged_front_is_tested_in_one_sequence_per_method() -> None:
+    """The cascade's 5 passes, cegb's 4 fails, the DAG's 3 and 2 pass on the certify rows: the
+    one merged sequence would stop at 4; per method the DAG's 2 is the default, the rule says
+    so, and the chooser records every sequence with its alpha share for ``evaluate``."""
+    from adaptedge.protocol.method_sequences import SEQUENCES_KEY
+    from adaptedge.trainer.api import default_chooser
+
+    front = [M("c5", V(0.97, 5.0), "confidence"), M("e4", V(0.95, 4.0), "cegb"),
+             M("d3", V(0.97, 3.0), "dag"), M("d2", V(0.97, 2.0), "dag")]
+    good = PairedCounts(both=1940, point_only=30, hpc_only=30, neither=0)
+    bad = PairedCounts(both=1900, point_only=10, hpc_only=90, neither=0)
+    paired = [good, bad, good, good]
+    point, rule, certified = choose_default(front, paired, None, selection_rows=2000,
+                                            hpc_accuracy=0.97)
+    assert certified is True and point.name == "d2"
+    assert "certified by the dag method's sequence" in rule and "2 of its 2 points" in rule and "by 2 of 3 methods" in rule
+    name, extra = default_chooser(front, None, selection_rows=2000, hpc_accuracy=0.97)(paired)
+    record = extra[SEQUENCES_KEY]
+    assert name == "d2" and extra["certified"] is True
+    assert record["methods"]["dag"]["points"] == ["d3", "d2"]
+    assert sum(m["alpha"] for m in record["methods"].values()) == 0.025
+    one = [G("c5", V(0.97, 5.0)), G("e4", V(0.95, 4.0)), G("d3", V(0.97, 3.0))]
+    name, extra = default_chooser(one, None, selection_rows=2000)(paired[:3])
+    assert name == "c5" and SEQUENCES_KEY not in extra  # one method: the one sequence

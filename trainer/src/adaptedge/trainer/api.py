@@ -13,6 +13,15 @@ from typing import Any
 
 from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
+from adaptedge.protocol.method_sequences import (
+    SEQUENCES_KEY,
+    MethodSequence,
+    alpha_shares,
+    cheapest_certified,
+    method_groups,
+    method_sequences,
+    sequences_record,
+)
 from adaptedge.protocol.operating_points import (
     PairedCounts,
     fixed_sequence,
@@ -60,8 +69,8 @@ DEFAULT_TOLERANCE = 0.01
 
 
 def choose_default(frontier: list[Any], paired: Sequence[PairedCounts], budget: float | None,
-                   *, total_rows: int | None = None, selection_rows: int = 0
-                   ) -> tuple[Any, str, bool | None]:
+                   *, total_rows: int | None = None, selection_rows: int = 0,
+                   hpc_accuracy: float | None = None) -> tuple[Any, str, bool | None]:
     """The default operating point, the rule that chose it in words, and whether the paired
     rule certified it (``None`` under a budget). ``paired``: each point's outcomes against the
     HPC on the certify rows no fit and no choice of the sweep saw (``selection_rows``: how many
@@ -71,9 +80,15 @@ def choose_default(frontier: list[Any], paired: Sequence[PairedCounts], budget: 
     nothing is certified, the default is the most accurate point on every validation row
     (selection and certify: no guarantee is claimed, so the certify rows help choose), the
     cheaper on ties. ``total_rows``: all rows of the data, to suggest ``--val-fraction``. A
-    budget below every point keeps the finished run: the cheapest point, with a warning."""
+    budget below every point keeps the finished run: the cheapest point, with a warning.
+    A front merged from several methods (``--method auto``; each point's ``method``) is tested
+    in one fixed sequence per method (``default_sequences``; ``hpc_accuracy``: the HPC's on
+    the selection rows, which fix each method's alpha share; ``None``: equal shares)."""
     if budget is not None:
         return _within_budget(frontier, budget)
+    sequences = default_sequences(frontier, paired, hpc_accuracy)
+    if sequences is not None:
+        return _by_method(frontier, paired, sequences, selection_rows, total_rows)
     bounds = [c.lower_bound for c in paired]
     passed = fixed_sequence([p.validation for p in frontier], bounds, DEFAULT_TOLERANCE)
     rows = "held-out certify" if selection_rows else "validation"
@@ -86,6 +101,13 @@ def choose_default(frontier: list[Any], paired: Sequence[PairedCounts], budget: 
                        f"{int(paired[at].n)} {rows} rows; fixed-sequence test from the "
                        f"most expensive point: {len(passed)} of {len(frontier)} passed "
                        f"before the first failure)"), True
+    return _most_accurate(frontier, paired, selection_rows, total_rows, rows)
+
+
+def _most_accurate(frontier: list[Any], paired: Sequence[PairedCounts], selection_rows: int,
+                   total_rows: int | None, rows: str) -> tuple[Any, str, bool]:
+    """Nothing certified: the most accurate point on every validation row, the cheaper on
+    ties, and the ``not_certified`` line."""
     overall = [_Scored((p.validation.accuracy * selection_rows + c.both + c.point_only)
                        / (selection_rows + c.n) if selection_rows and c.n else
                        p.validation.accuracy, p.validation.cost)
@@ -96,6 +118,43 @@ def choose_default(frontier: list[Any], paired: Sequence[PairedCounts], budget: 
     share = paired[i].n / (paired[i].n + selection_rows) if paired[i].n else 1.0
     return frontier[i], not_certified(paired[i], DEFAULT_TOLERANCE, total_rows, rows,
                                       share), False
+
+
+def default_sequences(frontier: list[Any], paired: Sequence[PairedCounts],
+                      hpc_accuracy: float | None) -> list[MethodSequence] | None:
+    """The per-method fixed sequences of a front merged from several methods
+    (``protocol.method_sequences``: alpha shares fixed on the selection rows' validation
+    figures, each method's points tested most expensive first on the ``paired`` rows);
+    ``None`` for a front from one method (its rule: the one sequence at the whole alpha)."""
+    methods = [getattr(p, "method", None) for p in frontier]
+    if len(method_groups(methods)) <= 1:
+        return None
+    scored = [p.validation for p in frontier]
+    reference = math.inf if hpc_accuracy is None else hpc_accuracy  # inf: none screened
+    shares = alpha_shares(scored, methods, reference, DEFAULT_TOLERANCE)
+    return method_sequences(scored, paired, methods, shares, DEFAULT_TOLERANCE)
+
+
+def _by_method(frontier: list[Any], paired: Sequence[PairedCounts],
+               sequences: list[MethodSequence], selection_rows: int,
+               total_rows: int | None) -> tuple[Any, str, bool]:
+    """``choose_default`` on per-method sequences: the cheapest point any certified."""
+    rows = "held-out certify" if selection_rows else "validation"
+    found = cheapest_certified([p.validation for p in frontier], sequences)
+    if found is None:
+        return _most_accurate(frontier, paired, selection_rows, total_rows, rows)
+    at, seq = found
+    k = seq.order.index(at)
+    bound, level = seq.bounds[k], seq.levels[k]
+    tested = sum(1 for s in sequences if s.alpha > 0)
+    return frontier[at], (
+        f"the cheapest point within {DEFAULT_TOLERANCE:g} of the HPC's accuracy with 97.5% "
+        f"confidence, certified by the {seq.method or 'unnamed'} method's sequence (paired "
+        f"lower bound {bound:+.4f} at one-sided level {1 - level:.4f}, on the same "
+        f"{int(paired[at].n)} {rows} rows; one fixed sequence per method from its most "
+        f"expensive point, the one-sided 0.025 shared by {tested} of {len(sequences)} methods "
+        f"(weighted Bonferroni, a finished sequence's share passed on): {seq.passed} of its "
+        f"{len(seq.order)} points passed)"), True
 
 
 class _Scored:
@@ -145,14 +204,23 @@ def not_certified(counts: PairedCounts, tolerance: float, total_rows: int | None
 
 
 def default_chooser(frontier: list[Any], budget: float | None, *,
-                    total_rows: int | None = None, selection_rows: int = 0) -> Chooser:
+                    total_rows: int | None = None, selection_rows: int = 0,
+                    hpc_accuracy: float | None = None) -> Chooser:
     """``export_bundle``'s ``choose``: ``choose_default`` on the points' paired counts, the
-    rule in ``metadata["default_rule"]`` and ``metadata["certified"]``."""
+    rule in ``metadata["default_rule"]`` and ``metadata["certified"]``; a front from several
+    methods also records its per-method sequences (``metadata["certify_sequences"]``,
+    ``protocol.method_sequences.sequences_record``: what ``adaptedge evaluate`` re-checks)."""
 
     def choose(paired: list[PairedCounts]) -> tuple[str, dict[str, Any]]:
         point, rule, certified = choose_default(frontier, paired, budget, total_rows=total_rows,
-                                                selection_rows=selection_rows)
-        return point.name, {"default_rule": rule, "certified": certified}
+                                                selection_rows=selection_rows,
+                                                hpc_accuracy=hpc_accuracy)
+        extra: dict[str, Any] = {"default_rule": rule, "certified": certified}
+        sequences = default_sequences(frontier, paired, hpc_accuracy)
+        if sequences is not None:
+            extra[SEQUENCES_KEY] = sequences_record(sequences, [p.name for p in frontier],
+                                                    DEFAULT_TOLERANCE)
+        return point.name, extra
 
     return choose
 
@@ -339,7 +407,8 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
                   split=recipe, certify=certify,
                   choose=default_chooser(frontier, budget, total_rows=total_rows,
                                          selection_rows=0 if certify is None
-                                         else len(dataset.y_val)))
+                                         else len(dataset.y_val),
+                                         hpc_accuracy=hpc.val_accuracy))
     return verify(out)
 
 
