@@ -203,6 +203,7 @@ class _Solver:
         self.n_classes = n_classes
         self.k = n_logits(n_classes)
         self.onehot = np.eye(n_classes)[y]
+        self.target = np.ascontiguousarray(self.onehot[:, 1])
         self.loss_hpc = loss_hpc
         self.feature_sensor = feature_sensor
         self.sensor_costs = sensor_costs
@@ -221,13 +222,15 @@ class _Solver:
 
     def gradient(self, th: FloatArray, q: FloatArray) -> FloatArray:
         logits, gate = self.forward(th)
+        keep = 1 - q
+        residual = np.empty((self.n, self.k + 1))  # [r_f, r_g]
         if self.n_classes == 2:  # p(class 1) alone: ``proba(logits, 2)[:, 1]``, bit for bit
             p1 = np.exp(-softplus(-logits[:, 0]))
-            r_f = ((1 - q) * (p1 - self.onehot[:, 1]))[:, None]
+            residual[:, 0] = keep * (p1 - self.target)
         else:
-            r_f = (1 - q)[:, None] * (proba(logits, self.n_classes) - self.onehot)
-        r_g = (1 - q) * sigmoid(gate) - q * sigmoid(-gate)
-        grad: FloatArray = self.Z.T @ np.hstack([r_f, r_g[:, None]]) / self.n
+            residual[:, :-1] = keep[:, None] * (proba(logits, self.n_classes) - self.onehot)
+        residual[:, -1] = keep * sigmoid(gate) - q * sigmoid(-gate)
+        grad: FloatArray = self.Z.T @ residual / self.n
         grad[:-1] += self.est.l2 * th[:-1]
         return grad
 
