@@ -170,3 +170,20 @@ def test_pareto_frontier_and_picks() -> None:
     assert pick_certified(pts, [-0.2] * 6).name == "d"  # nothing certified: most accurate
     with pytest.raises(BudgetError):
         pick_certified([], [])
+
+
+def test_compress_pending_gives_compress_model_bytes_in_order() -> None:
+    """The threaded xz pass (issue #35) stores what one-by-one compression stores, in the
+    slots ``manifest_graph`` reserved, without reordering ``files``."""
+    from adaptedge.protocol.model_file import compress_model
+    from adaptedge.trainer.export.bundle import compress_pending
+
+    rng = np.random.default_rng(0)
+    blobs = {f"m_{i}.onnx.xz": rng.integers(0, 4, size=20_000 + i, dtype=np.uint8).tobytes()
+             for i in range(5)}
+    files: dict[str, bytes] = {"hpc.onnx": b"hpc"}
+    files.update(dict.fromkeys(blobs, b""))
+    compress_pending(files, blobs)
+    assert list(files) == ["hpc.onnx", *blobs]
+    assert files["hpc.onnx"] == b"hpc"
+    assert all(files[name] == compress_model(data) for name, data in blobs.items())

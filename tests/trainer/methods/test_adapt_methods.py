@@ -76,3 +76,24 @@ def test_greedy_miser_tree_cost_charges_every_kept_tree_once_per_row(hpc: HpcMod
     with pytest.raises(ValueError, match="tree_cost"):
         get_method("greedy-miser")(d, hpc, MethodOptions(quick=True, progress=False,
                                                          extra={"tree_cost": -1}))
+
+
+def test_gate_sweep_on_worker_outputs_equals_its_own_walk(hpc: HpcModel) -> None:
+    """The sweep's fits walk their trees on validation in the fit's worker (issue #35);
+    ``gate_sweep`` given those outputs keeps exactly the front it computes itself."""
+    from adaptedge.trainer.methods.adapt_gbrt_method import _fit_one, gate_sweep
+    from adaptedge.trainer.methods.gating import CostModel
+
+    d = DATA
+    cm = CostModel.build(d.sensors, d.cost_weights, d.link, d.n_features, hpc.sensors)
+    layout = {"feature_sensor": cm.feature_sensor.tolist(),
+              "sensor_costs": cm.sensor_costs.tolist(), "random_state": 0,
+              "n_rounds": 2, "n_trees": 4, "refine_rounds": 1}
+    fitted = [_fit_one(({**layout, "p_full": p, "gamma": g}, d.X_train, d.y_train,
+                        hpc.oof_proba_train, d.X_val)) for p, g in ((0.2, 1e-3), (0.4, 3e-3))]
+    models = [m for m, _ in fitted]
+    given = gate_sweep("adapt-gbrt", models, d, hpc, cm, (0.0, 1.0),
+                       outputs=[o for _, o in fitted])
+    own = gate_sweep("adapt-gbrt", models, d, hpc, cm, (0.0, 1.0))
+    assert given and [g.name for g in given] == [g.name for g in own]
+    assert [g.validation for g in given] == [g.validation for g in own]

@@ -70,11 +70,13 @@ def node_export(model: NodeModel) -> tuple[bytes, ActionHead | None]:
     return pair if pair is not None else (model.to_onnx(), None)
 
 
-def manifest_graph(graph: Graph, files: dict[str, bytes]) -> PolicyGraph:
+def manifest_graph(graph: Graph, files: dict[str, bytes],
+                   pending: dict[str, bytes] | None = None) -> PolicyGraph:
     """A trainer graph as the manifest's policy graph; each node's ONNX model is added to
     ``files`` under its content-addressed name (shared models are stored once: the points of
     one ADAPT-GBRT fit name one file, each with its own action head; a model with a head is
-    stored xz-compressed, ``*.onnx.xz``, as schema 3 allows)."""
+    stored xz-compressed, ``*.onnx.xz``, as schema 3 allows). With ``pending``, a model to
+    compress is put there instead (``files`` holds its slot) for ``compress_pending``."""
     nodes: dict[str, PolicyNode] = {}
     for node_id in sorted(graph.nodes):
         node = graph.nodes[node_id]
@@ -84,7 +86,9 @@ def manifest_graph(graph: Graph, files: dict[str, bytes]) -> PolicyGraph:
             files[file] = onnx_model
         else:  # a schema-3 node: its model is stored compressed (protocol.model_file)
             file += MODEL_SUFFIX
-            if file not in files:
+            if file not in files and pending is not None:
+                files[file], pending[file] = b"", onnx_model
+            elif file not in files:
                 files[file] = compress_model(onnx_model)
         nodes[node_id] = PolicyNode(sensors=tuple(node.sensors),
                                     model=ModelRef(file, tuple(int(i) for i in node.inputs),
@@ -92,6 +96,22 @@ def manifest_graph(graph: Graph, files: dict[str, bytes]) -> PolicyGraph:
                                     actions=tuple(a.to_manifest() for a in node.actions),
                                     compute=node.compute)
     return PolicyGraph(root=graph.root, nodes=nodes)
+
+
+def compress_pending(files: dict[str, bytes], pending: Mapping[str, bytes]) -> None:
+    """Fill ``files``' slots with the xz bytes of ``pending``'s models, on up to
+    ``usable_cores()`` threads (lzma releases the GIL); the bytes are those of
+    ``compress_model`` one by one, and ``files`` keeps its order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from adaptedge.trainer.parallel import usable_cores
+
+    names = list(pending)
+    workers = max(1, min(usable_cores(), len(names)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for name, stored in zip(names, pool.map(compress_model, [pending[n] for n in names]),
+                                strict=True):
+            files[name] = stored
 
 
 def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
@@ -107,8 +127,10 @@ def build_bundle(dataset: Dataset, hpc: HpcModel, policies: Sequence[Graph], *,
         raise ValueError(f"policy names must be unique; repeated: {dupes}")
     files: dict[str, bytes] = {HPC_FILE: hpc_onnx if hpc_onnx is not None else hpc.onnx_bytes()}
     graphs: dict[str, PolicyGraph] = {}
+    pending: dict[str, bytes] = {}
     for policy in policies:
-        graphs[policy.name] = manifest_graph(policy, files)
+        graphs[policy.name] = manifest_graph(policy, files, pending)
+    compress_pending(files, pending)
     points = tuple(_point(p, len(dataset.y_val)) for p in policies)
     chosen = default if default is not None else points[0].name
     if chosen not in names:

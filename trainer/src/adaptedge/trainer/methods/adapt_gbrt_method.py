@@ -37,9 +37,21 @@ N_THRESHOLDS = 24
 MARGIN_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
-def _fit_one(job: tuple[dict[str, Any], Any, Any, Any]) -> AdaptGbrtClassifier:
-    params, X, y, P = job
-    return AdaptGbrtClassifier(**params).fit(X, y, P)
+ValOutputs = tuple[FloatArray, FloatArray]
+"""A fit's LPC logits and raw gate ``g`` on the validation rows (what ``gate_sweep`` needs)."""
+
+
+def _fit_one(job: tuple[dict[str, Any], Any, Any, Any, Any]
+             ) -> tuple[AdaptGbrtClassifier, ValOutputs]:
+    """Fit one setting, and walk its trees on the validation rows in the same worker."""
+    params, X, y, P, X_val = job
+    model = AdaptGbrtClassifier(**params).fit(X, y, P)
+    return model, val_outputs(model, X_val)
+
+
+def val_outputs(model: AdaptGbrtClassifier, X_val: Any) -> ValOutputs:
+    """``(decision_logits(X_val), gate_raw(X_val))``: every tree walked once per fit."""
+    return model.decision_logits(X_val), model.gate_raw(X_val)
 
 
 def threshold_candidates(scores: FloatArray, n: int = N_THRESHOLDS) -> list[float]:
@@ -78,12 +90,12 @@ def adapt_gbrt_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Gr
     options = replace(options, extra=check_params("adapt-gbrt", options.extra))
     cost_model = CostModel.build(dataset.sensors, dataset.cost_weights, dataset.link,
                                  dataset.n_features, hpc.sensors)
-    jobs = [(params, dataset.X_train, dataset.y_train, hpc.oof_proba_train)
+    jobs = [(params, dataset.X_train, dataset.y_train, hpc.oof_proba_train, dataset.X_val)
             for params in sweep_settings(dataset, hpc, options, cost_model)]
-    models = parallel_map(_fit_one, jobs, options.n_jobs, options.progress, "adapt-gbrt")
+    fitted = parallel_map(_fit_one, jobs, options.n_jobs, options.progress, "adapt-gbrt")
     weights = tuple(options.extra.get("margin_weights", MARGIN_WEIGHTS))
-    return gate_sweep("adapt-gbrt", models, dataset, hpc, cost_model, weights,
-                      progress=options.progress)
+    return gate_sweep("adapt-gbrt", [m for m, _ in fitted], dataset, hpc, cost_model, weights,
+                      progress=options.progress, outputs=[o for _, o in fitted])
 
 
 def variant_name(method: str, model: AdaptGbrtClassifier, cost_model: CostModel
@@ -105,18 +117,21 @@ def variant_name(method: str, model: AdaptGbrtClassifier, cost_model: CostModel
 
 def gate_sweep(method: str, models: Sequence[AdaptGbrtClassifier], dataset: Any, hpc: Any,
                cost_model: CostModel, margin_weights: Sequence[float] = (0.0,), *,
-               progress: bool = False) -> list[Graph]:
-    """Every (model, margin weight, threshold) walked on validation; the validation front."""
+               progress: bool = False, outputs: Sequence[ValOutputs] | None = None
+               ) -> list[Graph]:
+    """Every (model, margin weight, threshold) walked on validation; the validation front.
+    ``outputs``: each model's ``val_outputs`` when already computed (in the fit's worker)."""
     from adaptedge.trainer.progress import track
 
     candidates: list[Graph] = []
-    for model in track(models, f"{method} gate thresholds", len(models), progress):
+    for i, model in enumerate(track(models, f"{method} gate thresholds", len(models),
+                                    progress)):
         if not model.sensors_bought_.any():
             continue  # a node that reads nothing: always-escalate is the HPC itself
         # every tree runs once per model; the variants below only shift and compare
-        logits = model.decision_logits(dataset.X_val)
+        logits, g_val = (val_outputs(model, dataset.X_val) if outputs is None
+                         else outputs[i])
         proba_val = proba(logits, model.n_classes_)
-        g_val = model.gate_raw(dataset.X_val)
         margin_val = model.lpc_margin(dataset.X_val, logits)
         for w in margin_weights:
             raw = gate_score_from(g_val, margin_val, 0.0, w)

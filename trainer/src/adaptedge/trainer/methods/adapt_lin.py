@@ -203,9 +203,13 @@ class _Solver:
         self.n_classes = n_classes
         self.k = n_logits(n_classes)
         self.onehot = np.eye(n_classes)[y]
+        self.target = np.ascontiguousarray(self.onehot[:, 1])
         self.loss_hpc = loss_hpc
         self.feature_sensor = feature_sensor
         self.sensor_costs = sensor_costs
+        # each sensor's feature rows, once: ``prox`` runs on every FISTA step
+        self.groups = [(s, rows) for s in range(sensor_costs.size)
+                       if (rows := np.flatnonzero(feature_sensor == s)).size]
         lipschitz = 0.5 * float(np.linalg.norm(Z, 2) ** 2) / self.n + est.l2
         self.step = 1.0 / lipschitz
         self.group_weight = np.zeros_like(sensor_costs)
@@ -218,23 +222,23 @@ class _Solver:
 
     def gradient(self, th: FloatArray, q: FloatArray) -> FloatArray:
         logits, gate = self.forward(th)
-        p = proba(logits, self.n_classes)
-        if self.n_classes == 2:
-            r_f = ((1 - q) * (p[:, 1] - self.onehot[:, 1]))[:, None]
+        keep = 1 - q
+        residual = np.empty((self.n, self.k + 1))  # [r_f, r_g]
+        if self.n_classes == 2:  # p(class 1) alone: ``proba(logits, 2)[:, 1]``, bit for bit
+            p1 = np.exp(-softplus(-logits[:, 0]))
+            residual[:, 0] = keep * (p1 - self.target)
         else:
-            r_f = (1 - q)[:, None] * (p - self.onehot)
-        r_g = (1 - q) * sigmoid(gate) - q * sigmoid(-gate)
-        grad: FloatArray = self.Z.T @ np.hstack([r_f, r_g[:, None]]) / self.n
+            residual[:, :-1] = keep[:, None] * (proba(logits, self.n_classes) - self.onehot)
+        residual[:, -1] = keep * sigmoid(gate) - q * sigmoid(-gate)
+        grad: FloatArray = self.Z.T @ residual / self.n
         grad[:-1] += self.est.l2 * th[:-1]
         return grad
 
     def prox(self, th: FloatArray, t: float) -> FloatArray:
         out = th.copy()
-        for s in range(self.sensor_costs.size):
-            rows = np.flatnonzero(self.feature_sensor == s)
-            if rows.size == 0:
-                continue
-            norm = float(np.linalg.norm(out[rows]))
+        for s, rows in self.groups:
+            flat = out[rows].ravel()
+            norm = math.sqrt(float(flat.dot(flat)))  # ``np.linalg.norm``'s own sum, bit for bit
             shrink = max(0.0, 1.0 - t * self.group_weight[s] / norm) if norm > 0 else 0.0
             out[rows] *= shrink
         return out

@@ -83,11 +83,11 @@ def lpc_gradients(
     logits: FloatArray, y: NDArray[np.int64], n_classes: int, weight: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
     """Negative gradient and diagonal Hessian of ``weight · CE(logits, y)`` w.r.t. the logits."""
-    p = proba(logits, n_classes)
-    if n_classes == 2:
+    if n_classes == 2:  # p(class 1) alone: ``proba(logits, 2)[:, 1:2]``, bit for bit
         target = (y == 1).astype(np.float64)[:, None]
-        p1 = p[:, 1:2]
+        p1 = np.exp(-softplus(-logits[:, 0]))[:, None]
         return weight[:, None] * (target - p1), weight[:, None] * p1 * (1 - p1) + 1e-12
+    p = proba(logits, n_classes)
     onehot = np.eye(n_classes)[y]
     return weight[:, None] * (onehot - p), weight[:, None] * p * (1 - p) + 1e-12
 
