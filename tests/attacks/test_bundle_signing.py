@@ -4,14 +4,17 @@ who made the bundle. The attack: replace hpc.onnx, recompute hashes and id -> re
 from __future__ import annotations
 
 import base64
+import io
 import json
 import stat
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
+from adaptedge.cli.main import main
 from adaptedge.cloud.service.inference import HpcInference
 from adaptedge.edge import EdgeRuntime
 from adaptedge.protocol import BundleError, Manifest, verify
@@ -26,9 +29,23 @@ from adaptedge.protocol.signing import write_keypair
 from tests.support.toy_bundle import build_toy_bundle
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command in a process of its own, as users run it (once per command here)."""
     return subprocess.run([sys.executable, "-m", "adaptedge.cli.main", *args],
                           capture_output=True, text=True, timeout=60)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command run in this process, its status and output as ``_run`` gives them: these
+    tests are about what it answers, not about the process boundary."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            status = main(list(args))
+        except SystemExit as exc:  # argparse's usage errors
+            status = exc.code if isinstance(exc.code, int) else 2
+    return subprocess.CompletedProcess(["adaptedge", *args], status, out.getvalue(),
+                                       err.getvalue())
 
 
 def _one_line(out: subprocess.CompletedProcess[str], text: str) -> None:
@@ -57,7 +74,7 @@ def test_keys_new_writes_a_private_key_only_its_owner_reads(keys: tuple[Path, Pa
     private, public = keys
     assert stat.S_IMODE(private.stat().st_mode) == 0o600
     assert b"PRIVATE KEY" in private.read_bytes() and b"PUBLIC KEY" in public.read_bytes()
-    again = _cli("keys", "new", "--out", str(private.parent))
+    again = _run("keys", "new", "--out", str(private.parent))
     _one_line(again, "never overwritten")
     assert b"PRIVATE KEY" in private.read_bytes()
 
@@ -75,11 +92,11 @@ def test_keys_new_does_not_follow_a_planted_link(tmp_path: Path) -> None:
 def test_sign_then_trust(toy_bundle: tuple[Path, Manifest], keys: tuple[Path, Path]) -> None:
     path, written = toy_bundle
     private, public = keys
-    out = _cli("sign", str(path), "--key", str(private))
+    out = _run("sign", str(path), "--key", str(private))
     assert out.returncode == 0, out.stderr
     assert (path / SIGNATURE_NAME).is_file()
     assert verify(path) == written  # the id is unchanged: the signature is outside the hashes
-    shown = _cli("inspect", str(path), "--trust", str(public))
+    shown = _run("inspect", str(path), "--trust", str(public))
     assert shown.returncode == 0, shown.stderr
     assert "(trusted)" in shown.stdout and written.bundle_id in shown.stdout
     with EdgeRuntime.load(path, trust=[public]) as rt:

@@ -91,7 +91,7 @@ def test_train_out_dot_in_an_empty_folder_writes_the_bundle_there(tmp_path: Path
     out = subprocess.run(
         [sys.executable, "-m", "adaptedge.cli.main", "train", "--data", str(folder / "data.csv"),
          "--target", "label", "--method", "adapt-lin", "--quick", "--no-progress", "--hpc",
-         "logistic", "--out", "."], cwd=empty, capture_output=True, text=True, timeout=300,
+         "logistic", "--jobs", "1", "--out", "."], cwd=empty, capture_output=True, text=True, timeout=300,
         env={**os.environ, "ADAPTEDGE_CACHE_DIR": str(tmp_path / "cache")})
     assert out.returncode == 0, out.stderr
     assert verify(empty).bundle_id in out.stdout

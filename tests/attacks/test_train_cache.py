@@ -44,7 +44,7 @@ def _train(tmp_path: Path, out: str, *extra: str) -> subprocess.CompletedProcess
     return subprocess.run(
         [sys.executable, "-m", "adaptedge.cli.main", "train", "--data", "d.csv", "--target",
          "label", "--method", "adapt-lin", "--quick", "--no-progress", "--hpc", "logistic",
-         "--out", out, *extra],
+         "--jobs", "1", "--out", out, *extra],  # one process: no worker pool to start
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
         env={**os.environ, "ADAPTEDGE_CACHE_DIR": str(tmp_path / "cache")})
 

@@ -217,9 +217,24 @@ def requests(draw: st.DrawFn) -> InferenceRequest:
 
 
 @given(requests())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_property_request_round_trip(message: InferenceRequest) -> None:
     assert decode(encode(message)) == message
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 64])
+def test_request_round_trip_at_the_extremes(n: int) -> None:
+    """The bounds the random requests above reach only by chance: every field at its
+    smallest and largest, float32 extremes (subnormal, -0.0, the largest finite) in the
+    features, and masks all set, alternating and empty."""
+    info = np.finfo(np.float32)
+    values = np.resize(np.array([info.max, -info.max, info.smallest_subnormal, -0.0, 0.0,
+                                 info.tiny, 1.0], dtype=np.float32), n)
+    for measured in (np.ones(n, bool), np.arange(n) % 2 == 0, np.zeros(n, bool)):
+        features, mask = pack_features(values, measured)
+        for rid, label, text in ((0, -1, "d"), (2**64 - 1, 4095, "x" * 20)):
+            message = InferenceRequest(rid, text, text, 4e9, 0.001, features, mask, label, 1.0)
+            assert decode(encode(message)) == message
 
 
 @given(st.builds(
