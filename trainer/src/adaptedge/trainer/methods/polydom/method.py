@@ -13,6 +13,7 @@ combine, so off for trained models), ``classifier`` (lr, hgb; default lr).
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -33,6 +34,12 @@ from adaptedge.trainer.methods.polydom.lattice import (
     candidates,
     expand_lattice,
     set_polys,
+)
+from adaptedge.trainer.methods.polydom.progressive import (
+    DEFAULT_BUDGET,
+    EPSILONS,
+    QUICK_BUDGET,
+    progressive_lattice,
 )
 from adaptedge.trainer.methods.registry import INDEXED_METHODS, MethodOptions, register
 from adaptedge.trainer.policy.graph import Graph
@@ -118,12 +125,27 @@ def greedy_graphs(bank: ClassifierBank, dataset: Any, method: str,
 
 @register("polydom")
 def train_polydom(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
-    """The candidate sets of PolyDom's pruned lattice, one stop-only graph each."""
-    eps = float(options.extra.get("epsilon", 0.01))
+    """The candidate sets of PolyDom's pruned lattice, one stop-only graph each. ``--param
+    epsilon=E``: that ε exactly; else the progressive modality (``polydom.progressive``): the
+    smallest ε down to 0.01 whose expansion scores at most ``--param max_sets=N`` sensor sets
+    (default 1,000 with ``--quick``, else 4,000)."""
     delta = float(options.extra.get("delta", 0.0))
     covering = str(options.extra.get("covering", "0")).lower() in ("1", "true", "yes")
-    return polydom_graphs(_bank(dataset, hpc, options), dataset, eps, delta,
-                          progress=options.progress, covering=covering)[0]
+    bank = _bank(dataset, hpc, options)
+    if "epsilon" in options.extra:
+        return polydom_graphs(bank, dataset, float(options.extra["epsilon"]), delta,
+                              progress=options.progress, covering=covering)[0]
+    budget = int(options.extra.get("max_sets", QUICK_BUDGET if options.quick else DEFAULT_BUDGET))
+    n = bank.problem.n_sensors
+    chosen = progressive_lattice(n, _counted(bank_accuracy(bank), "polydom", n, options.progress),
+                                 budget, delta=delta, covering=covering)
+    if options.progress:
+        print(f"[adaptedge] polydom: epsilon {chosen.epsilon:g} (the smallest of "
+              f"{', '.join(f'{e:g}' for e in EPSILONS)} within {budget} sensor sets scored; "
+              f"{chosen.lattice.expanded} expanded, {chosen.scored} scored in all)",
+              file=sys.stderr, flush=True)
+    masks = candidates(chosen.lattice, sensor_polys(dataset))
+    return _graphs(bank, masks, "polydom", progress=options.progress)
 
 
 def _greedy(dataset: Any, hpc: Any, options: MethodOptions, method: str) -> list[Graph]:
