@@ -64,3 +64,15 @@ def test_bad_budgets_are_refused() -> None:
         progressive_lattice(3, lambda m: 0.5, budget=0)
     with pytest.raises(ValueError, match="at least one epsilon"):
         progressive_lattice(3, lambda m: 0.5, budget=5, epsilons=())
+
+
+def test_polydom_parameters_are_checked_before_fitting() -> None:
+    from adaptedge.trainer.methods.params import ParamError, check_params
+
+    assert check_params("polydom", {"max_sets": "500", "epsilon": "0.05", "covering": "1"}) == {
+        "max_sets": 500, "epsilon": 0.05, "covering": True}
+    with pytest.raises(ParamError, match="max_sets must be >= 1"):
+        check_params("polydom", {"max_sets": "0"})
+    with pytest.raises(ParamError, match="max_set"):  # a typo names the valid keys
+        check_params("polydom", {"max_set": "5"})
+    assert check_params("greedy-cost", {"classifier": "hgb"}) == {"classifier": "hgb"}

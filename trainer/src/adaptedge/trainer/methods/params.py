@@ -69,7 +69,24 @@ DAG_PARAMS: tuple[Param, ...] = (
     Param("masked_replicas", "int", "masked copies of each training row", min=1),
 )
 
+INDEX_CLASSIFIER = Param("classifier", "str", "the model of each sensor set: lr (logistic "
+                         "regression, default) or hgb (boosted trees)", choices=("lr", "hgb"))
+POLYDOM_PARAMS: tuple[Param, ...] = (
+    INDEX_CLASSIFIER,
+    Param("epsilon", "float", "ε of the lattice pruning, exactly (default: the smallest of "
+          "0.2 ... 0.01 within max_sets)", min=0),
+    Param("max_sets", "int", "sensor sets the progressive ε may score (default 1,000 with "
+          "--quick, else 4,000)", min=1),
+    Param("delta", "float", "tolerance to non-monotone accuracies (default 0)", min=0),
+    Param("covering", "bool", "also prune by the covering property (3.4; exact for the "
+          "paper's combiner only)"),
+)
+
 METHOD_PARAMS: dict[str, tuple[Param, ...]] = {
+    "polydom": POLYDOM_PARAMS,
+    "greedy": (INDEX_CLASSIFIER,),
+    "greedy-acc": (INDEX_CLASSIFIER,),
+    "greedy-cost": (INDEX_CLASSIFIER,),
     "adapt-gbrt": (
         Param("warm_start", "bool", "also sweep warm starts from greedy sensor prefixes"),
         Param("margin_weights", "floats", "gate margin weights tried per fitted model", min=0),
