@@ -58,3 +58,8 @@ class ExportError(TrainerError, ValueError):
 class MissingExtraError(TrainerError, ImportError):
     """A method whose library is an optional extra that is not installed; the one-line
     message says what to ``pip install``."""
+
+
+class SearchBudgetSpent(TrainerError):
+    """A search would spend more than its budget (e.g. PolyDom's progressive ε,
+    ``methods.polydom.progressive``); raised and caught inside the search, never to the user."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from adaptedge.trainer.errors import SearchBudgetSpent
 from adaptedge.trainer.methods.polydom.lattice import Accuracy, Lattice, expand_lattice
 
 EPSILONS = (0.2, 0.1, 0.05, 0.02, 0.01)
@@ -24,10 +25,6 @@ QUICK_BUDGET = 1_000
 """Sensor sets ``--quick`` may score."""
 DEFAULT_BUDGET = 4_000
 """Sensor sets the default sweep may score (up to 10 sensors every ε fits: 2**10 sets)."""
-
-
-class _BudgetSpent(Exception):
-    """Raised inside an expansion that would score more sets than the budget allows."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +50,7 @@ def progressive_lattice(n: int, accuracy: Accuracy, budget: int, *,
     def scored(mask: int, capped: bool = True) -> float:
         if mask not in memo:
             if capped and len(memo) >= budget:
-                raise _BudgetSpent
+                raise SearchBudgetSpent
             memo[mask] = accuracy(mask)
         return memo[mask]
 
@@ -61,7 +58,7 @@ def progressive_lattice(n: int, accuracy: Accuracy, budget: int, *,
     for eps in sorted(epsilons, reverse=True):
         try:
             lattice = expand_lattice(n, scored, epsilon=eps, delta=delta, covering=covering)
-        except _BudgetSpent:
+        except SearchBudgetSpent:
             break
         kept = Progressive(lattice, eps, len(memo))
     if kept is None:  # even the largest epsilon overspends: finish it anyway
