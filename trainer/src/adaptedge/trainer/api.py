@@ -86,7 +86,15 @@ def choose_default(frontier: list[Any], paired: Sequence[PairedCounts], budget: 
     the selection rows, which fix each method's alpha share; ``None``: equal shares)."""
     if budget is not None:
         return _within_budget(frontier, budget)
-    sequences = default_sequences(frontier, paired, hpc_accuracy)
+    return _certified_default(frontier, paired, default_sequences(frontier, paired, hpc_accuracy),
+                              total_rows, selection_rows)
+
+
+def _certified_default(frontier: list[Any], paired: Sequence[PairedCounts],
+                       sequences: list[MethodSequence] | None, total_rows: int | None,
+                       selection_rows: int) -> tuple[Any, str, bool]:
+    """``choose_default`` without a budget, given ``default_sequences``' result (``None``:
+    one method, its one fixed sequence)."""
     if sequences is not None:
         return _by_method(frontier, paired, sequences, selection_rows, total_rows)
     bounds = [c.lower_bound for c in paired]
@@ -212,11 +220,11 @@ def default_chooser(frontier: list[Any], budget: float | None, *,
     ``protocol.method_sequences.sequences_record``: what ``adaptedge evaluate`` re-checks)."""
 
     def choose(paired: list[PairedCounts]) -> tuple[str, dict[str, Any]]:
-        point, rule, certified = choose_default(frontier, paired, budget, total_rows=total_rows,
-                                                selection_rows=selection_rows,
-                                                hpc_accuracy=hpc_accuracy)
+        sequences = default_sequences(frontier, paired, hpc_accuracy)  # once: rule and record
+        point, rule, certified = (
+            _within_budget(frontier, budget) if budget is not None else
+            _certified_default(frontier, paired, sequences, total_rows, selection_rows))
         extra: dict[str, Any] = {"default_rule": rule, "certified": certified}
-        sequences = default_sequences(frontier, paired, hpc_accuracy)
         if sequences is not None:
             extra[SEQUENCES_KEY] = sequences_record(sequences, [p.name for p in frontier],
                                                     DEFAULT_TOLERANCE)
