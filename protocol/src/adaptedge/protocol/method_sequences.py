@@ -101,18 +101,20 @@ def method_sequences(points: Sequence[Scored], counts: Sequence[PairedCounts],
     chains = [sorted((i for i, m in enumerate(methods) if (m or "") == g),
                      key=lambda i: (-points[i].cost, i)) for g in groups]
     level = [float(shares.get(g, 0.0)) for g in groups]
-    at, tested = [0] * len(groups), [dict[int, float]() for _ in groups]
+    at = [0] * len(groups)
+    tested = [dict[int, tuple[float, float]]() for _ in groups]  # point: (level, bound there)
 
-    def bound(i: int, alpha: float) -> float:
+    def test(m: int, i: int) -> bool:
         c = counts[i]
-        return paired_lower_bound(c.point_only, c.hpc_only, c.n, alpha=alpha)
+        found = paired_lower_bound(c.point_only, c.hpc_only, c.n, alpha=level[m])
+        tested[m][i] = (level[m], found)
+        return found >= -tolerance
 
     for _ in range(len(points) + len(groups)):  # each round passes a point or ends a chain
         moved = False
         for m, chain in enumerate(chains):
             while at[m] < len(chain) and level[m] > 0.0:
-                tested[m][chain[at[m]]] = level[m]
-                if bound(chain[at[m]], level[m]) < -tolerance:
+                if not test(m, chain[at[m]]):
                     break
                 at[m], moved = at[m] + 1, True
             if at[m] == len(chain) and level[m] > 0.0:
@@ -122,9 +124,9 @@ def method_sequences(points: Sequence[Scored], counts: Sequence[PairedCounts],
         if not moved:
             break
     return [MethodSequence(g, float(shares.get(g, 0.0)), tuple(chain),
-                           tuple(tested[m].get(i, 0.0) for i in chain),
-                           tuple(bound(i, tested[m][i]) if i in tested[m] else None
-                                 for i in chain), at[m])
+                           tuple(tested[m][i][0] if i in tested[m] else 0.0 for i in chain),
+                           tuple(tested[m][i][1] if i in tested[m] else None for i in chain),
+                           at[m])
             for m, (g, chain) in enumerate(zip(groups, chains, strict=True))]
 
 
