@@ -42,6 +42,7 @@ from adaptedge.trainer.methods.gating import (
     n_logits,
     parallel_map,
     proba,
+    proba_class1,
     q_step,
     sigmoid,
     softplus,
@@ -224,9 +225,8 @@ class _Solver:
         logits, gate = self.forward(th)
         keep = 1 - q
         residual = np.empty((self.n, self.k + 1))  # [r_f, r_g]
-        if self.n_classes == 2:  # p(class 1) alone: ``proba(logits, 2)[:, 1]``, bit for bit
-            p1 = np.exp(-softplus(-logits[:, 0]))
-            residual[:, 0] = keep * (p1 - self.target)
+        if self.n_classes == 2:
+            residual[:, 0] = keep * (proba_class1(logits) - self.target)
         else:
             residual[:, :-1] = keep[:, None] * (proba(logits, self.n_classes) - self.onehot)
         residual[:, -1] = keep * sigmoid(gate) - q * sigmoid(-gate)

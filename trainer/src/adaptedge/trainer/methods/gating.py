@@ -79,13 +79,20 @@ def proba(logits: FloatArray, n_classes: int) -> FloatArray:
     return np.exp(log_proba(logits, n_classes))
 
 
+def proba_class1(logits: FloatArray) -> FloatArray:
+    """p(class 1) [N] of a binary problem from its one logit: ``proba(logits, 2)[:, 1]`` bit
+    for bit, without the class-0 column."""
+    out: FloatArray = np.exp(-softplus(-logits[:, 0]))
+    return out
+
+
 def lpc_gradients(
     logits: FloatArray, y: NDArray[np.int64], n_classes: int, weight: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
     """Negative gradient and diagonal Hessian of ``weight · CE(logits, y)`` w.r.t. the logits."""
-    if n_classes == 2:  # p(class 1) alone: ``proba(logits, 2)[:, 1:2]``, bit for bit
+    if n_classes == 2:
         target = (y == 1).astype(np.float64)[:, None]
-        p1 = np.exp(-softplus(-logits[:, 0]))[:, None]
+        p1 = proba_class1(logits)[:, None]
         return weight[:, None] * (target - p1), weight[:, None] * p1 * (1 - p1) + 1e-12
     p = proba(logits, n_classes)
     onehot = np.eye(n_classes)[y]
