@@ -5,9 +5,11 @@ and its accuracy is measured on VALIDATION (never test). Each kept set is export
 stop-only graph (``static_graph``); ``budget_index`` builds the bundle's index over them
 (``protocol.budget_index``), with each model's worst-case cost as a polynomial in the size.
 
-Options (``--param``): ``epsilon`` (default 0.01) and ``delta`` (0) for PolyDom's pruning,
-``covering`` (0 or 1, default 0: the covering property, exact only when features do not
-combine, so off for trained models), ``classifier`` (lr, hgb; default lr).
+Options (``--param``, checked in ``methods.params``): ``epsilon`` (default: the progressive
+modality, ``polydom.progressive``, within ``max_sets``), ``max_sets``, ``delta`` (0) for
+PolyDom's pruning, ``covering`` (default off: the covering property, exact only when features
+do not combine, so off for trained models), ``classifier`` (lr, hgb; default lr; also for the
+greedy family).
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from adaptedge.trainer.methods.dag.bank import ClassifierBank
 from adaptedge.trainer.methods.dag.baselines import static_graph
 from adaptedge.trainer.methods.dag.nodes import evaluate
 from adaptedge.trainer.methods.dag.problem import problem_from
+from adaptedge.trainer.methods.params import check_params
 from adaptedge.trainer.methods.polydom.greedy import VARIANT_ALPHAS, greedy_sequences
 from adaptedge.trainer.methods.polydom.index import build_index
 from adaptedge.trainer.methods.polydom.lattice import (
     Accuracy,
+    Lattice,
     candidates,
     expand_lattice,
     set_polys,
@@ -68,11 +72,11 @@ def bank_accuracy(bank: ClassifierBank) -> Any:
     return accuracy
 
 
-def _bank(dataset: Any, hpc: Any, options: MethodOptions) -> ClassifierBank:
-    kind = str(options.extra.get("classifier", "lr"))
-    if kind not in ("lr", "hgb"):
-        raise ValueError(f"classifier must be lr or hgb, got {kind!r}")
-    return ClassifierBank(problem_from(dataset, hpc), kind="hgb" if kind == "hgb" else "lr",
+def _bank(dataset: Any, hpc: Any, options: MethodOptions, extra: Mapping[str, Any]
+          ) -> ClassifierBank:
+    """The classifier bank of ``extra``'s (checked) ``classifier``."""
+    hgb = extra.get("classifier", "lr") == "hgb"
+    return ClassifierBank(problem_from(dataset, hpc), kind="hgb" if hgb else "lr",
                           max_iter=30 if options.quick else 60, seed=options.seed)
 
 
@@ -101,8 +105,14 @@ def polydom_graphs(bank: ClassifierBank, dataset: Any, epsilon: float, delta: fl
     n = bank.problem.n_sensors
     lattice = expand_lattice(n, _counted(accuracy or bank_accuracy(bank), "polydom", n, progress),
                              epsilon=epsilon, delta=delta, covering=covering)
-    masks = candidates(lattice, sensor_polys(dataset))
-    return _graphs(bank, masks, "polydom", progress=progress), lattice.expanded
+    return lattice_graphs(bank, dataset, lattice, progress), lattice.expanded
+
+
+def lattice_graphs(bank: ClassifierBank, dataset: Any, lattice: Lattice, progress: bool
+                   ) -> list[Graph]:
+    """One stop-only graph per candidate set of an expanded lattice (Properties 3.6, 3.7)."""
+    return _graphs(bank, candidates(lattice, sensor_polys(dataset)), "polydom",
+                   progress=progress)
 
 
 def greedy_graphs(bank: ClassifierBank, dataset: Any, method: str,
@@ -129,13 +139,13 @@ def train_polydom(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]
     epsilon=E``: that ε exactly; else the progressive modality (``polydom.progressive``): the
     smallest ε down to 0.01 whose expansion scores at most ``--param max_sets=N`` sensor sets
     (default 1,000 with ``--quick``, else 4,000)."""
-    delta = float(options.extra.get("delta", 0.0))
-    covering = str(options.extra.get("covering", "0")).lower() in ("1", "true", "yes")
-    bank = _bank(dataset, hpc, options)
-    if "epsilon" in options.extra:
-        return polydom_graphs(bank, dataset, float(options.extra["epsilon"]), delta,
+    extra = check_params("polydom", options.extra)
+    delta, covering = float(extra.get("delta", 0.0)), bool(extra.get("covering", False))
+    bank = _bank(dataset, hpc, options, extra)
+    if "epsilon" in extra:
+        return polydom_graphs(bank, dataset, float(extra["epsilon"]), delta,
                               progress=options.progress, covering=covering)[0]
-    budget = int(options.extra.get("max_sets", QUICK_BUDGET if options.quick else DEFAULT_BUDGET))
+    budget = int(extra.get("max_sets", QUICK_BUDGET if options.quick else DEFAULT_BUDGET))
     n = bank.problem.n_sensors
     chosen = progressive_lattice(n, _counted(bank_accuracy(bank), "polydom", n, options.progress),
                                  budget, delta=delta, covering=covering)
@@ -144,13 +154,12 @@ def train_polydom(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]
               f"{', '.join(f'{e:g}' for e in EPSILONS)} within {budget} sensor sets scored; "
               f"{chosen.lattice.expanded} expanded, {chosen.scored} scored in all)",
               file=sys.stderr, flush=True)
-    masks = candidates(chosen.lattice, sensor_polys(dataset))
-    return _graphs(bank, masks, "polydom", progress=options.progress)
+    return lattice_graphs(bank, dataset, chosen.lattice, options.progress)
 
 
 def _greedy(dataset: Any, hpc: Any, options: MethodOptions, method: str) -> list[Graph]:
-    return greedy_graphs(_bank(dataset, hpc, options), dataset, method,
-                         progress=options.progress)[0]
+    bank = _bank(dataset, hpc, options, check_params(method, options.extra))
+    return greedy_graphs(bank, dataset, method, progress=options.progress)[0]
 
 
 @register("greedy")

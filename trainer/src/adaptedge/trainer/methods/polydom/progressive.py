@@ -22,9 +22,9 @@ from adaptedge.trainer.methods.polydom.lattice import Accuracy, Lattice, expand_
 EPSILONS = (0.2, 0.1, 0.05, 0.02, 0.01)
 """The ε tried, largest first; the last is ``train --method polydom``'s exact default."""
 QUICK_BUDGET = 1_000
-"""Sensor sets ``--quick`` may score."""
+"""Sensor sets ``--quick`` may score (up to 9 sensors every set fits: 2**9 - 1)."""
 DEFAULT_BUDGET = 4_000
-"""Sensor sets the default sweep may score (up to 10 sensors every ε fits: 2**10 sets)."""
+"""Sensor sets the default sweep may score (up to 11 sensors every set fits: 2**11 - 1)."""
 
 
 @dataclass(frozen=True)
