@@ -1,11 +1,11 @@
 """``cart.grow_tree`` against a straightforward reference: the same trees, bit for bit.
 
-The reference is the level-wise grower before the speed-ups of issue #35: every node's split
-chosen on its own (``_reference_choose`` per node, in order) from histograms of one pass over
-all rows per level. The optimised grower batches the choice per level (re-choosing a node when
-a left sibling bought a sensor), reads split columns feature by feature and hoists the
-per-tree constants; none of that may change a single bit of a tree.
-"""
+The reference chooses every node's split on its own (``_reference_choose`` per node, in order)
+from histograms of each feature of each node taken on their own, with left sums cumulative
+within the feature. The optimised grower histograms all nodes of a level in one pass, reads only
+the allowed features (a refinement round's), batches the choice per level (re-choosing a node
+when a left sibling bought a sensor) and hoists the per-tree constants; none of that may change
+a single bit of a tree."""
 
 from __future__ import annotations
 
@@ -27,35 +27,34 @@ Split = tuple[int, int, float] | None
 
 def _layout(binner: BinMapper, allowed: NDArray[np.bool_] | None
             ) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.bool_]]:
+    """Bin b of feature j at j·width + b (width: the most bins of any feature)."""
     n_bins = binner.n_bins
-    offsets = np.concatenate([[0], np.cumsum(n_bins)[:-1]]).astype(np.intp)
-    invalid = np.zeros(int(n_bins.sum()), dtype=bool)
-    invalid[offsets + n_bins - 1] = True
+    width = int(n_bins.max())
+    offsets = np.arange(n_bins.size) * width
+    bin_feature = np.repeat(np.arange(n_bins.size), width)
+    invalid = np.tile(np.arange(width), n_bins.size) >= (n_bins - 1)[bin_feature]
     if allowed is not None:
-        invalid |= ~np.repeat(allowed, n_bins)
-    return offsets, np.repeat(np.arange(n_bins.size), n_bins), invalid
+        invalid |= ~allowed[bin_feature]
+    return offsets, bin_feature, invalid
 
 
-def _reference_gains(flat: NDArray[np.intp], residual: NDArray[np.float64],
+def _reference_gains(codes: NDArray[np.uint8], residual: NDArray[np.float64],
                      idx: list[NDArray[np.intp]], binner: BinMapper, params: TreeParams,
                      invalid: NDArray[np.bool_]) -> list[tuple[NDArray[np.float64], NDArray[np.bool_]]]:
-    offsets, bin_feature, _ = _layout(binner, None)
-    n_total, d = flat.shape
-    tb, n_nodes = invalid.size, len(idx)
-    slot = np.full(n_total, n_nodes, dtype=np.intp)
+    """Every feature of every node histogrammed on its own (the optimised grower reads only
+    the allowed features, all nodes of a level in one pass)."""
+    n_total, d = codes.shape
+    width, n_nodes, n_out = int(binner.n_bins.max()), len(idx), residual.shape[1]
+    count = np.zeros((n_nodes, d, width))
+    sums = np.zeros((n_nodes, d, width, n_out))
     for s, rows in enumerate(idx):
-        slot[rows] = s
-    where = ((slot * tb)[:, None] + flat).ravel()
-    size = (n_nodes + 1) * tb
-    count = np.bincount(where, minlength=size)[: n_nodes * tb].reshape(n_nodes, tb)
-    sums = np.stack([np.bincount(where, weights=np.repeat(residual[:, k], d), minlength=size)
-                     [: n_nodes * tb] for k in range(residual.shape[1])], axis=-1
-                    ).reshape(n_nodes, tb, residual.shape[1])
-    csum, ccount = np.cumsum(sums, axis=1), np.cumsum(count.astype(np.float64), axis=1)
-    start = offsets[bin_feature]
-    prev, first = np.maximum(start - 1, 0), start == 0
-    left_sum = csum - np.where(first[None, :, None], 0.0, csum[:, prev])
-    left_n = ccount - np.where(first[None, :], 0.0, ccount[:, prev])
+        for j in range(d):
+            count[s, j] = np.bincount(codes[rows, j], minlength=width)
+            for k in range(n_out):
+                sums[s, j, :, k] = np.bincount(codes[rows, j], weights=residual[rows, k],
+                                               minlength=width)
+    left_sum = np.cumsum(sums, axis=2).reshape(n_nodes, d * width, n_out)
+    left_n = np.cumsum(count, axis=2).reshape(n_nodes, d * width)
     total_sum = np.stack([residual[rows].sum(axis=0) for rows in idx])
     n_node = np.array([float(rows.size) for rows in idx])[:, None]
     right_sum, right_n = total_sum[:, None, :] - left_sum, n_node - left_n
@@ -90,14 +89,13 @@ def _reference_tree(codes: NDArray[np.uint8], binner: BinMapper, r: NDArray[np.f
                     allowed: NDArray[np.bool_] | None) -> tuple[list[list[float]], NDArray[np.float64]]:
     """Node lists [feature, threshold, left, right, gain, *value] and the fitted values."""
     invalid = _layout(binner, allowed)[2]
-    flat = BinnedRows.of(codes, binner).flat
     nodes: list[list[float]] = [[-1, 0.0, -1, -1, 0.0, *([0.0] * r.shape[1])]]
     level = [(0, np.arange(codes.shape[0]))]
     for _ in range(params.max_depth):
         active = [idx for _, idx in level if idx.size >= 2 * params.min_samples_leaf]
         if not active:
             break
-        gains = _reference_gains(flat, r, active, binner, params, invalid)
+        gains = _reference_gains(codes, r, active, binner, params, invalid)
         next_level = []
         for node, idx in level:
             split = None

@@ -149,59 +149,67 @@ class _Growth:
 
 @dataclass(frozen=True)
 class _BinLayout:
-    """Where each feature's bins sit in one flat bin axis, and which bins may not split."""
+    """One flat bin axis of ``width`` bins per feature (bin b of feature j at ``j·width + b``),
+    which bins may not split, and the features a histogram reads."""
 
-    offsets: IntArray
+    width: int
     total_bins: int
+    offsets: IntArray
+    """``j · width``: where feature j's bins start."""
     bin_feature: IntArray
     invalid: NDArray[np.bool_]
-    """A split after this bin is not allowed: a feature's last bin, or a feature not allowed."""
-    prev: IntArray
-    """The flat bin before this bin's feature's first (0 for the first feature)."""
-    first: NDArray[np.bool_]
-    """This bin belongs to the first feature (no bins before it)."""
+    """A split after this bin is not allowed: a feature's last bin, a padding bin past it, or a
+    feature not allowed."""
+    columns: IntArray
+    """The allowed features, ascending: the only columns a histogram reads."""
 
     @classmethod
     def of(cls, binner: BinMapper, allowed: NDArray[np.bool_] | None) -> _BinLayout:
         n_bins = binner.n_bins
-        offsets = np.concatenate([[0], np.cumsum(n_bins)[:-1]]).astype(np.intp)
-        total_bins = int(n_bins.sum())
-        invalid = np.zeros(total_bins, dtype=bool)
-        invalid[offsets + n_bins - 1] = True
+        d, width = n_bins.size, int(n_bins.max(initial=1))
+        bin_index = np.tile(np.arange(width), d)
+        bin_feature = np.repeat(np.arange(d), width)
+        invalid = bin_index >= (n_bins - 1)[bin_feature]
+        columns = np.arange(d, dtype=np.intp)
         if allowed is not None:
-            invalid |= ~np.repeat(allowed, n_bins)
-        bin_feature = np.repeat(np.arange(n_bins.size), n_bins)
-        start = offsets[bin_feature]
-        return cls(offsets, total_bins, bin_feature, invalid, np.maximum(start - 1, 0),
-                   start == 0)
+            allowed = np.asarray(allowed, dtype=bool)
+            invalid |= ~allowed[bin_feature]
+            columns = np.flatnonzero(allowed).astype(np.intp)
+        return cls(width, d * width, (np.arange(d) * width).astype(np.intp), bin_feature,
+                   invalid, columns)
 
 
 @dataclass(frozen=True)
 class BinnedRows:
     """What every tree grown on the same binned rows shares: each row's flat bin per feature
-    [N, d], the root's bin counts (every row is at the root) and the codes feature by feature
-    [d, N] (a split reads one feature of its node's rows)."""
+    [N, d] (``j·width + code``), the root's bin counts (every row is at the root) and the codes
+    feature by feature [d, N] (a split reads one feature of its node's rows)."""
 
     flat: IntArray
     root_count: IntArray
     columns: NDArray[np.uint8]
-    layouts: dict[tuple[int, bytes | None], _BinLayout] = field(
+    layouts: dict[tuple[int, bytes | None], tuple[_BinLayout, IntArray]] = field(
         default_factory=dict, compare=False, repr=False)
-    """``layout``'s cache: one per (binner, allowed features)."""
+    """``layout``'s cache: one per (binner, allowed features), with ``flat``'s allowed columns."""
 
     @classmethod
     def of(cls, codes: NDArray[np.uint8], binner: BinMapper) -> BinnedRows:
         n_bins = binner.n_bins
-        offsets = np.concatenate([[0], np.cumsum(n_bins)[:-1]]).astype(np.intp)
-        flat = codes.astype(np.intp) + offsets
-        root_count = np.bincount(flat.ravel(), minlength=int(n_bins.sum()))
+        width = int(n_bins.max(initial=1))
+        flat = codes.astype(np.intp) + (np.arange(n_bins.size) * width).astype(np.intp)
+        root_count = np.bincount(flat.ravel(), minlength=n_bins.size * width)
         return cls(flat, root_count, np.ascontiguousarray(codes.T))
 
-    def layout(self, binner: BinMapper, allowed: NDArray[np.bool_] | None) -> _BinLayout:
-        """``_BinLayout.of(binner, allowed)``, built once per fit and restriction."""
+    def layout(self, binner: BinMapper, allowed: NDArray[np.bool_] | None
+               ) -> tuple[_BinLayout, IntArray]:
+        """``_BinLayout.of(binner, allowed)`` and the rows' flat bins of its columns [N, k],
+        built once per fit and restriction (a refinement round histograms only its features)."""
         key = (id(binner), None if allowed is None else np.asarray(allowed, bool).tobytes())
         if key not in self.layouts:
-            self.layouts[key] = _BinLayout.of(binner, allowed)
+            layout = _BinLayout.of(binner, allowed)
+            flat = (self.flat if layout.columns.size == self.flat.shape[1]
+                    else np.ascontiguousarray(self.flat[:, layout.columns]))
+            self.layouts[key] = (layout, flat)
         return self.layouts[key]
 
 
@@ -230,11 +238,12 @@ def grow_tree(
     split in order, each seeing the sensors its left siblings bought. ``rows``: the binned
     rows' shared arrays (``BinnedRows.of(codes, binner)``), to compute them once per fit.
     """
-    n, d = codes.shape
+    n = codes.shape[0]
     n_out = residual.shape[1]
     rows = rows or BinnedRows.of(codes, binner)
-    layout = rows.layout(binner, allowed)
-    weights = [np.repeat(residual[:, k], d) for k in range(n_out)]  # row-major, like flat
+    layout, flat = rows.layout(binner, allowed)
+    k_cols = layout.columns.size  # row-major, like flat
+    weights = [np.repeat(residual[:, k], k_cols) for k in range(n_out)]
     penalty = _Penalty.of(layout, params, feature_cost, feature_sensor)
     growth = _Growth(n_out)
     level: list[tuple[int, IntArray]] = [(growth.add(), np.arange(n))]
@@ -242,7 +251,7 @@ def grow_tree(
         active = [idx for _, idx in level if idx.size >= 2 * params.min_samples_leaf]
         if not active:
             break
-        gain, ok = _level_gains(rows, weights, layout, active, residual, params)
+        gain, ok = _level_gains(rows, flat, weights, layout, active, residual, params)
         picks, seen = _choose(gain, ok, layout, penalty, bought), bought.copy()
         next_level: list[tuple[int, IntArray]] = []
         s = 0
@@ -277,31 +286,35 @@ def grow_tree(
 
 
 def _level_gains(
-    rows: BinnedRows, weights: list[FloatArray], layout: _BinLayout, active: list[IntArray],
-    residual: FloatArray, params: TreeParams,
+    rows: BinnedRows, flat: IntArray, weights: list[FloatArray], layout: _BinLayout,
+    active: list[IntArray], residual: FloatArray, params: TreeParams,
 ) -> tuple[FloatArray, NDArray[np.bool_]]:
     """Per active node (rows ``active[s]``): every bin's split gain before the cost penalty
-    and whether the split leaves ``min_samples_leaf`` rows on both sides."""
-    n_nodes, tb = len(active), layout.total_bins
-    n_total = rows.flat.shape[0]
+    and whether the split leaves ``min_samples_leaf`` rows on both sides.
+
+    ``flat``: the rows' flat bins of ``layout.columns`` only (``BinnedRows.layout``); a bin's
+    sum adds its node's rows in row order, and left sums are cumulative within the feature, so
+    a bin's gain does not depend on which other features are histogrammed."""
+    n_nodes, tb, width = len(active), layout.total_bins, layout.width
+    n_total = flat.shape[0]
     if n_nodes == 1 and active[0].size == n_total:  # the root: every row, counts known
-        where, size = rows.flat.ravel(), tb
+        where, size = flat.ravel(), tb
         count = rows.root_count[None, :]
     else:
         slot = np.full(n_total, n_nodes, dtype=np.intp)  # rows of no active node: a spare slot
         for s, idx in enumerate(active):
             slot[idx] = s
-        where = ((slot * tb)[:, None] + rows.flat).ravel()
+        where = ((slot * tb)[:, None] + flat).ravel()
         size = (n_nodes + 1) * tb
         count = np.bincount(where, minlength=size)[: n_nodes * tb].reshape(n_nodes, tb)
     sums = np.stack([np.bincount(where, weights=w, minlength=size)[: n_nodes * tb]
-                     for w in weights], axis=-1).reshape(n_nodes, tb, len(weights))
-    # cumulative sums within each feature: left side = bins <= b
-    csum = np.cumsum(sums, axis=1)
-    ccount = np.cumsum(count.astype(np.float64), axis=1)
-    prev, first = layout.prev, layout.first
-    left_sum = csum - np.where(first[None, :, None], 0.0, csum[:, prev])
-    left_n = ccount - np.where(first[None, :], 0.0, ccount[:, prev])
+                     for w in weights], axis=-1)
+    n_out = len(weights)
+    # left side = bins <= b of the same feature: cumulative sums along each feature's bins
+    left_sum = np.cumsum(sums.reshape(n_nodes, -1, width, n_out), axis=2
+                         ).reshape(n_nodes, tb, n_out)
+    left_n = np.cumsum(count.astype(np.float64).reshape(n_nodes, -1, width), axis=2
+                       ).reshape(n_nodes, tb)
     total_sum = np.stack([residual[idx].sum(axis=0) for idx in active])
     n_node = np.array([float(idx.size) for idx in active])[:, None]
     right_sum = total_sum[:, None, :] - left_sum
