@@ -229,7 +229,10 @@ class _Solver:
             residual[:, 0] = keep * (proba_class1(logits) - self.target)
         else:
             residual[:, :-1] = keep[:, None] * (proba(logits, self.n_classes) - self.onehot)
-        residual[:, -1] = keep * sigmoid(gate) - q * sigmoid(-gate)
+        # σ(g) and σ(−g) from one tanh: tanh is odd, so these are ``sigmoid(gate)`` and
+        # ``sigmoid(-gate)`` bit for bit
+        half_tanh = 0.5 * np.tanh(0.5 * gate)
+        residual[:, -1] = keep * (0.5 + half_tanh) - q * (0.5 - half_tanh)
         grad: FloatArray = self.Z.T @ residual / self.n
         grad[:-1] += self.est.l2 * th[:-1]
         return grad
