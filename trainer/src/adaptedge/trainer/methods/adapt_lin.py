@@ -44,7 +44,6 @@ from adaptedge.trainer.methods.gating import (
     proba,
     proba_class1,
     q_step,
-    sigmoid,
     softplus,
 )
 from adaptedge.trainer.methods.hpc_oof import HPC_CONSTRAINT, hpc_proba_for
