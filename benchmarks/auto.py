@@ -98,14 +98,15 @@ def default_point(dataset: Any, hpc: Any, hpc_onnx: bytes, graphs: list[Any],
 
     front = list(pareto_frontier(graphs))
     manifest, files = build_bundle(dataset, hpc, front, hpc_onnx=hpc_onnx)
-    walks = validation_walks(manifest, files, dataset.split("validation")[0])
-    cert_walks = None if certify is None else validation_walks(manifest, files, certify[0])
+    runner = BundleRunner.from_files(manifest, files)  # one session per model for every walk
+    walks = validation_walks(manifest, files, dataset.split("validation")[0], runner)
+    cert_walks = (None if certify is None
+                  else validation_walks(manifest, files, certify[0], runner))
     paired = (paired_on_validation(manifest, files, dataset, walks) if certify is None
               else paired_on_rows(manifest, files, *certify, cert_walks))
     point, _, certified = choose_default(front, paired, None, selection_rows=0 if certify is None
                                          else len(dataset.y_val), hpc_accuracy=hpc.val_accuracy)
     i = next(k for k, p in enumerate(front) if p is point)
-    runner = BundleRunner.from_files(manifest, files)
     out = {"point": point.name, "method": point.method, "certified": certified,
            "front_size": len(front),
            "validation": {"accuracy": point.validation.accuracy, "cost": point.validation.cost,

@@ -166,9 +166,11 @@ def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
     per point; never the test split)."""
     manifest, files = build_bundle(dataset, hpc, policies, default=default, metadata=metadata,
                                    split=split)
-    walks = validation_walks(manifest, files, dataset.split("validation")[0])
+    runner = BundleRunner.from_files(manifest, files)  # one session per model for both walks
+    walks = validation_walks(manifest, files, dataset.split("validation")[0], runner)
     paired = (paired_on_validation(manifest, files, dataset, walks) if certify is None
-              else paired_on_rows(manifest, files, *certify))
+              else paired_on_rows(manifest, files, *certify,
+                                  validation_walks(manifest, files, certify[0], runner)))
     points = tuple(replace(p, paired_lower_bound=c.lower_bound)
                    for p, c in zip(manifest.operating_points, paired, strict=True))
     manifest = replace(manifest, operating_points=points)
