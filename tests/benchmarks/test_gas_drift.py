@@ -67,12 +67,18 @@ def test_monitor_sees_the_stream_in_order(toy_bundle: tuple[Path, Manifest]) -> 
 @pytest.mark.slow
 def test_gas_drift_scenario_acceptance(gas_scenario: tuple[Path, dict[str, Any]]) -> None:
     """Seed 0: the alarm fires within 500 decisions of batch 3's start, never before it, and
-    recalibration raises accuracy on the rest of the stream (``run_scenario``, once per run:
-    tests/benchmarks/conftest.py)."""
+    recalibration does not lower accuracy on the rest of the stream: it moves to another point
+    only on audits that tell the points apart, else it keeps the deployed one and every
+    decision is as before (``run_scenario``, once per run: tests/benchmarks/conftest.py)."""
     _, s = gas_scenario
     assert s["alarms_before_batch3"] == []
     assert s["alarm_delay_decisions"] is not None and s["alarm_delay_decisions"] < 500
     assert s["no_drift"]["resampled"]["streams_with_alarm"] == 0
     rec = s["recalibration"]
-    assert rec["after"]["accuracy"] > rec["before"]["accuracy"]
+    before, after = rec["before"], rec["after"]
+    if rec["chosen"]["name"] == s["point"]:  # kept: the same decisions after the cut
+        assert after["accuracy"] == before["accuracy"]
+        assert after["escalation_rate"] == before["escalation_rate"]
+    else:
+        assert after["accuracy"] > before["accuracy"]
     assert rec["audit_cost_until_cut"]["audits"] == rec["rows"]["audit"]
