@@ -24,10 +24,12 @@ default (measured effect: README, "Measured results").
 from __future__ import annotations
 
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
 
@@ -49,6 +51,8 @@ Reduction = Literal["lr", "ridge", "paper"]
 REDUCTIONS: tuple[Reduction, ...] = ("lr", "ridge")
 """The linear reductions (``--param policy=linear``, the default); "paper" is the filter tree
 (``trainer.methods.dag.filter_tree``, ``--param policy=paper``)."""
+RIDGE_ALPHA = 1.0
+"""The ridge reduction's L2 penalty."""
 _ABSENT = -1.0e4
 """Score of an action no training example preferred (never the argmax)."""
 
@@ -85,19 +89,64 @@ def _fold(W: FloatArray, b: FloatArray, mu: FloatArray, sd: FloatArray) -> Linea
     return LinearScores(Wf, b - mu @ Wf)
 
 
-def fit_policy(F: FloatArray, costs: FloatArray, reduction: Reduction,
+@dataclass
+class PolicyInputs:
+    """A node's policy features ``F`` and what every fit on them shares: ``F`` standardised
+    (``Fs = (F - mu) / sd``) and, built on first use, the centred ``Fs`` and its Gram matrix
+    (``ridge_fit``). They do not depend on lambda, so a sweep computes them once per node."""
+
+    F: FloatArray
+    Fs: FloatArray
+    mu: FloatArray
+    sd: FloatArray
+    _gram: tuple[FloatArray, FloatArray, FloatArray] | None = None
+
+    @classmethod
+    def of(cls, F: FloatArray) -> PolicyInputs:
+        Fs, mu, sd = _standardise(F)
+        return cls(F, Fs, mu, sd)
+
+    def gram(self) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """``(offset, Xc, Xc.T @ Xc + I)``: the column means of ``Fs``, ``Fs`` centred on them,
+        and the ridge system matrix at alpha 1."""
+        if self._gram is None:
+            offset = np.average(self.Fs, axis=0)
+            Xc = self.Fs - offset
+            A = Xc.T @ Xc
+            A.flat[:: A.shape[0] + 1] += RIDGE_ALPHA
+            self._gram = (offset, Xc, A)
+        return self._gram
+
+
+def ridge_fit(inputs: PolicyInputs, costs: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``(coef_, intercept_)`` of ``Ridge(alpha=1).fit(inputs.Fs, costs)`` (its Cholesky
+    solver, step by step, the same floats) with the lambda-free part computed once."""
+    offset, Xc, A = inputs.gram()
+    y_offset = np.average(costs, axis=0)
+    Xy = Xc.T @ (costs - y_offset)
+    try:
+        coef = linalg.solve(A.copy(), Xy, assume_a="pos", overwrite_a=True).T
+    except linalg.LinAlgError:  # sklearn falls back to its SVD solver
+        model = Ridge(alpha=RIDGE_ALPHA).fit(inputs.Fs, costs)
+        return model.coef_, np.asarray(model.intercept_, dtype=np.float64)
+    coef = np.divide(coef, np.ones(coef.shape[1]))  # sklearn's X_scale: its layout too
+    return coef, y_offset - offset @ coef.T
+
+
+def fit_policy(F: FloatArray | PolicyInputs, costs: FloatArray, reduction: Reduction,
                degree: int = DEFAULT_DEGREE) -> NodePolicy:
     """A cost-sensitive classifier: argmax of its scores ~ argmin of ``costs``; linear, or
-    the paper's filter tree for ``reduction="paper"``."""
+    the paper's filter tree for ``reduction="paper"``. ``F``: the policy features, or their
+    ``PolicyInputs`` (shared by the fits of a sweep)."""
+    inputs = F if isinstance(F, PolicyInputs) else PolicyInputs.of(np.asarray(F))
     if reduction == "paper":
-        return FilterTreePolicy.fit(F, costs, degree)
-    n_actions = costs.shape[1]
-    Fs, mu, sd = _standardise(F)
-    W = np.zeros((F.shape[1], n_actions))
+        return FilterTreePolicy.fit(inputs.F, costs, degree)
+    Fs, mu, sd = inputs.Fs, inputs.mu, inputs.sd
+    n_features, n_actions = Fs.shape[1], costs.shape[1]
+    W = np.zeros((n_features, n_actions))
     if reduction == "ridge":
-        model = Ridge(alpha=1.0).fit(Fs, costs)
-        return _fold(-model.coef_.T.reshape(F.shape[1], n_actions),
-                     -np.asarray(model.intercept_, dtype=np.float64), mu, sd)
+        coef, intercept = ridge_fit(inputs, costs)
+        return _fold(-coef.T.reshape(n_features, n_actions), -intercept, mu, sd)
     if reduction != "lr":
         raise ValueError(f"unknown reduction {reduction!r}; choose one of {REDUCTIONS}")
     best = costs.argmin(axis=1)
@@ -120,6 +169,22 @@ def fit_policy(F: FloatArray, costs: FloatArray, reduction: Reduction,
         W[:, labels] = model.coef_.T
         b[labels] = model.intercept_
     return _fold(W, b, mu, sd)
+
+
+_INPUTS: weakref.WeakKeyDictionary[ClassifierBank, dict[SensorSet, PolicyInputs]] = (
+    weakref.WeakKeyDictionary())
+
+
+def policy_inputs(bank: ClassifierBank, node: SensorSet) -> PolicyInputs:
+    """``node``'s policy features on the training split (its columns and out-of-fold
+    probabilities), kept per bank: every lambda of a sweep trains on the same ones."""
+    cache = _INPUTS.setdefault(bank, {})
+    if node not in cache:
+        train = bank.problem.splits["train"]
+        cols = list(bank.problem.columns(node))
+        X = train.X[:, cols] if cols else np.zeros((len(train.y), 0))
+        cache[node] = PolicyInputs.of(policy_features(X, bank.proba(node, "train")))
+    return cache[node]
 
 
 def graph_reduce(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig
@@ -152,10 +217,9 @@ def graph_reduce(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig
             units[node] = UnitNode(tuple(actions), None)
             to_go[node] = costs[:, 0]
             continue
-        cols = list(problem.columns(node))
-        feats = policy_features(train.X[:, cols] if cols else np.zeros((len(rows), 0)), proba)
-        policy = fit_policy(feats, costs, config.reduction, config.degree)
-        choice = policy.choose(feats)
+        inputs = policy_inputs(bank, node)
+        policy = fit_policy(inputs, costs, config.reduction, config.degree)
+        choice = policy.choose(inputs.F)
         units[node] = UnitNode(tuple(actions), policy)
         to_go[node] = costs[rows, choice]
     return units
