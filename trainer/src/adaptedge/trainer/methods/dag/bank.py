@@ -119,12 +119,14 @@ def prefetch_models(banks: Sequence[ClassifierBank], sets: Sequence[SensorSet], 
                     extra: Sequence[FitJob] = ()) -> list[Any]:
     """Fit every bank's models of ``sets`` not fitted yet (no fold models), all in one pool of
     up to ``n_jobs`` processes: the models first use would fit (``ClassifierBank.prefetch``).
-    ``extra``: more fits for the same pool; their models are returned, in order."""
+    ``extra``: more fits for the same pool (started first: meant for long ones); their
+    models are returned, in order."""
     jobs = [(bank, key) for bank in banks for key in bank._unfitted(sets)]
-    models = fit_jobs([*[bank._job(key, None) for bank, key in jobs], *extra], n_jobs)
-    for (bank, key), model in zip(jobs, models, strict=False):
+    # the extra fits first: the longest start first, so no core idles at the pool's end
+    models = fit_jobs([*extra, *[bank._job(key, None) for bank, key in jobs]], n_jobs)
+    for (bank, key), model in zip(jobs, models[len(extra):], strict=True):
         bank._store(key, model)
-    return models[len(jobs):]
+    return models[:len(extra)]
 
 
 def fit_jobs(jobs: Sequence[FitJob], n_jobs: int) -> list[Any]:
@@ -308,15 +310,15 @@ class ClassifierBank:
             np.zeros((n_rows, 1))))
         jobs = [self._job(e.sensors, fit_rows) for e in todo for fit_rows, _ in folds]
         self._fits += len(jobs)
-        fitted = fit_jobs([*jobs, *extra], n_jobs)
-        models = iter(fitted[:len(jobs)])
+        fitted = fit_jobs([*extra, *jobs], n_jobs)  # the (long) extra fits first
+        models = iter(fitted[len(extra):])
         X = self.problem.splits["train"].X
         for entry in todo:
             oof = np.zeros((n_rows, self.problem.n_classes))
             for _, held_rows in folds:
                 oof[held_rows] = self._predict(next(models), X[held_rows][:, list(entry.columns)])
             entry.proba["train"] = oof
-        return fitted[len(jobs):]
+        return fitted[:len(extra)]
 
     def _predict(self, model: Any, X: Any) -> FloatArray:
         """Probabilities over all ``n_classes`` (a fold may have missed a rare class)."""

@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol
 
 import numpy as np
 from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
+from threadpoolctl import threadpool_limits
 
 from adaptedge.trainer.methods.dag.bank import ClassifierBank
 from adaptedge.trainer.methods.dag.filter_tree import DEFAULT_DEGREE, FilterTreePolicy
@@ -44,7 +46,7 @@ from adaptedge.trainer.methods.dag.graph import (
     policy_features,
 )
 from adaptedge.trainer.methods.dag.nodes import dag_walk, expand, prune
-from adaptedge.trainer.methods.dag.problem import FloatArray, SensorSet
+from adaptedge.trainer.methods.dag.problem import DagProblem, FloatArray, SensorSet
 from adaptedge.trainer.policy.graph import Graph
 
 Reduction = Literal["lr", "ridge", "paper"]
@@ -171,11 +173,11 @@ def fit_policy(F: FloatArray | PolicyInputs, costs: FloatArray, reduction: Reduc
     return _fold(W, b, mu, sd)
 
 
-_INPUTS: weakref.WeakKeyDictionary[ClassifierBank, dict[SensorSet, PolicyInputs]] = (
+_INPUTS: weakref.WeakKeyDictionary[TrainProba, dict[SensorSet, PolicyInputs]] = (
     weakref.WeakKeyDictionary())
 
 
-def policy_inputs(bank: ClassifierBank, node: SensorSet) -> PolicyInputs:
+def policy_inputs(bank: TrainProba, node: SensorSet) -> PolicyInputs:
     """``node``'s policy features on the training split (its columns and out-of-fold
     probabilities), kept per bank: every lambda of a sweep trains on the same ones."""
     cache = _INPUTS.setdefault(bank, {})
@@ -187,7 +189,36 @@ def policy_inputs(bank: ClassifierBank, node: SensorSet) -> PolicyInputs:
     return cache[node]
 
 
-def graph_reduce(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig
+class TrainProba(Protocol):
+    """What Graph-Reduce reads from a bank: the problem and each node's training-split
+    (out-of-fold) probabilities."""
+
+    @property
+    def problem(self) -> DagProblem: ...
+
+    def proba(self, sensors: SensorSet, split: str) -> FloatArray: ...
+
+
+@dataclass(eq=False)
+class ReduceInputs:
+    """A bank's ``TrainProba`` for the lattice's nodes, small enough to send to a worker
+    process: the training split only, no models."""
+
+    problem: DagProblem
+    train_proba: dict[SensorSet, FloatArray]
+
+    @classmethod
+    def of(cls, bank: ClassifierBank, lattice: Lattice) -> ReduceInputs:
+        problem = replace(bank.problem, splits={"train": bank.problem.splits["train"]})
+        return cls(problem, {node: bank.proba(node, "train") for node in lattice.nodes})
+
+    def proba(self, sensors: SensorSet, split: str) -> FloatArray:
+        if split != "train":
+            raise KeyError(f"ReduceInputs holds the training split only, not {split!r}")
+        return self.train_proba[sensors]
+
+
+def graph_reduce(bank: TrainProba, lattice: Lattice, config: ReduceConfig
                  ) -> dict[SensorSet, UnitNode]:
     problem = bank.problem
     train = problem.splits["train"]
@@ -227,9 +258,48 @@ def graph_reduce(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig
 
 def train_graph(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig) -> Graph:
     """Graph-Reduce, then the per-sensor graph pruned to what train and validation use."""
-    graph = expand(bank, lattice.root, graph_reduce(bank, lattice, config), config.params())
+    return finish_graph(bank, lattice, config, graph_reduce(bank, lattice, config))
+
+
+def finish_graph(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig,
+                 units: dict[SensorSet, UnitNode]) -> Graph:
+    """The per-sensor graph of Graph-Reduce's ``units``, pruned to what train and validation
+    use."""
+    graph = expand(bank, lattice.root, units, config.params())
     used: dict[str, set[int]] = {}
     for split in ("train", "val"):
         for nid, chosen in dag_walk(graph, bank, split).actions.items():
             used.setdefault(nid, set()).update(int(a) for a in np.unique(chosen))
     return prune(graph, used)
+
+
+def _reduce_chunk(item: tuple[ReduceInputs, Lattice, list[ReduceConfig]]
+                  ) -> list[dict[SensorSet, UnitNode]]:
+    """Graph-Reduce of each config on a worker (one BLAS thread, as in the sweep)."""
+    inputs, lattice, configs = item
+    with threadpool_limits(limits=1):
+        return [graph_reduce(inputs, lattice, config) for config in configs]
+
+
+def train_graphs(bank: ClassifierBank, lattice: Lattice, configs: Sequence[ReduceConfig],
+                 n_jobs: int = 1, *, progress: bool = False, desc: str = "dag sweep"
+                 ) -> list[Graph]:
+    """``train_graph`` of each config; Graph-Reduce runs on up to ``n_jobs`` processes
+    (``trainer.parallel``), each given the lattice's training probabilities once
+    (``ReduceInputs``). Each config's graph depends on its config only: the same graphs for
+    any ``n_jobs``."""
+    from adaptedge.trainer.parallel import parallel_map, usable_cores
+    from adaptedge.trainer.progress import track
+
+    configs = list(configs)
+    jobs = max(1, min(int(n_jobs), usable_cores(), len(configs)))
+    units: list[dict[SensorSet, UnitNode]] = []
+    if jobs == 1:  # here: the bank's own policy-input cache, progress per graph
+        units = [graph_reduce(bank, lattice, c)
+                 for c in track(configs, desc, len(configs), progress)]
+    else:
+        inputs = ReduceInputs.of(bank, lattice)
+        chunks = [(inputs, lattice, configs[k::jobs]) for k in range(jobs)]
+        done = parallel_map(_reduce_chunk, chunks, jobs, progress, desc)
+        units = [done[i % jobs][i // jobs] for i in range(len(configs))]
+    return [finish_graph(bank, lattice, c, u) for c, u in zip(configs, units, strict=True)]
