@@ -30,13 +30,15 @@ class ValidationWalks:
 
 
 def validation_walks(manifest: Manifest, files: Mapping[str, bytes],
-                     X_val: npt.ArrayLike) -> ValidationWalks:
+                     X_val: npt.ArrayLike, runner: BundleRunner | None = None
+                     ) -> ValidationWalks:
     """Walk every policy of ``manifest``'s points, and the HPC, on ``X_val`` (float32); the
     policies on the usable cores' threads (onnxruntime releases the GIL; each walk is the one
-    a single thread makes)."""
+    a single thread makes). ``runner``: that of ``manifest`` and ``files``, whose sessions
+    an earlier walk created (default: a new one)."""
     from adaptedge.trainer.parallel import usable_cores
 
-    runner = BundleRunner.from_files(manifest, files)
+    runner = runner or BundleRunner.from_files(manifest, files)
     x = np.asarray(X_val, dtype=np.float32)
     hpc = np.asarray(np.argmax(runner.hpc_proba(x), axis=1), dtype=np.int64)
     policies = list(dict.fromkeys(p.policy for p in manifest.operating_points))
