@@ -277,8 +277,9 @@ def sweep_dag(problem: DagProblem, settings: DagSettings, *,
               bank: ClassifierBank | None = None, progress: bool = False,
               n_jobs: int = 1) -> DagSweep:
     """The sweep's graphs (``progress``: stage lines and the sweep's done/total, ETA).
-    ``n_jobs``: processes for the lattice nodes' classifiers (``ClassifierBank.prefetch``;
-    the same graphs for any value)."""
+    ``n_jobs``: processes for the lattice nodes' classifiers (``ClassifierBank.prefetch``)
+    and for Graph-Reduce of the probes and the lambdas (``train_points``); the same graphs for
+    any value."""
     # one thread for OpenMP (boosting) and BLAS (ridge / logistic policies): on a shared
     # 2-core machine extra threads spin and multiply CPU time
     with threadpool_limits(limits=1):
