@@ -44,7 +44,8 @@ def test_prefetch_fits_what_first_use_fits(n_jobs: int) -> None:
         assert _trees(ahead.get(sensors).model) == _trees(lazy.get(sensors).model)
 
 
-def test_choice_bank_prefetch_fits_only_the_chosen_fold_models() -> None:
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_choice_bank_prefetch_fits_only_the_chosen_fold_models(n_jobs: int) -> None:
     problem = synthetic(2)  # sensor 0 non-linear: the masked trees win where it is read
     rng = np.random.default_rng(0)  # (tests.trainer.methods.test_dag_masked)
     for split in problem.splits.values():
@@ -55,13 +56,15 @@ def test_choice_bank_prefetch_fits_only_the_chosen_fold_models() -> None:
                           MaskedBank(problem, max_iter=25, n_folds=2, replicas=1))
 
     lazy, ahead = bank(), bank()
-    ahead.prefetch(SETS, 2)
+    ahead.prefetch(SETS, n_jobs)
     fitted = ahead.fits
     chosen = {s: ahead.choice(s) for s in SETS}
     _same_entries(lazy, ahead)
     assert chosen == {s: lazy.choice(s) for s in SETS}
     assert ahead.fits == lazy.fits
-    assert fitted <= ahead.fits  # the masked bank still fits its fold models on first use
+    assert fitted == ahead.fits  # the masked model and its fold models came with the pools
+    masked = ahead.banks["masked"]
+    assert isinstance(masked, MaskedBank) and masked.model_jobs() == masked.fold_jobs() == []
     assert set(chosen.values()) == {"masked", "per-subset"}, chosen
 
 

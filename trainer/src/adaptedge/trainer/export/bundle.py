@@ -169,8 +169,7 @@ def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
     runner = BundleRunner.from_files(manifest, files)  # one session per model for both walks
     walks = validation_walks(manifest, files, dataset.split("validation")[0], runner)
     paired = (paired_on_validation(manifest, files, dataset, walks) if certify is None
-              else paired_on_rows(manifest, files, *certify,
-                                  validation_walks(manifest, files, certify[0], runner)))
+              else paired_on_rows(manifest, files, *certify, runner=runner))
     points = tuple(replace(p, paired_lower_bound=c.lower_bound)
                    for p, c in zip(manifest.operating_points, paired, strict=True))
     manifest = replace(manifest, operating_points=points)
@@ -198,11 +197,13 @@ def paired_on_validation(manifest: Manifest, files: Mapping[str, bytes],
 
 
 def paired_on_rows(manifest: Manifest, files: Mapping[str, bytes], X: Any, y: Any,
-                   walks: ValidationWalks | None = None) -> list[PairedCounts]:
+                   walks: ValidationWalks | None = None, *, runner: BundleRunner | None = None
+                   ) -> list[PairedCounts]:
     """Each point's and the HPC's outcomes on the rows ``(X, y)`` (validation or its
     held-out certify rows; never test), walked on the exported ONNX, in
-    ``manifest.operating_points`` order (``walks``: those rows already walked)."""
-    walks = walks or validation_walks(manifest, files, X)
+    ``manifest.operating_points`` order (``walks``: those rows already walked; ``runner``:
+    ``manifest``'s, sessions already created)."""
+    walks = walks or validation_walks(manifest, files, X, runner)
     hpc_right = walks.hpc_labels == y
     out = []
     for point in manifest.operating_points:

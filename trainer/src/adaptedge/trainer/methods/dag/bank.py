@@ -27,6 +27,8 @@ from threadpoolctl import threadpool_limits
 from adaptedge.trainer.methods.dag.problem import DagProblem, FloatArray, IntArray, SensorSet
 
 ClassifierKind = Literal["hgb", "hgb-wide", "lr"]
+MASKED_KIND: Literal["masked"] = "masked"
+"""``ModelSpec.kind`` of the masked model (``trainer.methods.dag.masked``)."""
 
 EARLY_STOP_MIN_ROWS = 1000
 """A fit on fewer rows than this (or with a class of fewer than ``EARLY_STOP_MIN_CLASS_ROWS``)
@@ -69,11 +71,18 @@ def make_classifier(kind: ClassifierKind, *, max_iter: int, seed: int,
     raise ValueError(f"unknown classifier kind {kind!r}; choose 'hgb', 'hgb-wide' or 'lr'")
 
 
+def make_masked_classifier(*, max_iter: int, seed: int) -> HistGradientBoostingClassifier:
+    """The masked model: wider than a per-subset tree, since it serves every sensor set."""
+    return HistGradientBoostingClassifier(
+        max_iter=max_iter, learning_rate=0.2, max_leaf_nodes=31, min_samples_leaf=20,
+        l2_regularization=1.0, early_stopping=False, random_state=seed)
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """What a bank's fit depends on besides its rows: classifier kind, rounds, seed, stopping."""
 
-    kind: ClassifierKind
+    kind: ClassifierKind | Literal["masked"]
     max_iter: int
     seed: int
     early_stopping: bool
@@ -81,10 +90,13 @@ class ModelSpec:
 
 def new_model(spec: ModelSpec, y: Any) -> Any:
     """An unfitted model for labels ``y`` (which decide whether it may stop early)."""
+    kind = spec.kind
+    if kind == MASKED_KIND:
+        return clone(make_masked_classifier(max_iter=spec.max_iter, seed=spec.seed))
     rounds, stop_early = spec.max_iter, spec.early_stopping
     if stop_early and not can_early_stop(y):
         rounds, stop_early = min(spec.max_iter, SMALL_FIT_ROUNDS), False
-    return clone(make_classifier(spec.kind, max_iter=rounds, seed=spec.seed,
+    return clone(make_classifier(kind, max_iter=rounds, seed=spec.seed,
                                  early_stopping=stop_early))
 
 
@@ -103,17 +115,25 @@ FitJob = tuple[ModelSpec, Any, IntArray, tuple[int, ...], IntArray | None]
 """(spec, training X, training y, the set's columns, the rows to fit on or None: all)."""
 
 
-def prefetch_models(banks: Sequence[ClassifierBank], sets: Sequence[SensorSet], n_jobs: int
-                    ) -> None:
+def prefetch_models(banks: Sequence[ClassifierBank], sets: Sequence[SensorSet], n_jobs: int,
+                    extra: Sequence[FitJob] = ()) -> list[Any]:
     """Fit every bank's models of ``sets`` not fitted yet (no fold models), all in one pool of
-    up to ``n_jobs`` processes: the models first use would fit (``ClassifierBank.prefetch``)."""
+    up to ``n_jobs`` processes: the models first use would fit (``ClassifierBank.prefetch``).
+    ``extra``: more fits for the same pool (started first: meant for long ones); their
+    models are returned, in order."""
+    jobs = [(bank, key) for bank in banks for key in bank._unfitted(sets)]
+    # the extra fits first: the longest start first, so no core idles at the pool's end
+    models = fit_jobs([*extra, *[bank._job(key, None) for bank, key in jobs]], n_jobs)
+    for (bank, key), model in zip(jobs, models[len(extra):], strict=True):
+        bank._store(key, model)
+    return models[:len(extra)]
+
+
+def fit_jobs(jobs: Sequence[FitJob], n_jobs: int) -> list[Any]:
+    """``_fit_job`` of each job on up to ``n_jobs`` processes (``trainer.parallel``)."""
     from adaptedge.trainer.parallel import parallel_map
 
-    jobs = [(bank, key) for bank in banks for key in bank._unfitted(sets)]
-    models = parallel_map(_fit_job, [bank._job(key, None) for bank, key in jobs], n_jobs,
-                          False, "dag classifier bank")
-    for (bank, key), model in zip(jobs, models, strict=True):
-        bank._store(key, model)
+    return parallel_map(_fit_job, list(jobs), n_jobs, False, "dag classifier bank")
 
 
 def _fit_job(job: FitJob) -> Any:
@@ -281,28 +301,24 @@ class ClassifierBank:
         self._fits += 1
         self._entries[key] = BankEntry(key, self.problem.columns(key), model)
 
-    def _prefetch_out_of_fold(self, entries: Sequence[BankEntry], n_jobs: int) -> None:
+    def _prefetch_out_of_fold(self, entries: Sequence[BankEntry], n_jobs: int,
+                              extra: Sequence[FitJob] = ()) -> list[Any]:
+        """The fold models of ``entries`` (and the ``extra`` fits, returned) in one pool."""
         todo = [e for e in entries if "train" not in e.proba]
         n_rows = len(self.problem.splits["train"].y)
         folds = list(KFold(self.n_folds, shuffle=True, random_state=self.seed).split(
             np.zeros((n_rows, 1))))
-        jobs = [(e.sensors, fit_rows) for e in todo for fit_rows, _ in folds]
-        models = iter(self._fit_many(jobs, n_jobs))
+        jobs = [self._job(e.sensors, fit_rows) for e in todo for fit_rows, _ in folds]
+        self._fits += len(jobs)
+        fitted = fit_jobs([*extra, *jobs], n_jobs)  # the (long) extra fits first
+        models = iter(fitted[len(extra):])
         X = self.problem.splits["train"].X
         for entry in todo:
             oof = np.zeros((n_rows, self.problem.n_classes))
             for _, held_rows in folds:
                 oof[held_rows] = self._predict(next(models), X[held_rows][:, list(entry.columns)])
             entry.proba["train"] = oof
-
-    def _fit_many(self, jobs: Sequence[tuple[SensorSet, IntArray | None]], n_jobs: int
-                  ) -> list[Any]:
-        """``fit_model`` of each (sensor set, training rows or None: all) job."""
-        from adaptedge.trainer.parallel import parallel_map
-
-        self._fits += len(jobs)
-        return parallel_map(_fit_job, [self._job(key, rows) for key, rows in jobs], n_jobs,
-                            False, "dag classifier bank")
+        return fitted[:len(extra)]
 
     def _predict(self, model: Any, X: Any) -> FloatArray:
         """Probabilities over all ``n_classes`` (a fold may have missed a rare class)."""

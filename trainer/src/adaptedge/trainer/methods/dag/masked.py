@@ -28,7 +28,15 @@ import numpy as np
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.model_selection import KFold
 
-from adaptedge.trainer.methods.dag.bank import BankEntry, ClassifierBank
+from adaptedge.trainer.methods.dag.bank import (
+    MASKED_KIND,
+    BankEntry,
+    ClassifierBank,
+    FitJob,
+    ModelSpec,
+    make_masked_classifier,
+    prefetch_models,
+)
 from adaptedge.trainer.methods.dag.problem import (
     BoolArray,
     DagProblem,
@@ -38,14 +46,7 @@ from adaptedge.trainer.methods.dag.problem import (
 )
 from adaptedge.trainer.methods.gating import hpc_loss
 
-MASKED_KIND = "masked"
-
-
-def make_masked_classifier(*, max_iter: int, seed: int) -> HistGradientBoostingClassifier:
-    """The masked model: wider than a per-subset tree, since it serves every sensor set."""
-    return HistGradientBoostingClassifier(
-        max_iter=max_iter, learning_rate=0.2, max_leaf_nodes=31, min_samples_leaf=20,
-        l2_regularization=1.0, early_stopping=False, random_state=seed)
+__all__ = ["MASKED_KIND", "ChoiceBank", "MaskedBank", "make_masked_classifier"]
 
 
 def column_sensor(problem: DagProblem) -> IntArray:
@@ -178,22 +179,54 @@ class MaskedBank(ClassifierBank):
         self._model: HistGradientBoostingClassifier | None = None
         self._folds: list[tuple[IntArray, IntArray, HistGradientBoostingClassifier]] | None = None
 
-    def _new_model(self, y: Any) -> Any:
-        return make_masked_classifier(max_iter=self.max_iter, seed=self.seed)
+    def _spec(self) -> ModelSpec:
+        return ModelSpec(MASKED_KIND, self.max_iter, self.seed, False)
 
     def prefetch(self, sets: Sequence[SensorSet], n_jobs: int, *, out_of_fold: bool = True
                  ) -> None:
         """Nothing ahead of time: every entry is cut from the one masked model (and its fold
-        models), fitted on first use."""
+        models), fitted on first use (``ChoiceBank.prefetch`` fits them in its pools)."""
 
-    def _fit_masked(self, rows: IntArray, salt: int) -> HistGradientBoostingClassifier:
+    def _masked_job(self, rows: IntArray, salt: int) -> FitJob:
+        """The fit of a masked model on masked replicas of the training ``rows``."""
         train = self.problem.splits["train"]
         rng = np.random.default_rng([self.seed, salt])
         X, y = masked_training_set(self.problem, train.X[rows], train.y[rows],
                                    replicas=self.replicas, rng=rng, mask_sets=self.mask_sets,
                                    lattice_share=self.lattice_share)
+        return self._spec(), X, y, tuple(range(X.shape[1])), None
+
+    def _fit_masked(self, rows: IntArray, salt: int) -> HistGradientBoostingClassifier:
+        _, X, y, _, _ = self._masked_job(rows, salt)
         model: HistGradientBoostingClassifier = self._fit_one(X, y)
         return model
+
+    def _folds_split(self) -> list[tuple[IntArray, IntArray]]:
+        rows = np.arange(len(self.problem.splits["train"].y))
+        return list(KFold(self.n_folds, shuffle=True, random_state=self.seed).split(rows))
+
+    def model_jobs(self) -> list[FitJob]:
+        """The fit of the masked model on the whole training split, if not fitted yet."""
+        if self._model is not None:
+            return []
+        return [self._masked_job(np.arange(len(self.problem.splits["train"].y)), 0)]
+
+    def fold_jobs(self) -> list[FitJob]:
+        """The fits of the fold models (``fold_models``), if not fitted yet."""
+        if self._folds is not None:
+            return []
+        return [self._masked_job(fit, 1 + k) for k, (fit, _) in enumerate(self._folds_split())]
+
+    def store(self, models: Sequence[Any], *, folds: bool) -> None:
+        """Keep models fitted elsewhere from ``model_jobs`` or (``folds``) ``fold_jobs``."""
+        if not models:
+            return
+        self._fits += len(models)
+        if folds:
+            self._folds = [(fit, held, model) for (fit, held), model
+                           in zip(self._folds_split(), models, strict=True)]
+        else:
+            (self._model,) = models
 
     @property
     def model(self) -> HistGradientBoostingClassifier:
@@ -206,10 +239,8 @@ class MaskedBank(ClassifierBank):
     def fold_models(self) -> list[tuple[IntArray, IntArray, HistGradientBoostingClassifier]]:
         """``(fit_rows, held_rows, model)`` per fold; each model saw only its ``fit_rows``."""
         if self._folds is None:
-            rows = np.arange(len(self.problem.splits["train"].y))
-            folds = KFold(self.n_folds, shuffle=True, random_state=self.seed)
             self._folds = [(fit, held, self._fit_masked(fit, 1 + k))
-                           for k, (fit, held) in enumerate(folds.split(rows))]
+                           for k, (fit, held) in enumerate(self._folds_split())]
         return self._folds
 
     def _fit(self, sensors: SensorSet) -> BankEntry:
@@ -269,13 +300,24 @@ class ChoiceBank(ClassifierBank):
 
     def prefetch(self, sets: Sequence[SensorSet], n_jobs: int, *, out_of_fold: bool = True
                  ) -> None:
-        """The per-subset models of ``sets`` (their validation losses decide each choice) and,
-        with ``out_of_fold``, the fold models of the sets that choose them, on ``n_jobs``
-        processes (``ClassifierBank.prefetch``)."""
-        per_subset = self.banks["per-subset"]
-        per_subset.prefetch(sets, n_jobs, out_of_fold=False)
-        if out_of_fold:
-            per_subset.prefetch([s for s in sets if self.choice(s) == "per-subset"], n_jobs)
+        """The per-subset models of ``sets`` and the masked model (their validation losses
+        decide each choice) in one pool of ``n_jobs`` processes, then, with ``out_of_fold``,
+        the fold models of the sets that choose per-subset models and, if a set chooses the
+        masked model, its fold models in a second (``ClassifierBank.prefetch``)."""
+        per_subset, masked = self.banks["per-subset"], self.banks[MASKED_KIND]
+        assert isinstance(masked, MaskedBank)
+        keys = list(dict.fromkeys(tuple(sorted(s)) for s in sets))
+        masked.store(prefetch_models([per_subset], keys, n_jobs, masked.model_jobs()),
+                     folds=False)
+        for key in keys:
+            per_subset.proba(key, "val")
+        if not out_of_fold:
+            return
+        chosen = [per_subset.get(k) for k in keys if self.choice(k) == "per-subset"]
+        wants_masked = any(self.choice(k) == MASKED_KIND and self.problem.columns(k)
+                           for k in keys)
+        extra = masked.fold_jobs() if wants_masked else []
+        masked.store(per_subset._prefetch_out_of_fold(chosen, n_jobs, extra), folds=True)
 
     def proba(self, sensors: SensorSet, split: str) -> FloatArray:
         return self.banks[self.choice(sensors)].proba(tuple(sorted(sensors)), split)

@@ -24,12 +24,16 @@ default (measured effect: README, "Measured results").
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
-from typing import Literal
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol
 
 import numpy as np
+from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
+from threadpoolctl import threadpool_limits
 
 from adaptedge.trainer.methods.dag.bank import ClassifierBank
 from adaptedge.trainer.methods.dag.filter_tree import DEFAULT_DEGREE, FilterTreePolicy
@@ -42,13 +46,15 @@ from adaptedge.trainer.methods.dag.graph import (
     policy_features,
 )
 from adaptedge.trainer.methods.dag.nodes import dag_walk, expand, prune
-from adaptedge.trainer.methods.dag.problem import FloatArray, SensorSet
+from adaptedge.trainer.methods.dag.problem import DagProblem, FloatArray, SensorSet
 from adaptedge.trainer.policy.graph import Graph
 
 Reduction = Literal["lr", "ridge", "paper"]
 REDUCTIONS: tuple[Reduction, ...] = ("lr", "ridge")
 """The linear reductions (``--param policy=linear``, the default); "paper" is the filter tree
 (``trainer.methods.dag.filter_tree``, ``--param policy=paper``)."""
+RIDGE_ALPHA = 1.0
+"""The ridge reduction's L2 penalty."""
 _ABSENT = -1.0e4
 """Score of an action no training example preferred (never the argmax)."""
 
@@ -85,19 +91,64 @@ def _fold(W: FloatArray, b: FloatArray, mu: FloatArray, sd: FloatArray) -> Linea
     return LinearScores(Wf, b - mu @ Wf)
 
 
-def fit_policy(F: FloatArray, costs: FloatArray, reduction: Reduction,
+@dataclass
+class PolicyInputs:
+    """A node's policy features ``F`` and what every fit on them shares: ``F`` standardised
+    (``Fs = (F - mu) / sd``) and, built on first use, the centred ``Fs`` and its Gram matrix
+    (``ridge_fit``). They do not depend on lambda, so a sweep computes them once per node."""
+
+    F: FloatArray
+    Fs: FloatArray
+    mu: FloatArray
+    sd: FloatArray
+    _gram: tuple[FloatArray, FloatArray, FloatArray] | None = None
+
+    @classmethod
+    def of(cls, F: FloatArray) -> PolicyInputs:
+        Fs, mu, sd = _standardise(F)
+        return cls(F, Fs, mu, sd)
+
+    def gram(self) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """``(offset, Xc, Xc.T @ Xc + I)``: the column means of ``Fs``, ``Fs`` centred on them,
+        and the ridge system matrix at alpha 1."""
+        if self._gram is None:
+            offset = np.average(self.Fs, axis=0)
+            Xc = self.Fs - offset
+            A = Xc.T @ Xc
+            A.flat[:: A.shape[0] + 1] += RIDGE_ALPHA
+            self._gram = (offset, Xc, A)
+        return self._gram
+
+
+def ridge_fit(inputs: PolicyInputs, costs: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``(coef_, intercept_)`` of ``Ridge(alpha=1).fit(inputs.Fs, costs)`` (its Cholesky
+    solver, step by step, the same floats) with the lambda-free part computed once."""
+    offset, Xc, A = inputs.gram()
+    y_offset = np.average(costs, axis=0)
+    Xy = Xc.T @ (costs - y_offset)
+    try:
+        coef = linalg.solve(A.copy(), Xy, assume_a="pos", overwrite_a=True).T
+    except linalg.LinAlgError:  # sklearn falls back to its SVD solver
+        model = Ridge(alpha=RIDGE_ALPHA).fit(inputs.Fs, costs)
+        return model.coef_, np.asarray(model.intercept_, dtype=np.float64)
+    coef = np.divide(coef, np.ones(coef.shape[1]))  # sklearn's X_scale: its layout too
+    return coef, y_offset - offset @ coef.T
+
+
+def fit_policy(F: FloatArray | PolicyInputs, costs: FloatArray, reduction: Reduction,
                degree: int = DEFAULT_DEGREE) -> NodePolicy:
     """A cost-sensitive classifier: argmax of its scores ~ argmin of ``costs``; linear, or
-    the paper's filter tree for ``reduction="paper"``."""
+    the paper's filter tree for ``reduction="paper"``. ``F``: the policy features, or their
+    ``PolicyInputs`` (shared by the fits of a sweep)."""
+    inputs = F if isinstance(F, PolicyInputs) else PolicyInputs.of(np.asarray(F))
     if reduction == "paper":
-        return FilterTreePolicy.fit(F, costs, degree)
-    n_actions = costs.shape[1]
-    Fs, mu, sd = _standardise(F)
-    W = np.zeros((F.shape[1], n_actions))
+        return FilterTreePolicy.fit(inputs.F, costs, degree)
+    Fs, mu, sd = inputs.Fs, inputs.mu, inputs.sd
+    n_features, n_actions = Fs.shape[1], costs.shape[1]
+    W = np.zeros((n_features, n_actions))
     if reduction == "ridge":
-        model = Ridge(alpha=1.0).fit(Fs, costs)
-        return _fold(-model.coef_.T.reshape(F.shape[1], n_actions),
-                     -np.asarray(model.intercept_, dtype=np.float64), mu, sd)
+        coef, intercept = ridge_fit(inputs, costs)
+        return _fold(-coef.T.reshape(n_features, n_actions), -intercept, mu, sd)
     if reduction != "lr":
         raise ValueError(f"unknown reduction {reduction!r}; choose one of {REDUCTIONS}")
     best = costs.argmin(axis=1)
@@ -122,7 +173,52 @@ def fit_policy(F: FloatArray, costs: FloatArray, reduction: Reduction,
     return _fold(W, b, mu, sd)
 
 
-def graph_reduce(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig
+_INPUTS: weakref.WeakKeyDictionary[TrainProba, dict[SensorSet, PolicyInputs]] = (
+    weakref.WeakKeyDictionary())
+
+
+def policy_inputs(bank: TrainProba, node: SensorSet) -> PolicyInputs:
+    """``node``'s policy features on the training split (its columns and out-of-fold
+    probabilities), kept per bank: every lambda of a sweep trains on the same ones."""
+    cache = _INPUTS.setdefault(bank, {})
+    if node not in cache:
+        train = bank.problem.splits["train"]
+        cols = list(bank.problem.columns(node))
+        X = train.X[:, cols] if cols else np.zeros((len(train.y), 0))
+        cache[node] = PolicyInputs.of(policy_features(X, bank.proba(node, "train")))
+    return cache[node]
+
+
+class TrainProba(Protocol):
+    """What Graph-Reduce reads from a bank: the problem and each node's training-split
+    (out-of-fold) probabilities."""
+
+    @property
+    def problem(self) -> DagProblem: ...
+
+    def proba(self, sensors: SensorSet, split: str) -> FloatArray: ...
+
+
+@dataclass(eq=False)
+class ReduceInputs:
+    """A bank's ``TrainProba`` for the lattice's nodes, small enough to send to a worker
+    process: the training split only, no models."""
+
+    problem: DagProblem
+    train_proba: dict[SensorSet, FloatArray]
+
+    @classmethod
+    def of(cls, bank: ClassifierBank, lattice: Lattice) -> ReduceInputs:
+        problem = replace(bank.problem, splits={"train": bank.problem.splits["train"]})
+        return cls(problem, {node: bank.proba(node, "train") for node in lattice.nodes})
+
+    def proba(self, sensors: SensorSet, split: str) -> FloatArray:
+        if split != "train":
+            raise KeyError(f"ReduceInputs holds the training split only, not {split!r}")
+        return self.train_proba[sensors]
+
+
+def graph_reduce(bank: TrainProba, lattice: Lattice, config: ReduceConfig
                  ) -> dict[SensorSet, UnitNode]:
     problem = bank.problem
     train = problem.splits["train"]
@@ -152,10 +248,9 @@ def graph_reduce(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig
             units[node] = UnitNode(tuple(actions), None)
             to_go[node] = costs[:, 0]
             continue
-        cols = list(problem.columns(node))
-        feats = policy_features(train.X[:, cols] if cols else np.zeros((len(rows), 0)), proba)
-        policy = fit_policy(feats, costs, config.reduction, config.degree)
-        choice = policy.choose(feats)
+        inputs = policy_inputs(bank, node)
+        policy = fit_policy(inputs, costs, config.reduction, config.degree)
+        choice = policy.choose(inputs.F)
         units[node] = UnitNode(tuple(actions), policy)
         to_go[node] = costs[rows, choice]
     return units
@@ -163,9 +258,48 @@ def graph_reduce(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig
 
 def train_graph(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig) -> Graph:
     """Graph-Reduce, then the per-sensor graph pruned to what train and validation use."""
-    graph = expand(bank, lattice.root, graph_reduce(bank, lattice, config), config.params())
+    return finish_graph(bank, lattice, config, graph_reduce(bank, lattice, config))
+
+
+def finish_graph(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig,
+                 units: dict[SensorSet, UnitNode]) -> Graph:
+    """The per-sensor graph of Graph-Reduce's ``units``, pruned to what train and validation
+    use."""
+    graph = expand(bank, lattice.root, units, config.params())
     used: dict[str, set[int]] = {}
     for split in ("train", "val"):
         for nid, chosen in dag_walk(graph, bank, split).actions.items():
             used.setdefault(nid, set()).update(int(a) for a in np.unique(chosen))
     return prune(graph, used)
+
+
+def _reduce_chunk(item: tuple[ReduceInputs, Lattice, list[ReduceConfig]]
+                  ) -> list[dict[SensorSet, UnitNode]]:
+    """Graph-Reduce of each config on a worker (one BLAS thread, as in the sweep)."""
+    inputs, lattice, configs = item
+    with threadpool_limits(limits=1):
+        return [graph_reduce(inputs, lattice, config) for config in configs]
+
+
+def train_graphs(bank: ClassifierBank, lattice: Lattice, configs: Sequence[ReduceConfig],
+                 n_jobs: int = 1, *, progress: bool = False, desc: str = "dag sweep"
+                 ) -> list[Graph]:
+    """``train_graph`` of each config; Graph-Reduce runs on up to ``n_jobs`` processes
+    (``trainer.parallel``), each given the lattice's training probabilities once
+    (``ReduceInputs``). Each config's graph depends on its config only: the same graphs for
+    any ``n_jobs``."""
+    from adaptedge.trainer.parallel import parallel_map, usable_cores
+    from adaptedge.trainer.progress import track
+
+    configs = list(configs)
+    jobs = max(1, min(int(n_jobs), usable_cores(), len(configs)))
+    units: list[dict[SensorSet, UnitNode]] = []
+    if jobs == 1:  # here: the bank's own policy-input cache, progress per graph
+        units = [graph_reduce(bank, lattice, c)
+                 for c in track(configs, desc, len(configs), progress)]
+    else:
+        inputs = ReduceInputs.of(bank, lattice)
+        chunks = [(inputs, lattice, configs[k::jobs]) for k in range(jobs)]
+        done = parallel_map(_reduce_chunk, chunks, jobs, progress, desc)
+        units = [done[i % jobs][i // jobs] for i in range(len(configs))]
+    return [finish_graph(bank, lattice, c, u) for c, u in zip(configs, units, strict=True)]

@@ -39,7 +39,7 @@ from adaptedge.trainer.methods.dag.graph import (
 from adaptedge.trainer.methods.dag.masked import ChoiceBank, MaskedBank
 from adaptedge.trainer.methods.dag.nodes import evaluate
 from adaptedge.trainer.methods.dag.problem import DagProblem, SensorSet
-from adaptedge.trainer.methods.dag.reduce import REDUCTIONS, ReduceConfig, Reduction, train_graph
+from adaptedge.trainer.methods.dag.reduce import REDUCTIONS, ReduceConfig, Reduction, train_graphs
 from adaptedge.trainer.methods.dag.subsets import (
     ProxyScorer,
     greedy_order,
@@ -48,7 +48,6 @@ from adaptedge.trainer.methods.dag.subsets import (
 )
 from adaptedge.trainer.policy.graph import Graph, Metrics
 from adaptedge.trainer.progress import Stages
-from adaptedge.trainer.progress import track as track_progress
 
 ClassifierChoice = ClassifierKind | Literal["auto", "per-subset", "masked"]
 LatticeChoice = Literal["auto", "tracks", "blocks"]
@@ -183,24 +182,35 @@ def build_lattice(problem: DagProblem, settings: DagSettings, scorer: ProxyScore
 
 def train_point(bank: ClassifierBank, lattice: Lattice, config: ReduceConfig) -> Graph:
     """Graph-Reduce with ``config``; the graph carries its validation metrics."""
-    graph = train_graph(bank, lattice, config)
-    return graph.with_validation(evaluate(graph, bank, "val"))
+    return train_points(bank, lattice, [config])[0]
 
 
-def choose_reduction(bank: ClassifierBank, lattice: Lattice, settings: DagSettings
-                     ) -> tuple[Reduction, dict[str, float]]:
+def train_points(bank: ClassifierBank, lattice: Lattice, configs: Sequence[ReduceConfig],
+                 n_jobs: int = 1, *, progress: bool = False, desc: str = "dag sweep"
+                 ) -> list[Graph]:
+    """``train_point`` of each config, Graph-Reduce on up to ``n_jobs`` processes
+    (``reduce.train_graphs``: the same graphs for any ``n_jobs``)."""
+    graphs = train_graphs(bank, lattice, configs, n_jobs, progress=progress, desc=desc)
+    return [g.with_validation(evaluate(g, bank, "val")) for g in graphs]
+
+
+def choose_reduction(bank: ClassifierBank, lattice: Lattice, settings: DagSettings,
+                     n_jobs: int = 1) -> tuple[Reduction, dict[str, float]]:
+    """The reduction with the lowest mean validation objective over three probe lambdas
+    (every reduction's probes trained side by side on ``n_jobs`` processes)."""
     if len(settings.reductions) == 1:
         return settings.reductions[0], {}
     lams = sorted(settings.lambdas)
     probes = [lams[len(lams) // 4], lams[len(lams) // 2], lams[(3 * len(lams)) // 4]]
     price = next((p for p in settings.escalation_prices if p is not None), None)
-    scores: dict[str, float] = {}
-    for reduction in settings.reductions:
-        config = [ReduceConfig(lam, price, reduction, degree=settings.policy_degree)
-                  for lam in probes]
-        values = [objective(train_point(bank, lattice, c).validation, c.lam,
-                            bank.problem.total_cost) for c in config]
-        scores[reduction] = float(np.mean(values))
+    configs = [ReduceConfig(lam, price, reduction, degree=settings.policy_degree)
+               for reduction in settings.reductions for lam in probes]
+    points = train_points(bank, lattice, configs, n_jobs, desc="dag reduction probes")
+    values = [objective(p.validation, c.lam, bank.problem.total_cost)
+              for p, c in zip(points, configs, strict=True)]
+    scores: dict[str, float] = {
+        r: float(np.mean(values[i * len(probes):(i + 1) * len(probes)]))
+        for i, r in enumerate(settings.reductions)}
     best = min(settings.reductions, key=lambda r: scores[r])
     return best, scores
 
@@ -267,8 +277,9 @@ def sweep_dag(problem: DagProblem, settings: DagSettings, *,
               bank: ClassifierBank | None = None, progress: bool = False,
               n_jobs: int = 1) -> DagSweep:
     """The sweep's graphs (``progress``: stage lines and the sweep's done/total, ETA).
-    ``n_jobs``: processes for the lattice nodes' classifiers (``ClassifierBank.prefetch``;
-    the same graphs for any value)."""
+    ``n_jobs``: processes for the lattice nodes' classifiers (``ClassifierBank.prefetch``)
+    and for Graph-Reduce of the probes and the lambdas (``train_points``); the same graphs for
+    any value."""
     # one thread for OpenMP (boosting) and BLAS (ridge / logistic policies): on a shared
     # 2-core machine extra threads spin and multiply CPU time
     with threadpool_limits(limits=1):
@@ -287,13 +298,14 @@ def _sweep(problem: DagProblem, settings: DagSettings, bank: ClassifierBank | No
     bank = bank or choose_bank(problem, settings, mask_sets=list(lattice.edges), n_jobs=n_jobs)
     stages.start("reduction")  # every lattice node's classifier: Graph-Reduce reads them all
     bank.prefetch(lattice.nodes, n_jobs)
-    reduction, scores = choose_reduction(bank, lattice, settings)
+    reduction, scores = choose_reduction(bank, lattice, settings, n_jobs)
     sweep = DagSweep(problem, bank, lattice, tracks, scorer, reduction, scores)
     stages.start("sweep")
     grid = [(price, lam) for price in settings.escalation_prices for lam in settings.lambdas]
-    for price, lam in track_progress(grid, "dag sweep (lambda, escalation price)", len(grid), progress):
-        point = train_point(bank, lattice, ReduceConfig(lam, price, reduction,
-                                                        degree=settings.policy_degree))
+    configs = [ReduceConfig(lam, price, reduction, degree=settings.policy_degree)
+               for price, lam in grid]
+    for point in train_points(bank, lattice, configs, n_jobs, progress=progress,
+                              desc="dag sweep (lambda, escalation price)"):
         point.params["classifier"] = bank.kind
         sweep.points.append(point)
     sweep.classifier = bank.summary()
