@@ -16,6 +16,7 @@ import pytest
 
 from adaptedge.cloud.transport.client import RequestClient
 from adaptedge.protocol import (
+    ErrorReply,
     InferenceReply,
     InferenceRequest,
     Manifest,
@@ -103,11 +104,16 @@ def test_kill_one_of_two_workers_mid_run(
         replies = dev.replies.get(i, [])
         assert len(replies) <= 1, f"request {i} answered {len(replies)} times"
         on_time = bool(replies) and replies[0][0] - sent <= DEADLINE_MS / 1000
-        if on_time:
+        # a worker behind its queue bound sheds at once (``overloaded``): the device answers
+        # locally, as for a lost request; any other on-time reply is the inference
+        shed = on_time and isinstance(replies[0][1], ErrorReply) \
+            and replies[0][1].code == "overloaded"
+        answered = on_time and not shed
+        if answered:
             assert isinstance(replies[0][1], InferenceReply)
-        outcomes["cloud" if on_time else "degraded"] += 1
+        outcomes["cloud" if answered else "degraded"] += 1
         if sent > kill_at + GRACE_S:
-            assert on_time, f"request {i}, sent {sent - kill_at:.2f} s after the kill, degraded"
+            assert answered, f"request {i}, sent {sent - kill_at:.2f} s after the kill, degraded"
     assert sum(outcomes.values()) == N_REQUESTS
     # Only what worker-a held when it died may be lost: a handful, not a share of the load.
     assert outcomes["degraded"] <= 10, outcomes
