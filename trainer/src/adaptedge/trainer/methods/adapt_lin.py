@@ -44,6 +44,7 @@ from adaptedge.trainer.methods.gating import (
     proba,
     proba_class1,
     q_step,
+    sigmoid_pair,
     softplus,
 )
 from adaptedge.trainer.methods.hpc_oof import HPC_CONSTRAINT, hpc_proba_for
@@ -228,10 +229,8 @@ class _Solver:
             residual[:, 0] = keep * (proba_class1(logits) - self.target)
         else:
             residual[:, :-1] = keep[:, None] * (proba(logits, self.n_classes) - self.onehot)
-        # σ(g) and σ(−g) from one tanh: tanh is odd, so these are ``sigmoid(gate)`` and
-        # ``sigmoid(-gate)`` bit for bit
-        half_tanh = 0.5 * np.tanh(0.5 * gate)
-        residual[:, -1] = keep * (0.5 + half_tanh) - q * (0.5 - half_tanh)
+        s_up, s_down = sigmoid_pair(gate)
+        residual[:, -1] = keep * s_up - q * s_down
         grad: FloatArray = self.Z.T @ residual / self.n
         grad[:-1] += self.est.l2 * th[:-1]
         return grad

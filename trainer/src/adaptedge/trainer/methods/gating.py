@@ -37,6 +37,12 @@ def sigmoid(x: FloatArray) -> FloatArray:
     return out
 
 
+def sigmoid_pair(x: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``(sigmoid(x), sigmoid(-x))`` bit for bit, from one ``tanh`` (tanh is odd)."""
+    half_tanh = 0.5 * np.tanh(0.5 * np.asarray(x, dtype=np.float64))
+    return 0.5 + half_tanh, 0.5 - half_tanh
+
+
 def q_step(excess: FloatArray, p_full: float, tol: float = 1e-10) -> tuple[FloatArray, float]:
     """The closed-form I-projection: ``q = σ(A − B − β)`` with the least β >= 0 so that
     ``mean(q) <= p_full``. ``excess = A − B`` (LPC-side loss minus HPC-side loss).
