@@ -26,7 +26,7 @@ from adaptedge.protocol.bundle_signing import sign_bundle
 from adaptedge.protocol.bundle_version import stamp_version
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.signing import write_keypair
-from tests.support.toy_bundle import build_toy_bundle
+from tests.support.toy_bundle import DEFAULT_DEADLINE_MS, build_toy_bundle
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,11 @@ def new_keys(folder: Path) -> Keys:
     return Keys(private, public)
 
 
-def versioned_bundle(out: Path, version: int, keys: Keys | None, *, seed: int = 0) -> Manifest:
-    """The toy bundle (weights from ``seed``) at ``version``, signed with ``keys`` if given."""
-    build_toy_bundle(out, seed=seed)
+def versioned_bundle(out: Path, version: int, keys: Keys | None, *, seed: int = 0,
+                     deadline_ms: float = DEFAULT_DEADLINE_MS) -> Manifest:
+    """The toy bundle (weights from ``seed``, escalation deadline ``deadline_ms``) at
+    ``version``, signed with ``keys`` if given."""
+    build_toy_bundle(out, seed=seed, deadline_ms=deadline_ms)
     manifest = stamp_version(out, version)
     if keys is not None:
         sign_bundle(out, keys.private)

@@ -29,9 +29,14 @@ from adaptedge.trainer.export.models import linear_node_model
 linear_model_bytes = linear_node_model
 """ONNX: probabilities = softmax(x W + b) [, action_scores = x A + c] (the toolkit's builder)."""
 
+DEFAULT_DEADLINE_MS = LinkSpec().deadline_ms
 
-def build_toy_bundle(out: Path, *, seed: int = 0, force: bool = False) -> Manifest:
-    """Three features from two sensors (a: 0,1; b: 2), two classes; returns the written manifest."""
+
+def build_toy_bundle(out: Path, *, seed: int = 0, force: bool = False,
+                     deadline_ms: float = DEFAULT_DEADLINE_MS) -> Manifest:
+    """Three features from two sensors (a: 0,1; b: 2), two classes; returns the written manifest.
+
+    ``deadline_ms`` is the escalation deadline the bundle gives its devices."""
     rng = np.random.default_rng(seed)
     def w(n_in: int, n_out: int) -> npt.NDArray[np.float32]:
         return rng.normal(size=(n_in, n_out)).astype(np.float32)
@@ -59,7 +64,7 @@ def build_toy_bundle(out: Path, *, seed: int = 0, force: bool = False) -> Manife
         feature_names=("a0", "a1", "b0"),
         sensors=(SensorSpec("a", (0, 1), energy_mj=2.0, latency_ms=5.0),
                  SensorSpec("b", (2,), energy_mj=10.0, latency_ms=20.0, money=0.01)),
-        link=LinkSpec(), cost_weights=CostWeights(),
+        link=LinkSpec(deadline_ms=deadline_ms), cost_weights=CostWeights(),
         hpc=HpcRef("hpc.onnx", ("a", "b"), accuracy=0.9, description="toy linear HPC"),
         policies={"gate": gate, "walk": walk},
         operating_points=(
