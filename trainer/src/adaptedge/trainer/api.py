@@ -11,6 +11,8 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
+from threadpoolctl import threadpool_limits
+
 from adaptedge.protocol.bundle import check_target, verify
 from adaptedge.protocol.manifest import Manifest
 from adaptedge.protocol.method_sequences import (
@@ -303,7 +305,10 @@ def _train_bundle(data: str, method: str, out: str | Path, *, target: str | None
     out = check_target(out, force=force)  # absolute: "--out ." stays valid once replaced
     if task == "regression":
         check_regression_method(method)  # before any fit
-    with use_cluster(cluster):
+    # One BLAS thread in this process: the sweep's parallel unit is the process (``n_jobs``),
+    # its matrices are small, and OpenBLAS's threads spin whenever the other core is busy
+    # (gas greedy-acc --quick: 274.9 s wall with two BLAS threads at load 3, 10.1 s with one).
+    with use_cluster(cluster), threadpool_limits(limits=1, user_api="blas"):
         return _train(data, method, out, target=target, costs=costs, grouping=grouping,
                       budget=budget, quick=quick, seed=seed, n_jobs=n_jobs, progress=progress,
                       hpc_kind=hpc_kind, hpc_onnx=hpc_onnx, extra=extra, force=force,
