@@ -311,6 +311,20 @@ def test_the_bundle_is_the_same_for_any_jobs(tmp_path: Path,
     assert ids == [ids[0]] * 3 and onnx == [onnx[0]] * 3 and len(onnx[0]) > 2
 
 
+
+@pytest.mark.parametrize("method", [["polydom", "--param", "max_sets=60"], ["l1"]])
+def test_prefetched_lattices_and_warm_l1_paths_are_the_same_for_any_jobs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: list[str]) -> None:
+    # polydom fits each layer's sets on --jobs processes before scoring them; l1 fits its C
+    # grid as two warm-started stretches whatever --jobs is
+    monkeypatch.setenv("ADAPTEDGE_CACHE_DIR", str(tmp_path / "cache"))
+    ids = []
+    for jobs in ("1", "2"):
+        assert main(["train", "--data", "heart", "--method", *method, "--quick", "--hpc", "hgb",
+                     "--no-progress", "--jobs", jobs, "--out", str(tmp_path / jobs)]) == 0
+        ids.append(verify(tmp_path / jobs).bundle_id)
+    assert ids[0] == ids[1]
+
 def test_certify_fraction_zero_bounds_on_the_rows_that_chose_and_bad_shares_are_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``--certify-fraction 0``: no hold-out (the rule before; not valid under selection):

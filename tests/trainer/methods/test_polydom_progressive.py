@@ -76,3 +76,24 @@ def test_polydom_parameters_are_checked_before_fitting() -> None:
     with pytest.raises(ParamError, match="max_set"):  # a typo names the valid keys
         check_params("polydom", {"max_set": "5"})
     assert check_params("greedy-cost", {"classifier": "hgb"}) == {"classifier": "hgb"}
+
+
+@pytest.mark.parametrize("budget", [10 ** 6, 300, 1])
+def test_prefetch_sees_each_set_before_it_is_scored_and_stays_within_the_budget(
+        budget: int) -> None:
+    world = _world(11, 3)
+    fetched: list[int] = []
+    scored: list[int] = []
+
+    def accuracy(mask: int) -> float:
+        assert mask in fetched  # the hook had it first
+        scored.append(mask)
+        return world[mask]
+
+    got = progressive_lattice(11, accuracy, budget=budget, prefetch=fetched.extend)
+    plain = progressive_lattice(11, world.__getitem__, budget=budget)
+    assert got == plain  # the hook changes when sets are fitted, never what is kept
+    assert len(fetched) == len(set(fetched))  # no set handed over twice
+    assert set(scored) <= set(fetched)
+    if budget > 1:  # the capped expansions never hand over sets beyond the budget
+        assert len(fetched) <= budget

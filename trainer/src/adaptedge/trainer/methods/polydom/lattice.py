@@ -32,6 +32,9 @@ import numpy as np
 import numpy.typing as npt
 
 Accuracy = Callable[[int], float]
+Prefetch = Callable[[list[int]], None]
+"""Called with the sets about to be scored, in scoring order, before ``Accuracy`` is: a hook to
+fit their models at once (in parallel) instead of one by one."""
 """Bit mask of sensors -> validation accuracy of the model trained on them."""
 
 
@@ -102,8 +105,10 @@ def covered(candidates: list[int], lattice: Lattice, epsilon: float, delta: floa
 
 
 def expand_lattice(n: int, accuracy: Accuracy, *, epsilon: float, delta: float = 0.0,
-                   covering: bool = False) -> Lattice:
-    """PolyDom's lattice expansion, Algorithm 2 when ``covering`` (see the module docstring)."""
+                   covering: bool = False, prefetch: Prefetch | None = None) -> Lattice:
+    """PolyDom's lattice expansion, Algorithm 2 when ``covering`` (see the module docstring).
+    A layer's pruning depends on the layers before it only, so its unpruned sets go to
+    ``prefetch`` together before each is scored."""
     lattice = Lattice(n)
     for k in layer_order(n):
         layer = masks_of_size(n, k)
@@ -111,9 +116,11 @@ def expand_lattice(n: int, accuracy: Accuracy, *, epsilon: float, delta: float =
         if covering:
             skip |= covered(layer, lattice, epsilon, delta)
         lattice.pruned += int(skip.sum())
-        for mask, pruned in zip(layer, skip.tolist(), strict=True):
-            if not pruned:
-                lattice.accuracy[mask] = accuracy(mask)
+        todo = [mask for mask, pruned in zip(layer, skip.tolist(), strict=True) if not pruned]
+        if prefetch is not None:
+            prefetch(todo)
+        for mask in todo:
+            lattice.accuracy[mask] = accuracy(mask)
     return lattice
 
 

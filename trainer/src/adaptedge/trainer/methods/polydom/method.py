@@ -35,6 +35,7 @@ from adaptedge.trainer.methods.polydom.index import build_index
 from adaptedge.trainer.methods.polydom.lattice import (
     Accuracy,
     Lattice,
+    Prefetch,
     candidates,
     expand_lattice,
     set_polys,
@@ -72,6 +73,20 @@ def bank_accuracy(bank: ClassifierBank) -> Any:
     return accuracy
 
 
+def bank_prefetch(bank: ClassifierBank, n_jobs: int) -> Prefetch | None:
+    """A ``Prefetch`` that fits a layer's sets on ``n_jobs`` processes before they are scored
+    (the same models as one by one: ``ClassifierBank.prefetch``); None for one process."""
+    if n_jobs <= 1:
+        return None
+    n = bank.problem.n_sensors
+
+    def prefetch(masks: list[int]) -> None:
+        sets = [tuple(s for s in range(n) if mask >> s & 1) for mask in masks]
+        bank.prefetch([s for s in sets if s], n_jobs, out_of_fold=False)
+
+    return prefetch
+
+
 def _bank(dataset: Any, hpc: Any, options: MethodOptions, extra: Mapping[str, Any]
           ) -> ClassifierBank:
     """The classifier bank of ``extra``'s (checked) ``classifier``."""
@@ -100,11 +115,13 @@ def _counted(accuracy: Accuracy, method: str, n_sensors: int, progress: bool) ->
 
 def polydom_graphs(bank: ClassifierBank, dataset: Any, epsilon: float, delta: float = 0.0,
                    accuracy: Accuracy | None = None, progress: bool = False,
-                   covering: bool = False) -> tuple[list[Graph], int]:
-    """PolyDom's candidate graphs and how many sets its lattice expansion expanded."""
+                   covering: bool = False, n_jobs: int = 1) -> tuple[list[Graph], int]:
+    """PolyDom's candidate graphs and how many sets its lattice expansion expanded (the bank's
+    fits on ``n_jobs`` processes when ``accuracy`` is the bank's)."""
     n = bank.problem.n_sensors
     lattice = expand_lattice(n, _counted(accuracy or bank_accuracy(bank), "polydom", n, progress),
-                             epsilon=epsilon, delta=delta, covering=covering)
+                             epsilon=epsilon, delta=delta, covering=covering,
+                             prefetch=None if accuracy else bank_prefetch(bank, n_jobs))
     return lattice_graphs(bank, dataset, lattice, progress), lattice.expanded
 
 
@@ -144,11 +161,13 @@ def train_polydom(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]
     bank = _bank(dataset, hpc, options, extra)
     if "epsilon" in extra:
         return polydom_graphs(bank, dataset, float(extra["epsilon"]), delta,
-                              progress=options.progress, covering=covering)[0]
+                              progress=options.progress, covering=covering,
+                              n_jobs=options.n_jobs)[0]
     budget = int(extra.get("max_sets", QUICK_BUDGET if options.quick else DEFAULT_BUDGET))
     n = bank.problem.n_sensors
     chosen = progressive_lattice(n, _counted(bank_accuracy(bank), "polydom", n, options.progress),
-                                 budget, delta=delta, covering=covering)
+                                 budget, delta=delta, covering=covering,
+                                 prefetch=bank_prefetch(bank, options.n_jobs))
     if options.progress:
         print(f"[adaptedge] polydom: epsilon {chosen.epsilon:g} (the smallest of "
               f"{', '.join(f'{e:g}' for e in EPSILONS)} within {budget} sensor sets scored; "

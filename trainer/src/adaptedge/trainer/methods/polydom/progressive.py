@@ -17,7 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from adaptedge.trainer.errors import SearchBudgetSpent
-from adaptedge.trainer.methods.polydom.lattice import Accuracy, Lattice, expand_lattice
+from adaptedge.trainer.methods.polydom.lattice import (
+    Accuracy,
+    Lattice,
+    Prefetch,
+    expand_lattice,
+)
 
 EPSILONS = (0.2, 0.1, 0.05, 0.02, 0.01)
 """The ε tried, largest first; the last is ``train --method polydom``'s exact default."""
@@ -38,9 +43,12 @@ class Progressive:
 
 def progressive_lattice(n: int, accuracy: Accuracy, budget: int, *,
                         epsilons: Sequence[float] = EPSILONS, delta: float = 0.0,
-                        covering: bool = False) -> Progressive:
+                        covering: bool = False, prefetch: Prefetch | None = None
+                        ) -> Progressive:
     """The lattice at the smallest of ``epsilons`` whose expansion keeps the distinct sets
-    scored (over every ε tried so far) within ``budget``; ``accuracy`` is called once per set."""
+    scored (over every ε tried so far) within ``budget``; ``accuracy`` is called once per set.
+    ``prefetch`` (``lattice.Prefetch``) gets each layer's sets not scored yet, as far as the
+    budget reaches."""
     if budget < 1:
         raise ValueError(f"the budget must be at least 1 sensor set, got {budget}")
     if not epsilons:
@@ -54,16 +62,23 @@ def progressive_lattice(n: int, accuracy: Accuracy, budget: int, *,
             memo[mask] = accuracy(mask)
         return memo[mask]
 
+    def ahead(masks: list[int], capped: bool = True) -> None:
+        if prefetch is not None:
+            new = [m for m in masks if m not in memo]
+            prefetch(new[:max(0, budget - len(memo))] if capped else new)
+
     kept: Progressive | None = None
     for eps in sorted(epsilons, reverse=True):
         try:
-            lattice = expand_lattice(n, scored, epsilon=eps, delta=delta, covering=covering)
+            lattice = expand_lattice(n, scored, epsilon=eps, delta=delta, covering=covering,
+                                     prefetch=ahead)
         except SearchBudgetSpent:
             break
         kept = Progressive(lattice, eps, len(memo))
     if kept is None:  # even the largest epsilon overspends: finish it anyway
         eps = max(epsilons)
         lattice = expand_lattice(n, lambda m: scored(m, capped=False), epsilon=eps,
-                                 delta=delta, covering=covering)
+                                 delta=delta, covering=covering,
+                                 prefetch=lambda masks: ahead(masks, capped=False))
         kept = Progressive(lattice, eps, len(memo))
     return kept
