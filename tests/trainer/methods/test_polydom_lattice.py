@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,25 @@ def test_covering_keeps_the_exact_skyline_of_top_k_accuracies(k: int) -> None:
                    default=0.5)
         got = max((pruned.accuracy[m] for m in kept if w.cost(m, size) <= budget), default=0.5)
         assert got == pytest.approx(best)
+
+
+def test_the_sandwich_check_in_chunks_matches_one_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    from adaptedge.trainer.methods.polydom import lattice as L
+
+    rng = np.random.default_rng(4)
+    world = {m: float(rng.uniform()) for m in range(2 ** 10)}
+    whole = expand_lattice(10, world.__getitem__, epsilon=0.05)
+    monkeypatch.setattr(L, "CHUNK", 7)  # many partial blocks per layer
+    chunked = expand_lattice(10, world.__getitem__, epsilon=0.05)
+    assert chunked.accuracy == whole.accuracy and chunked.pruned == whole.pruned > 0
+
+
+def test_polydom_refuses_more_sensors_than_a_lattice_can_hold(tmp_path: Path) -> None:
+    from adaptedge.trainer.api import TrainError, train_bundle
+
+    # miniboone-tiny has 50 sensors: 2**50 sets; refused before the HPC is fitted
+    with pytest.raises(TrainError, match=r"2\^50 sets .* at most 20: use --method greedy"):
+        train_bundle("miniboone-tiny", "polydom", tmp_path / "b", quick=True, progress=False)
+    assert not (tmp_path / "b").exists()

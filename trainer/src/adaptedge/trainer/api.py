@@ -50,6 +50,7 @@ from adaptedge.trainer.export.bundle import Chooser, export_bundle
 from adaptedge.trainer.hpc import fit_hpc
 from adaptedge.trainer.hpc_check import weak_hpc_warning
 from adaptedge.trainer.methods.params import check_params
+from adaptedge.trainer.methods.polydom.method import check_lattice_size
 from adaptedge.trainer.methods.registry import (
     INDEXED_METHODS,
     LEARNS_MISSING,
@@ -376,6 +377,8 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
         raise TrainError("--tolerance applies to regression (--task regression); "
                          "classification keeps its 0.01 accuracy tolerance")
     check_training_classes(data, dataset.classes, dataset.y_train)
+    if method == "polydom":
+        check_lattice_size(len(dataset.sensors))  # before the HPC's fit
     recipe, total_rows = split_recipe(dataset, seed), _total_rows(dataset)
     dataset, certify, certify_meta = _hold_out(dataset, certify_fraction, seed)
     hpc = fit_hpc(dataset, kind=hpc_kind, seed=seed, n_jobs=n_jobs, onnx_path=hpc_onnx,

@@ -50,6 +50,13 @@ class Lattice:
         return len(self.accuracy)
 
 
+MAX_SENSORS = 20
+"""The most sensors a lattice is expanded over: 2**20 sets enumerated layer by layer (a layer's
+pruning needs it whole); ``train --method polydom`` refuses more (50 sensors: 2**50)."""
+CHUNK = 2048
+"""Candidates compared against the expanded sets at a time (bounds the pruning's memory)."""
+
+
 def masks_of_size(n: int, k: int) -> list[int]:
     return [sum(1 << i for i in c) for c in combinations(range(n), k)]
 
@@ -67,19 +74,21 @@ def layer_order(n: int) -> list[int]:
 
 def sandwiched(candidates: list[int], lattice: Lattice, epsilon: float, delta: float
                ) -> npt.NDArray[np.bool_]:
-    """Which candidates some expanded (subset, superset) pair sandwiches."""
+    """Which candidates some expanded (subset, superset) pair sandwiches (``CHUNK`` candidates
+    at a time: a middle layer of 16 sensors against 4,000 expanded sets is 412 MB at once)."""
+    out = np.zeros(len(candidates), dtype=bool)
     if not lattice.accuracy or not candidates:
-        return np.zeros(len(candidates), dtype=bool)
-    masks = np.fromiter(lattice.accuracy, dtype=np.int64)
-    acc = np.fromiter(lattice.accuracy.values(), dtype=np.float64)
-    cand = np.asarray(candidates, dtype=np.int64)[:, None]
-    sub = (masks[None, :] & cand) == masks[None, :]
-    sup = (masks[None, :] & cand) == cand
-    sub &= masks[None, :] != cand
-    sup &= masks[None, :] != cand
-    best_below = np.where(sub, acc[None, :], -np.inf).max(axis=1)
-    worst_above = np.where(sup, acc[None, :], np.inf).min(axis=1)
-    out: npt.NDArray[np.bool_] = best_below >= worst_above + delta - epsilon
+        return out
+    masks = np.fromiter(lattice.accuracy, dtype=np.int64)[None, :]
+    acc = np.fromiter(lattice.accuracy.values(), dtype=np.float64)[None, :]
+    for start in range(0, len(candidates), CHUNK):
+        cand = np.asarray(candidates[start:start + CHUNK], dtype=np.int64)[:, None]
+        other = masks != cand
+        sub = ((masks & cand) == masks) & other
+        sup = ((masks & cand) == cand) & other
+        best_below = np.where(sub, acc, -np.inf).max(axis=1)
+        worst_above = np.where(sup, acc, np.inf).min(axis=1)
+        out[start:start + CHUNK] = best_below >= worst_above + delta - epsilon
     return out
 
 

@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from adaptedge.protocol.budget_index import BudgetIndex, IndexedModel, cost_at
 from adaptedge.protocol.costs import size_polynomials
+from adaptedge.trainer.errors import TrainError
 from adaptedge.trainer.methods.dag.bank import ClassifierBank
 from adaptedge.trainer.methods.dag.baselines import static_graph
 from adaptedge.trainer.methods.dag.nodes import evaluate
@@ -33,6 +34,7 @@ from adaptedge.trainer.methods.params import check_params
 from adaptedge.trainer.methods.polydom.greedy import VARIANT_ALPHAS, greedy_sequences
 from adaptedge.trainer.methods.polydom.index import build_index
 from adaptedge.trainer.methods.polydom.lattice import (
+    MAX_SENSORS,
     Accuracy,
     Lattice,
     Prefetch,
@@ -85,6 +87,16 @@ def bank_prefetch(bank: ClassifierBank, n_jobs: int) -> Prefetch | None:
         bank.prefetch([s for s in sets if s], n_jobs, out_of_fold=False)
 
     return prefetch
+
+
+def check_lattice_size(n_sensors: int) -> None:
+    """Refuse, before any fit, a lattice too large to expand (``lattice.MAX_SENSORS``)."""
+    if n_sensors > MAX_SENSORS:
+        raise TrainError(
+            f"polydom expands the lattice of all 2^{n_sensors} sets of this data's "
+            f"{n_sensors} sensors; it takes at most {MAX_SENSORS}: use --method greedy "
+            f"(about n^2/2 sets per trade-off) or group features into fewer sensors (a "
+            f"--costs file whose [[sensor]] tables list several features each)")
 
 
 def _bank(dataset: Any, hpc: Any, options: MethodOptions, extra: Mapping[str, Any]
@@ -157,6 +169,7 @@ def train_polydom(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]
     smallest ε down to 0.01 whose expansion scores at most ``--param max_sets=N`` sensor sets
     (default 1,000 with ``--quick``, else 4,000)."""
     extra = check_params("polydom", options.extra)
+    check_lattice_size(len(dataset.sensors))
     delta, covering = float(extra.get("delta", 0.0)), bool(extra.get("covering", False))
     bank = _bank(dataset, hpc, options, extra)
     if "epsilon" in extra:
