@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -50,13 +51,17 @@ def timed_train(dataset: str, method: str, out: Path, quick: bool, env: dict[str
            "--method", method, "--out", str(out), *(["--quick"] if quick else [])]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    try:
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
-                              check=False)
-        status: int | str = done.returncode
-        stderr = done.stderr
-    except subprocess.TimeoutExpired:
-        status, stderr = "timeout", ""
+    # its own process group: on a timeout the run's joblib workers, which hold its pipes
+    # open, are stopped with it (else reading the pipes would wait for them)
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as child:
+        try:
+            stderr = child.communicate(timeout=timeout)[1]
+            status: int | str = child.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            status, stderr = "timeout", ""
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

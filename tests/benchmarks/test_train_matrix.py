@@ -4,6 +4,7 @@ the smallest dataset through the CLI, as the benchmark runs it."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from benchmarks.train_matrix import dominates, methods_for, summary, timed_train
@@ -40,3 +41,14 @@ def test_timed_train_runs_the_cli_and_reads_its_points(tmp_path: Path) -> None:
     assert row["points"] and all(0.0 <= e <= 1.0 and c >= 0 for e, c in row["points"])
     refused = timed_train("heart", "no-such-method", tmp_path / "c", True, env, timeout=600)
     assert refused["status"] == 2 and "no-such-method" in refused["message"]
+
+
+def test_a_run_past_its_timeout_is_stopped_promptly(tmp_path: Path) -> None:
+    # mid-way through a cold HPC fit on joblib workers; the run's process group is killed
+    # (workers busy at that moment held its pipes open and kept an earlier version waiting)
+    env = {**os.environ, "ADAPTEDGE_PROGRESS_EVERY": "0",
+           "ADAPTEDGE_CACHE_DIR": str(tmp_path / "cache")}
+    start = time.monotonic()
+    row = timed_train("letter-binary", "dag", tmp_path / "b", False, env, timeout=8)
+    assert row["status"] == "timeout" and "points" not in row
+    assert time.monotonic() - start < 30
