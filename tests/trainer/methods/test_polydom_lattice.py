@@ -117,6 +117,6 @@ def test_polydom_refuses_more_sensors_than_a_lattice_can_hold(tmp_path: Path) ->
     from adaptedge.trainer.api import TrainError, train_bundle
 
     # miniboone-tiny has 50 sensors: 2**50 sets; refused before the HPC is fitted
-    with pytest.raises(TrainError, match=r"2\^50 sets .* at most 20: use --method greedy"):
+    with pytest.raises(TrainError, match=r"2\^50 sets .* at most 24: use --method greedy"):
         train_bundle("miniboone-tiny", "polydom", tmp_path / "b", quick=True, progress=False)
     assert not (tmp_path / "b").exists()

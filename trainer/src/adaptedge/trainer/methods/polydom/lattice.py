@@ -50,9 +50,10 @@ class Lattice:
         return len(self.accuracy)
 
 
-MAX_SENSORS = 20
-"""The most sensors a lattice is expanded over: 2**20 sets enumerated layer by layer (a layer's
-pruning needs it whole); ``train --method polydom`` refuses more (50 sensors: 2**50)."""
+MAX_SENSORS = 24
+"""The most sensors a lattice is expanded over: 2**24 sets enumerated layer by layer (a layer's
+pruning needs it whole; wall-robot's 24 sensors: 94 s for ``--quick``); ``train --method
+polydom`` refuses more (miniboone-tiny's 50 sensors: 2**50)."""
 CHUNK = 2048
 """Candidates compared against the expanded sets at a time (bounds the pruning's memory)."""
 
