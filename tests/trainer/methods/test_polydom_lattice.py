@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 
 from adaptedge.trainer.methods.polydom.lattice import (
+    Lattice,
     candidates,
     expand_lattice,
+    masks_of_size,
     naive_expand_all,
+    sandwiched,
 )
 from adaptedge.trainer.methods.polydom.simulation import simulate
 
@@ -120,3 +123,38 @@ def test_polydom_refuses_more_sensors_than_a_lattice_can_hold(tmp_path: Path) ->
     with pytest.raises(TrainError, match=r"2\^50 sets .* at most 24: use --method greedy"):
         train_bundle("miniboone-tiny", "polydom", tmp_path / "b", quick=True, progress=False)
     assert not (tmp_path / "b").exists()
+
+
+def _sandwiched_reference(candidates: list[int], lattice: Lattice, epsilon: float,
+                          delta: float) -> list[bool]:
+    """Property 3.3 read off directly: an expanded strict subset and strict superset of the
+    candidate, the subset at least ``delta - epsilon`` more accurate."""
+    out = []
+    for c in candidates:
+        below = [a for m, a in lattice.accuracy.items() if m & c == m and m != c]
+        above = [a for m, a in lattice.accuracy.items() if m & c == c and m != c]
+        out.append(bool(below and above and max(below) >= min(above) + delta - epsilon))
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_sandwich_check_matches_property_3_3_read_directly(seed: int) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n = 9
+    lattice = Lattice(n)
+    for m in rng.choice(2 ** n, size=60, replace=False).tolist():
+        lattice.accuracy[m] = float(rng.choice([0.5, 0.6, 0.7, 0.8, 0.9]))  # ties included
+    candidates = [m for m in range(2 ** n) if m not in lattice.accuracy]  # every size at once
+    for epsilon, delta in ((0.0, 0.0), (0.1, 0.0), (0.05, 0.02)):
+        got = sandwiched(candidates, lattice, epsilon, delta).tolist()
+        assert got == _sandwiched_reference(candidates, lattice, epsilon, delta)
+        assert any(got) and not all(got)
+
+
+@pytest.mark.parametrize("n", [1, 5, 10])
+def test_masks_of_size_lists_each_layer_in_combinations_order(n: int) -> None:
+    for k in range(n + 1):
+        expected = [sum(1 << i for i in c) for c in itertools.combinations(range(n), k)]
+        assert masks_of_size(n, k) == expected
