@@ -325,6 +325,7 @@ L1_CHAINS = 2
 """The L1 baseline's C grid is fitted as this many contiguous warm-started stretches (the
 parallel unit), fixed so that ``--jobs`` does not change the bundle."""
 
+
 def _layout(dataset: Any, hpc: Any) -> tuple[CostModel, dict[str, Any]]:
     cm = CostModel.build(dataset.sensors, dataset.cost_weights, dataset.link,
                          dataset.n_features, hpc.sensors)
@@ -340,11 +341,11 @@ def _fit_path(job: tuple[list[dict[str, Any]], Any, Any, Any]) -> list[L1Baselin
 @register("l1")
 def l1_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
     cm, layout = _layout(dataset, hpc)
-    Cs = [float(c) for c in np.geomspace(1e-3, 1.0, 8 if options.quick else 31)]
+    Cs = np.geomspace(1e-3, 1.0, 8 if options.quick else 31)
     # L1_CHAINS warm-started stretches of the path, whatever --jobs is (the same bundle)
-    chains = [list(part) for part in np.array_split(np.asarray(Cs), L1_CHAINS)]
     jobs = [([{**layout, "C": float(c), "random_state": options.seed} for c in chain],
-             dataset.X_train, dataset.y_train, hpc.oof_proba_train) for chain in chains]
+             dataset.X_train, dataset.y_train, hpc.oof_proba_train)
+            for chain in np.array_split(Cs, L1_CHAINS)]
     models = [m for path in parallel_map(_fit_path, jobs, options.n_jobs, options.progress,
                                          "l1 paths") for m in path]
     grid = [0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]

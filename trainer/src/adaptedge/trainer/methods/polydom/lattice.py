@@ -32,10 +32,10 @@ import numpy as np
 import numpy.typing as npt
 
 Accuracy = Callable[[int], float]
+"""Bit mask of sensors -> validation accuracy of the model trained on them."""
 Prefetch = Callable[[list[int]], None]
 """Called with the sets about to be scored, in scoring order, before ``Accuracy`` is: a hook to
 fit their models at once (in parallel) instead of one by one."""
-"""Bit mask of sensors -> validation accuracy of the model trained on them."""
 
 
 @dataclass
@@ -68,11 +68,14 @@ def masks_of_size(n: int, k: int) -> list[int]:
 
 
 @lru_cache(maxsize=1)
-def _mask_index(n: int) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
-    """Each of the 2**n masks' size and bit-reversed value (index = mask); 84 MB at 24."""
-    masks = np.arange(1 << n, dtype=np.int64)
+def _mask_index(n: int) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int32]]:
+    """Each of the 2**n masks' size and bit-reversed value (index = mask, n < 32); 84 MB at
+    24, kept for the next expansion of the same lattice (``progressive`` runs up to five)."""
+    if n >= 32:
+        raise ValueError(f"a lattice of {n} sensors has 2**{n} sets: too many to list")
+    masks = np.arange(1 << n, dtype=np.int32)
     sizes = np.zeros(masks.size, dtype=np.uint8)
-    reversed_bits = np.zeros(masks.size, dtype=np.int64)
+    reversed_bits = np.zeros(masks.size, dtype=np.int32)
     for bit in range(n):
         set_ = (masks >> bit) & 1
         sizes += set_.astype(np.uint8)
