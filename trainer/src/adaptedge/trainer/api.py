@@ -58,6 +58,7 @@ from adaptedge.trainer.methods.registry import (
     get_method,
 )
 from adaptedge.trainer.methods.regression import check_regression_method
+from adaptedge.trainer.methods.with_quick import run_sweep
 from adaptedge.trainer.parallel import use_cluster
 from adaptedge.trainer.policy.frontier import (
     BudgetError,
@@ -385,7 +386,8 @@ def _train(data: str, method: str, out: Path, *, target: str | None,
                   progress=show)
     options = MethodOptions(seed=seed, n_jobs=n_jobs, progress=show, quick=quick,
                             extra=dict(extra or {}))
-    candidates = method_fn(dataset, hpc, options)  # a method may return its own Front
+    # a method may return its own Front; a default sweep adds --quick's (methods.with_quick)
+    candidates = run_sweep(method, method_fn, dataset, hpc, options)
     if not candidates:
         raise TrainError(f"method {method!r} found no policy on {dataset.name} (no fitted model "
                          f"reads a sensor; {len(dataset.y_train)} training rows): give it more "
