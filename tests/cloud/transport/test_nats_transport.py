@@ -130,7 +130,7 @@ def test_a_device_reaches_only_its_own_subjects_through_mqtt_and_nats(
 def test_a_node_killed_mid_run_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     """Three nodes, three MQTT devices (one per node), two workers on nodes 1 and 2; node 1
     (a device's and a worker's) is killed 2 s in. Every request gets exactly one final
-    answer; the cloud-answer rate comes back within the 45 s run (a device whose node died must wait
+    answer; the cloud-answer rate comes back within the 45 s run, which ends 5 s after (a device whose node died must wait
     for JetStream to re-elect its account's MQTT stream leaders: with one account per device
     there are three streams per device, so that is the common case; 2-9 s measured at load
     5-9, once more than 11 s, more than 18 s and 26 s in CI runs, against 0-6 s with the one
@@ -139,12 +139,15 @@ def test_a_node_killed_mid_run_loses_and_duplicates_nothing(tmp_path: Path) -> N
 
     manifest = build_toy_bundle(tmp_path / "toy")
     result = run_node_failure(tmp_path / "toy", manifest, rate_per_device=30.0,
-                              duration_s=45.0, kill_after_s=2.0, deadline_ms=300.0)
+                              duration_s=45.0, kill_after_s=2.0, deadline_ms=300.0,
+                              settled_s=5.0)
     assert result["lost"] == 0 and result["duplicated"] == 0, result
     assert result["requests"] == result["answered_cloud"] + result["answered_degraded"]
     assert result["requests"] >= 3 * 30 * 2, result  # the devices kept going
     assert result["failovers"] >= 1 and all(n > 0 for n in result["worker_replies"]), result
     assert result["recovery_s"] is not None, result  # the regression is in CHANGELOG
+    setup = result["setup"]
+    assert setup["duration_s"] - setup["kill_at_s"] - result["recovery_s"] >= 5.0, result
     assert not result["device_errors"], result
 
 

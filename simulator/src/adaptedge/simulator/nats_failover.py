@@ -50,11 +50,12 @@ def rotated(urls: list[str], first: int) -> list[str]:
 
 
 def _device_loop(uplink: MqttUplink, manifest: Manifest, log: DeviceLog, *, start: float,
-                 rate: float, duration_s: float, deadline_s: float) -> None:
+                 rate: float, duration_s: float, deadline_s: float,
+                 stop: threading.Event) -> None:
     n = len(manifest.feature_names)
     feats, mask = pack_features(np.linspace(0.1, 1.0, n), np.ones(n))
     rid, due = 0, start
-    while (now := time.monotonic()) - start < duration_s:
+    while (now := time.monotonic()) - start < duration_s and not stop.is_set():
         if due > now:
             time.sleep(due - now)
         due = max(due + 1.0 / rate, time.monotonic())  # a device behind does not burst
@@ -72,12 +73,14 @@ def _device_loop(uplink: MqttUplink, manifest: Manifest, log: DeviceLog, *, star
 
 def recovery_seconds(logs: list[DeviceLog], kill_at: float, end: float) -> float | None:
     """Seconds after the kill until the cloud-answer rate (cloud answers per second, by send
-    time, over all devices) is back: every later window of ``WINDOW_S`` has at least
-    ``RECOVERED`` of the pre-kill rate. None if it never is."""
-    sent = np.concatenate([np.asarray(x.sent_at) for x in logs])
+    time, over all devices) is back: every later window of ``WINDOW_S`` up to ``end`` has at
+    least ``RECOVERED`` of the pre-kill rate. None if it never is. Safe while the devices
+    still run: a request sent before ``end`` and not yet answered counts as not the cloud's."""
+    sent_lists = [list(x.sent_at) for x in logs]  # copies: the devices may be appending
+    sent = np.concatenate([np.asarray(s) for s in sent_lists])
     cloud = np.concatenate([np.asarray([x.outcome.get(i, ["lost"])[0] == "cloud"
-                                        for i in range(len(x.sent_at))], dtype=bool)
-                            for x in logs])
+                                        for i in range(len(s))], dtype=bool)
+                            for x, s in zip(logs, sent_lists, strict=True)])
     warm = min(0.5, kill_at / 2)  # the first requests meet a cold start
     baseline = float(np.count_nonzero(cloud & (sent >= warm) & (sent < kill_at))) / \
         max(kill_at - warm, 1e-9)
@@ -93,8 +96,10 @@ def recovery_seconds(logs: list[DeviceLog], kill_at: float, end: float) -> float
 def run_node_failure(bundle: Path, manifest: Manifest, *, rate_per_device: float = 40.0,
                      duration_s: float = 6.0, kill_after_s: float = 2.0,
                      deadline_ms: float = 300.0, kill_node: int = 0,
-                     qos: int = 0) -> dict[str, Any]:
-    """Run it; returns the counts (see the module docstring) and the cluster's setup."""
+                     qos: int = 0, settled_s: float | None = None) -> dict[str, Any]:
+    """Run it; returns the counts (see the module docstring) and the cluster's setup.
+    ``settled_s``: end the run early, once the cloud-answer rate has been back for that long
+    (``duration_s`` stays the longest run)."""
     with LocalNatsCluster(3, list(DEVICES), workers=2) as cluster:
         nats_urls = [n.url for n in cluster.nodes]
         mqtt_urls = [n.mqtt_url for n in cluster.nodes]
@@ -114,15 +119,19 @@ def run_node_failure(bundle: Path, manifest: Manifest, *, rate_per_device: float
                     raise RuntimeError(f"{u.device_id} did not connect: {u.last_error}")
             time.sleep(0.3)  # reply subscriptions in place
             logs = [DeviceLog() for _ in uplinks]
-            start = time.monotonic()
+            start, stop = time.monotonic(), threading.Event()
             threads = [threading.Thread(target=_device_loop, args=(u, manifest, log), kwargs={
                 "start": start, "rate": rate_per_device, "duration_s": duration_s,
-                "deadline_s": deadline_ms / 1000.0}, daemon=True) for u, log in zip(uplinks, logs, strict=True)]
+                "deadline_s": deadline_ms / 1000.0, "stop": stop}, daemon=True)
+                for u, log in zip(uplinks, logs, strict=True)]
             for t in threads:
                 t.start()
             time.sleep(max(0.0, start + kill_after_s - time.monotonic()))
             kill_at = time.monotonic() - start
             cluster.kill(kill_node)
+            if settled_s is not None:
+                _stop_once_settled(logs, stop, start=start, kill_at=kill_at, settled_s=settled_s,
+                                   until=start + duration_s, deadline_s=deadline_ms / 1000.0)
             for t in threads:
                 t.join(duration_s + 30.0)
             end = time.monotonic() - start
@@ -136,6 +145,20 @@ def run_node_failure(bundle: Path, manifest: Manifest, *, rate_per_device: float
     return summarize(logs, counters, stats, kill_at=kill_at, end=end, deadline_ms=deadline_ms,
                      rate=rate_per_device, kill_node=cluster.nodes[kill_node].name,
                      qos=qos)
+
+
+def _stop_once_settled(logs: list[DeviceLog], stop: threading.Event, *, start: float,
+                       kill_at: float, settled_s: float, until: float,
+                       deadline_s: float) -> None:
+    """Set ``stop`` once the cloud-answer rate has been back for ``settled_s`` (checked twice a
+    second, on the requests whose deadline has passed), or at ``until``."""
+    while time.monotonic() < until:
+        time.sleep(0.5)
+        answered_by = time.monotonic() - start - deadline_s
+        back = recovery_seconds(logs, kill_at, answered_by)
+        if back is not None and answered_by - (kill_at + back) >= settled_s:
+            break
+    stop.set()
 
 
 def summarize(logs: list[DeviceLog], counters: list[Any], stats: list[dict[str, float]], *,
