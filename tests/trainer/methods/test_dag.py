@@ -291,9 +291,10 @@ def test_bundle_verifies_and_method_is_registered(tmp_path: Path,
     assert exports[0].method == "dag" and exports[0].params["lambda"] == 0.1
 
 
-@pytest.mark.slow
-def test_static_and_cascade_methods(wall: tuple[Any, Any, DagSweep]) -> None:
-    dataset, hpc, _ = wall
+def test_static_and_cascade_methods() -> None:
+    dataset = load_dataset("heart")  # small: wall-robot's 24-sensor greedy orders took 27 s
+    hpc = fit_hpc(dataset, kind=make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)),
+                  cache=False)
     fast = {"classifier": "lr"}
     static = get_method("static")(dataset, hpc, MethodOptions(quick=True, extra=fast))
     assert all(len(e.nodes) == 1 and e.nodes[e.root].actions[0].kind == "stop" for e in static)

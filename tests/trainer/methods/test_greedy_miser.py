@@ -7,7 +7,12 @@ import numpy as np
 
 from adaptedge.trainer.export.run import run_node
 from adaptedge.trainer.methods.adapt_gbrt_method import DEFAULTS as ADAPT
-from adaptedge.trainer.methods.greedy_miser import FULL_STRENGTH, PAPER_TREES, GreedyMiser
+from adaptedge.trainer.methods.greedy_miser import (
+    FULL_STRENGTH,
+    PAPER_TREES,
+    GreedyMiser,
+    ValidationPatience,
+)
 
 
 def test_full_strength_is_the_papers_protocol() -> None:
@@ -41,3 +46,23 @@ def test_the_iteration_is_chosen_on_validation() -> None:
     cols = list(best.node_columns())
     out = run_node(best.to_onnx(), Xv[:, cols])["probabilities"]
     assert float(np.mean(out.argmax(axis=1) == yv)) == staged.max()
+
+
+def test_validation_patience_stops_after_the_best_and_keeps_the_same_trees() -> None:
+    X, y = _noisy(1, 600)
+    Xv, yv = _noisy(2, 600)
+    def model() -> GreedyMiser:
+        return GreedyMiser(gamma=0.0, n_rounds=10, n_trees=10, max_depth=5, min_samples_leaf=5,
+                           learning_rate=0.3, random_state=0)
+
+    full = model().fit(X, y)
+    staged = full.staged_accuracy(Xv, yv)
+    best_at = int(np.argmax(staged)) + 1
+    patience = 25
+    stopped = model().fit(X, y, stop=ValidationPatience(Xv, yv, patience))
+    # the first round's end at least `patience` trees past the best (rounds of 10 trees)
+    assert len(stopped.f1_trees_) == min(100, -(-(best_at + patience) // 10) * 10) < 100
+    assert np.array_equal(stopped.staged_accuracy(Xv, yv), staged[:len(stopped.f1_trees_)])
+    assert stopped.at_best_iteration(Xv, yv).best_iteration_ == best_at
+    never = model().fit(X, y, stop=ValidationPatience(Xv, yv, 1000))
+    assert len(never.f1_trees_) == 100

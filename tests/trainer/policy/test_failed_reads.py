@@ -20,7 +20,7 @@ from adaptedge.trainer.policy.oracle import BundleRunner
 MISSING_SHARE = 0.05
 
 
-def nan_csv(path: Path, n: int = 500, d: int = 6, seed: int = 0) -> Path:
+def nan_csv(path: Path, n: int = 500, d: int = 4, seed: int = 0) -> Path:
     """A two-class CSV whose features are each missing (empty cell) on ~5% of the rows."""
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))

@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -68,6 +68,9 @@ from adaptedge.trainer.methods.hpc_oof import HPC_CONSTRAINT, hpc_proba_for
 from adaptedge.trainer.methods.labels import class_indices, predicted_labels
 
 FloatArray = NDArray[np.float64]
+RoundStop = Callable[[FloatArray, Sequence[Tree]], bool]
+"""Called after each boosting round with the LPC's base logits and trees so far; True ends the
+boosting."""
 
 
 def _sensor_layout(
@@ -161,7 +164,10 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
 
     # -- fitting ----------------------------------------------------------------------------
     def fit(self, X: NDArray[np.floating], y: NDArray[np.integer],
-            hpc_proba: NDArray[np.floating] | None = None) -> AdaptGbrtClassifier:
+            hpc_proba: NDArray[np.floating] | None = None, *,
+            stop: RoundStop | None = None) -> AdaptGbrtClassifier:
+        """``stop``: called after each round with the LPC's base logits and trees so far; True
+        ends the boosting there (Greedy Miser's validation patience)."""
         self._validate_params()  # hpc_proba: see trainer.methods.hpc_oof.hpc_proba_for
         classes, yi = class_indices(y, hpc_proba)
         X32, yi, P = _check_inputs(X, yi, hpc_proba_for(self, X, yi, hpc_proba))
@@ -219,12 +225,22 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
                 (1 - q) * (cross_entropy(logits, yi, n_classes) + softplus(gate))
                 + q * softplus(-gate)
             )))
-        self.n_classes_ = n_classes
-        self.classes_ = classes
-        self.n_features_in_ = d
+            if stop is not None and stop(f1_base, f1_trees):
+                break
+        self.n_classes_, self.classes_, self.n_features_in_ = n_classes, classes, d
         self.f1_base_ = f1_base
-        self._core_cache_: dict[bool, onnx.NodeProto] = {}  # see to_onnx
         self.g_base_ = float(g_base) if p_full > 0 else -1.0
+        self._keep_trees(f1_trees, g_trees, feature_sensor, sensor_costs)
+        self.q_train_ = q
+        self.loss_history_ = history
+        self.fit_seconds_ = time.perf_counter() - started
+        return self
+
+    def _keep_trees(self, f1_trees: list[Tree], g_trees: list[Tree],
+                    feature_sensor: NDArray[np.intp], sensor_costs: FloatArray) -> None:
+        """The fitted trees, and what the device reads: sensors some tree splits on (not an
+        unused initial one)."""
+        self._core_cache_: dict[bool, onnx.NodeProto] = {}  # see to_onnx
         self.f1_trees_ = f1_trees
         self.g_trees_ = g_trees
         self.feature_sensor_ = feature_sensor
@@ -232,14 +248,9 @@ class AdaptGbrtClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.features_used_ = tuple(sorted(
             set().union(*(t.features_used for t in f1_trees + g_trees))
         ))
-        # what the device reads: sensors some tree splits on (not an unused initial one)
         used = np.zeros(sensor_costs.size, dtype=bool)
         used[feature_sensor[list(self.features_used_)]] = True
         self.sensors_bought_ = used
-        self.q_train_ = q
-        self.loss_history_ = history
-        self.fit_seconds_ = time.perf_counter() - started
-        return self
 
     # -- prediction ---------------------------------------------------------------------------
     def decision_logits(self, X: NDArray[np.floating]) -> FloatArray:

@@ -102,6 +102,8 @@ METHOD_PARAMS: dict[str, tuple[Param, ...]] = {
         Param("gammas", "floats", "the feature-cost prices λ swept, each >= 0", min=0),
         Param("params", "mapping", "GreedyMiser parameters replacing FULL_STRENGTH's (e.g. "
               "n_rounds, max_depth)"),
+        Param("patience", "int", "stop a λ's boosting once validation accuracy has not risen "
+              "for this many trees (0: grow them all, as the paper)", min=0),
     ),
     "confidence": (
         Param("families", "str", "cheap-model families swept, comma-separated: hgb "
