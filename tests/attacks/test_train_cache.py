@@ -43,7 +43,7 @@ def _csv(path: Path, rows: int = 150) -> Path:
 def _train(tmp_path: Path, out: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "adaptedge.cli.main", "train", "--data", "d.csv", "--target",
-         "label", "--method", "adapt-lin", "--quick", "--no-progress", "--hpc", "logistic",
+         "label", "--method", "l1", "--quick", "--no-progress", "--hpc", "logistic",
          "--jobs", "1", "--out", out, *extra],  # one process: no worker pool to start
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
         env={**os.environ, "ADAPTEDGE_CACHE_DIR": str(tmp_path / "cache")})
