@@ -7,7 +7,9 @@ b = 4), step size η = 0.1, and, for each λ (``gamma``), the boosting iteration
 validation accuracy ("for each setting we choose the iteration that has the best validation
 accuracy"); the sensors the device reads are those of the trees up to that iteration.
 Declared departures: our histogram CART (64 bins, leaves of at least 40 rows, Newton leaf
-values) and the log-loss of the binary/multi-class problem. ``params`` replaces any of
+values), the log-loss of the binary/multi-class problem, and a λ's boosting stops once
+validation accuracy has not risen for ``PATIENCE_TREES`` (``--param patience=``; 0 grows all
+3,000) (``ValidationPatience``). ``params`` replaces any of
 ``FULL_STRENGTH`` (e.g. ``n_rounds=20, max_depth=5``: the former 400-tree capacity, ADAPT-GBRT's);
 ``--quick`` grows ``QUICK``. ``tree_cost`` (default 0)
 prices each evaluated tree as a fraction of the mean sensor read (the paper's eq. 4 charges tree
