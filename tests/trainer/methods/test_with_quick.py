@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from adaptedge.trainer.methods.registry import MethodOptions
 from adaptedge.trainer.methods.with_quick import default_and_quick, includes_quick, renamed
@@ -21,7 +22,8 @@ def graph(name: str, accuracy: float, cost: float) -> Graph:
     return Graph(name, "n0", {"n0": NODE}, Metrics(accuracy, cost))
 
 
-def test_default_and_quick_keeps_both_sweeps_and_renames_repeated_names() -> None:
+def test_default_and_quick_keeps_both_sweeps_and_renames_repeated_names(
+        capsys: pytest.CaptureFixture[str]) -> None:
     seen: list[bool] = []
 
     def sweep(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
@@ -32,6 +34,7 @@ def test_default_and_quick_keeps_both_sweeps_and_renames_repeated_names() -> Non
 
     both = default_and_quick(sweep, None, None, MethodOptions(extra={"k": 1}))
     assert seen == [False, True]
+    assert "the --quick sweep too" in capsys.readouterr().err
     assert [(g.name, g.validation.accuracy) for g in both] == [
         ("p", 0.90), ("q", 0.95), ("p-quick", 0.80), ("q-quick", 0.95)]
     assert both.swept == 42

@@ -12,6 +12,7 @@ nor ``auto`` (it runs the other methods itself).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -44,6 +45,9 @@ def default_and_quick(method_fn: MethodFn, dataset: Any, hpc: Any,
     """The default sweep's candidates, then the quick sweep's (renamed where a name repeats);
     ``swept`` counts both. Of equal points the front keeps the first, the default's."""
     default = method_fn(dataset, hpc, options)
+    if options.progress:
+        print("[adaptedge] train: the --quick sweep too (its points join the default's front)",
+              file=sys.stderr, flush=True)
     quick = method_fn(dataset, hpc, replace(options, quick=True))
     return Front([*default, *renamed(quick, {g.name for g in default})],
                  swept_count(default) + swept_count(quick))
