@@ -81,3 +81,17 @@ def test_inspect_shows_a_regression_bundle_by_its_target_and_errors(
     assert "task: regression, target temp" in out and "classes" not in out
     assert f"validation MSE {m.hpc.mse:.4g}" in out and "accuracy" not in out
     assert all(f"{p.mse:.4g}" in out for p in m.operating_points)
+
+
+def test_a_regression_default_sweep_includes_the_quick_sweep(tmp_path: Path) -> None:
+    data = tiny_regression_csv(tmp_path / "t.csv")
+    bundles = {}
+    for sweep in ("quick", "default"):
+        out = tmp_path / sweep
+        assert main(["train", "--data", str(data), "--target", "temp", "--task", "regression",
+                     "--method", "greedy-miser", "--no-progress", "--out", str(out),
+                     *(["--quick"] if sweep == "quick" else [])]) == 0
+        bundles[sweep] = verify(out)
+    # greedy-miser: 3 gammas by default, 2 quick; all five are candidates of the default run
+    assert bundles["default"].metadata["n_candidates"] == 5
+    assert bundles["quick"].metadata["n_candidates"] == 2

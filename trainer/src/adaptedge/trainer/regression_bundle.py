@@ -29,6 +29,7 @@ from adaptedge.trainer.data.costs import sensor_cost_vector
 from adaptedge.trainer.data.dataset_core import Dataset
 from adaptedge.trainer.errors import TrainError
 from adaptedge.trainer.export.bundle import HPC_FILE, manifest_graph
+from adaptedge.trainer.methods.with_quick import renamed
 from adaptedge.trainer.policy.graph import Graph, Metrics
 from adaptedge.trainer.policy.oracle import BundleRunner, PolicyResult
 from adaptedge.trainer.regression_hpc import RegressionHpc, fit_regression_hpc
@@ -153,6 +154,17 @@ def choose(points: Sequence[OperatingPoint], hpc_mae: float, tolerance: float | 
     return point, {**meta, "default_rule": rule, "certified": False}
 
 
+def method_graphs(dataset: Dataset, method: str, hpc: RegressionHpc, *, seed: int,
+                  quick: bool) -> list[Graph]:
+    """The regression method's candidates (the cascade's gate uses the HPC's out-of-fold
+    values; the others do not use the HPC)."""
+    if method == "confidence":
+        from adaptedge.trainer.methods.regression_cascade import cascade_graphs
+
+        return cascade_graphs(dataset, hpc, seed=seed, quick=quick)
+    return regression_graphs(dataset, method, seed=seed, quick=quick)
+
+
 def train_regression(dataset: Dataset, method: str, out: Path, *, seed: int, quick: bool,
                      n_jobs: int, hpc_kind: str, budget: float | None,
                      tolerance: float | None, metadata: Mapping[str, Any], force: bool,
@@ -165,12 +177,10 @@ def train_regression(dataset: Dataset, method: str, out: Path, *, seed: int, qui
     kind = "extra-trees" if hpc_kind == "auto" else hpc_kind
     hpc = fit_regression_hpc(dataset, kind, seed, n_jobs=n_jobs, trees=20 if quick else None,
                              oof=method == "confidence")
-    if method == "confidence":
-        from adaptedge.trainer.methods.regression_cascade import cascade_graphs
-
-        graphs = cascade_graphs(dataset, hpc, seed=seed, quick=quick)
-    else:
-        graphs = regression_graphs(dataset, method, seed=seed, quick=quick)
+    graphs = method_graphs(dataset, method, hpc, seed=seed, quick=quick)
+    if not quick:  # the default front then beats --quick's (trainer.methods.with_quick)
+        quick_graphs = method_graphs(dataset, method, hpc, seed=seed, quick=True)
+        graphs += renamed(quick_graphs, {g.name for g in graphs})
     meta = {**metadata, "n_candidates": len(graphs)}
     manifest, _ = build_regression(dataset, hpc, graphs, metadata=meta, split=split)
     kept = frontier(manifest.operating_points)
