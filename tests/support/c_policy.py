@@ -11,13 +11,18 @@ non-finite value fails the read, as ``EdgeRuntime.predict_row`` counts it).
 from __future__ import annotations
 
 import ctypes
+import functools
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from adaptedge.edge import Decision
 
 HARNESS = r"""
 #include "adaptedge_policy.h"
@@ -153,35 +158,49 @@ def mismatches(bundle: Path, point: str, X: npt.ArrayLike, records: Records,
                link_up: bool) -> list[str]:
     """Rows where the C library decided otherwise than ``EdgeRuntime.predict_row`` (with an
     uplink answering from the bundle's HPC when ``link_up``, else none): one line each."""
+    from adaptedge.protocol.bundle import read_manifest
+
+    manifest = read_manifest(bundle)
+    sensors = [s.name for s in manifest.sensors]
+    nodes = list(manifest.policies[manifest.operating_point(point).policy].nodes)
+    rows = np.ascontiguousarray(X, dtype=np.float32)
+    out = []
+    for i, d in enumerate(runtime_decisions(str(bundle), point, rows.tobytes(), rows.shape,
+                                            link_up)):
+        got = {"kind": int(records.kind[i]),
+               "read": [sensors[s] for s in records.read_order(i)],
+               "nodes": [nodes[k] for k in records.nodes(i)],
+               "link": bool(records.ints[i, 5]), "request": bool(records.ints[i, 6]),
+               "cost": [float(v) for v in records.cost[i]]}
+        kind = 1 if d.escalated else (2 if d.source == "degraded" else 0)
+        want = {"kind": kind, "read": list(d.sensors_read), "nodes": list(d.nodes),
+                "link": d.cost.bytes > 0 and d.escalated, "request": True,
+                "cost": [d.cost.scalar, d.cost.energy_mj, d.cost.latency_ms, d.cost.money,
+                         float(d.cost.bytes)]}
+        if not d.escalated:
+            got["label"], want["label"] = int(records.label[i]), d.label_index
+        same_cost = np.allclose(got.pop("cost"), want.pop("cost"), rtol=1e-12, atol=0.0)
+        proba_ok = d.escalated or np.allclose(records.probabilities[i], d.probabilities,
+                                              rtol=0.0, atol=1e-6)
+        if got != want or not same_cost or not proba_ok:
+            out.append(f"row {i}: C {got} cost {records.cost[i].tolist()}; runtime {want} "
+                       f"cost {d.cost}")
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def runtime_decisions(bundle: str, point: str, rows: bytes, shape: tuple[int, ...],
+                      link_up: bool) -> tuple[Decision, ...]:
+    """``EdgeRuntime.predict_row`` on every row (float32 bytes of ``shape``), with the HPC
+    answering escalations when ``link_up``: computed once per bundle, point, rows and link for
+    the targets that replay the same rows (Cortex-M4F and M0+ under QEMU)."""
     from adaptedge.edge import EdgeRuntime
     from adaptedge.protocol.bundle import read_manifest
     from tests.support.edge_doubles import HpcUplink
     from tests.support.reference_walk import ReferenceWalk
 
-    manifest = read_manifest(bundle)
-    uplink = HpcUplink(ReferenceWalk(bundle, manifest)) if link_up else None
-    sensors = [s.name for s in manifest.sensors]
-    nodes = list(manifest.policies[manifest.operating_point(point).policy].nodes)
-    out = []
-    with EdgeRuntime.load(bundle, operating_point=point, uplink=uplink) as rt:
-        for i, row in enumerate(np.asarray(X, dtype=np.float32)):
-            d = rt.predict_row(row)
-            kind = 1 if d.escalated else (2 if d.source == "degraded" else 0)
-            got = {"kind": int(records.kind[i]),
-                   "read": [sensors[s] for s in records.read_order(i)],
-                   "nodes": [nodes[k] for k in records.nodes(i)],
-                   "link": bool(records.ints[i, 5]), "request": bool(records.ints[i, 6]),
-                   "cost": [float(v) for v in records.cost[i]]}
-            want = {"kind": kind, "read": list(d.sensors_read), "nodes": list(d.nodes),
-                    "link": d.cost.bytes > 0 and d.escalated, "request": True,
-                    "cost": [d.cost.scalar, d.cost.energy_mj, d.cost.latency_ms, d.cost.money,
-                             float(d.cost.bytes)]}
-            if not d.escalated:
-                got["label"], want["label"] = int(records.label[i]), d.label_index
-            same_cost = np.allclose(got.pop("cost"), want.pop("cost"), rtol=1e-12, atol=0.0)
-            proba_ok = d.escalated or np.allclose(records.probabilities[i], d.probabilities,
-                                                  rtol=0.0, atol=1e-6)
-            if got != want or not same_cost or not proba_ok:
-                out.append(f"row {i}: C {got} cost {records.cost[i].tolist()}; runtime {want} "
-                           f"cost {d.cost}")
-    return out
+    uplink = HpcUplink(ReferenceWalk(Path(bundle), read_manifest(Path(bundle)))) \
+        if link_up else None
+    X = np.frombuffer(rows, dtype=np.float32).reshape(shape)
+    with EdgeRuntime.load(Path(bundle), operating_point=point, uplink=uplink) as rt:
+        return tuple(rt.predict_row(row) for row in X)
