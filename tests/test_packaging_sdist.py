@@ -81,14 +81,13 @@ def test_each_sdists_tests_collect_against_its_code(sdists: list[BuiltSdist]) ->
         name = TESTS_OF[sdist.folder]
         code = sdist.unpacked if sdist.folder == "." else sdist.unpacked / "src"
         env = {**os.environ, "PYTHONPATH": str(code)}
-        where = subprocess.run(
-            [sys.executable, "-c", f"import adaptedge.{name} as m; print(m.__file__)"],
-            cwd=sdist.unpacked, env=env, capture_output=True, text=True, timeout=60)
-        assert where.returncode == 0, where.stderr[-1500:]
-        assert Path(where.stdout.strip()).is_relative_to(code), where.stdout
-        collect = subprocess.run(
-            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-             f"tests/{name}"], cwd=sdist.unpacked, env=env, capture_output=True, text=True,
-            timeout=240)
+        # one interpreter: where the package comes from (first line), then the collection
+        script = (f"import sys, pytest, adaptedge.{name} as m; print(m.__file__, flush=True); "
+                  f"sys.exit(pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', "
+                  f"'tests/{name}']))")
+        collect = subprocess.run([sys.executable, "-c", script], cwd=sdist.unpacked, env=env,
+                                 capture_output=True, text=True, timeout=240)
         assert collect.returncode == 0, collect.stdout[-2500:] + collect.stderr[-1500:]
+        where = collect.stdout.splitlines()[0].strip()
+        assert Path(where).is_relative_to(code), where
         assert f"tests/{name}/" in collect.stdout
