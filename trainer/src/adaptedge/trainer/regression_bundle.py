@@ -178,8 +178,12 @@ def train_regression(dataset: Dataset, method: str, out: Path, *, seed: int, qui
     hpc = fit_regression_hpc(dataset, kind, seed, n_jobs=n_jobs, trees=20 if quick else None,
                              oof=method == "confidence")
     graphs = method_graphs(dataset, method, hpc, seed=seed, quick=quick)
-    if not quick:  # the default front then beats --quick's (trainer.methods.with_quick)
-        quick_graphs = method_graphs(dataset, method, hpc, seed=seed, quick=True)
+    if not quick:  # the default front then beats --quick's (trainer.methods.with_quick):
+        # --quick's nodes as --quick fits them (the cascade ranks sensors by its 20-tree HPC),
+        # escalating to this bundle's HPC
+        quick_hpc = hpc if method != "confidence" else fit_regression_hpc(
+            dataset, kind, seed, n_jobs=n_jobs, trees=20, oof=True)
+        quick_graphs = method_graphs(dataset, method, quick_hpc, seed=seed, quick=True)
         graphs += renamed(quick_graphs, {g.name for g in graphs})
     meta = {**metadata, "n_candidates": len(graphs)}
     manifest, _ = build_regression(dataset, hpc, graphs, metadata=meta, split=split)
