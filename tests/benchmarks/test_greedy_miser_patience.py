@@ -3,26 +3,17 @@ is the one a fit under ``ValidationPatience`` follows."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from adaptedge.trainer.methods.greedy_miser import GreedyMiser, ValidationPatience
 from benchmarks.greedy_miser_patience import stopped_at
-
-
-def noisy(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 6)).astype(np.float32)
-    y = ((X[:, 0] + 0.5 * X[:, 1] + rng.normal(scale=1.0, size=n)) > 0).astype(np.int64)
-    return X, y
+from tests.trainer.methods.test_greedy_miser import noisy_rows, small_miser
 
 
 def test_stopped_at_reads_a_curve_as_validation_patience_fits() -> None:
-    X, y = noisy(3, 500)
-    Xv, yv = noisy(4, 500)
+    X, y = noisy_rows(3, 500)
+    Xv, yv = noisy_rows(4, 500)
 
     def model() -> GreedyMiser:
-        return GreedyMiser(gamma=0.0, n_rounds=12, n_trees=20, max_depth=4, min_samples_leaf=5,
-                           learning_rate=0.3, random_state=0)
+        return small_miser(n_rounds=12, n_trees=20, max_depth=4)
 
     curve = model().fit(X, y).staged_accuracy(Xv, yv).tolist()
     for patience in (20, 50, 90, 1000):

@@ -21,7 +21,13 @@ def test_full_strength_is_the_papers_protocol() -> None:
     assert FULL_STRENGTH["min_samples_leaf"] == ADAPT["min_samples_leaf"]
 
 
-def _noisy(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+def small_miser(n_rounds: int = 10, n_trees: int = 10, max_depth: int = 5) -> GreedyMiser:
+    """A small fit on ``noisy_rows``: step 0.3, leaves of 5 rows, no feature price."""
+    return GreedyMiser(gamma=0.0, n_rounds=n_rounds, n_trees=n_trees, max_depth=max_depth,
+                       min_samples_leaf=5, learning_rate=0.3, random_state=0)
+
+
+def noisy_rows(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 8)).astype(np.float32)
     # label noise: late trees fit noise, so the best validation iteration is not the last
@@ -30,10 +36,9 @@ def _noisy(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_the_iteration_is_chosen_on_validation() -> None:
-    X, y = _noisy(1, 600)
-    Xv, yv = _noisy(2, 600)
-    full = GreedyMiser(gamma=0.0, n_rounds=10, n_trees=10, max_depth=5, min_samples_leaf=5,
-                       learning_rate=0.3, random_state=0).fit(X, y)
+    X, y = noisy_rows(1, 600)
+    Xv, yv = noisy_rows(2, 600)
+    full = small_miser().fit(X, y)
     staged = full.staged_accuracy(Xv, yv)
     assert staged.shape == (100,)
     best = full.at_best_iteration(Xv, yv)
@@ -49,20 +54,16 @@ def test_the_iteration_is_chosen_on_validation() -> None:
 
 
 def test_validation_patience_stops_after_the_best_and_keeps_the_same_trees() -> None:
-    X, y = _noisy(1, 600)
-    Xv, yv = _noisy(2, 600)
-    def model() -> GreedyMiser:
-        return GreedyMiser(gamma=0.0, n_rounds=10, n_trees=10, max_depth=5, min_samples_leaf=5,
-                           learning_rate=0.3, random_state=0)
-
-    full = model().fit(X, y)
+    X, y = noisy_rows(1, 600)
+    Xv, yv = noisy_rows(2, 600)
+    full = small_miser().fit(X, y)
     staged = full.staged_accuracy(Xv, yv)
     best_at = int(np.argmax(staged)) + 1
     patience = 25
-    stopped = model().fit(X, y, stop=ValidationPatience(Xv, yv, patience))
+    stopped = small_miser().fit(X, y, stop=ValidationPatience(Xv, yv, patience))
     # the first round's end at least `patience` trees past the best (rounds of 10 trees)
     assert len(stopped.f1_trees_) == min(100, -(-(best_at + patience) // 10) * 10) < 100
     assert np.array_equal(stopped.staged_accuracy(Xv, yv), staged[:len(stopped.f1_trees_)])
     assert stopped.at_best_iteration(Xv, yv).best_iteration_ == best_at
-    never = model().fit(X, y, stop=ValidationPatience(Xv, yv, 1000))
+    never = small_miser().fit(X, y, stop=ValidationPatience(Xv, yv, 1000))
     assert len(never.f1_trees_) == 100
