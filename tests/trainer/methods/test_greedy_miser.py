@@ -67,3 +67,19 @@ def test_validation_patience_stops_after_the_best_and_keeps_the_same_trees() -> 
     assert stopped.at_best_iteration(Xv, yv).best_iteration_ == best_at
     never = small_miser().fit(X, y, stop=ValidationPatience(Xv, yv, 1000))
     assert len(never.f1_trees_) == 100
+
+
+def test_the_stop_rules_accuracies_are_reused_not_redone() -> None:
+    """``at_best_iteration(..., stop)`` extends the rule's staged accuracies: the same choice
+    as a fresh walk, with no tree walked twice (the rule has walked every tree it saw)."""
+    X, y = noisy_rows(1, 600)
+    Xv, yv = noisy_rows(2, 600)
+    for patience in (25, 1000):  # stopped early; grown to the end
+        stop = ValidationPatience(Xv, yv, patience)
+        fitted = small_miser().fit(X, y, stop=stop)
+        fresh = fitted.at_best_iteration(Xv, yv)
+        walked = len(stop.accuracy)
+        reused = fitted.at_best_iteration(Xv, yv, stop)
+        assert walked == len(stop.accuracy) == len(fitted.f1_trees_)
+        assert reused.best_iteration_ == fresh.best_iteration_
+        assert np.array_equal(stop.accuracy, fitted.staged_accuracy(Xv, yv))

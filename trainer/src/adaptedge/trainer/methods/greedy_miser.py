@@ -114,19 +114,22 @@ class GreedyMiser(AdaptGbrtClassifier):
     def to_onnx(self, *, gated: bool = False, basis: bool = False) -> bytes:
         return super().to_onnx(gated=False)
 
-    def staged_accuracy(self, X: NDArray[np.floating], y: NDArray[np.integer]) -> FloatArray:
-        """Accuracy on ``(X, y)`` after each boosting iteration (entry t: the first t + 1 trees)."""
-        staged = StagedAccuracy(X, y)
+    def staged_accuracy(self, X: NDArray[np.floating], y: NDArray[np.integer],
+                        staged: StagedAccuracy | None = None) -> FloatArray:
+        """Accuracy on ``(X, y)`` after each boosting iteration (entry t: the first t + 1 trees).
+        ``staged``: the same rows' accuracies so far (the stop rule's), extended, not redone."""
+        staged = staged or StagedAccuracy(X, y)
         staged.extend(np.asarray(self.f1_base_, dtype=np.float64), self.f1_trees_)
         return np.asarray(staged.accuracy)
 
-    def at_best_iteration(self, X_val: NDArray[np.floating], y_val: NDArray[np.integer]
-                          ) -> GreedyMiser:
+    def at_best_iteration(self, X_val: NDArray[np.floating], y_val: NDArray[np.integer],
+                          staged: StagedAccuracy | None = None) -> GreedyMiser:
         """A copy keeping the trees up to the iteration with the best validation accuracy
-        (the earliest, hence cheapest, of equals); what it reads shrinks with it."""
+        (the earliest, hence cheapest, of equals); what it reads shrinks with it. ``staged``:
+        as in ``staged_accuracy`` (the fit's ``ValidationPatience`` on the same rows)."""
         if not self.f1_trees_:
             return self
-        keep = int(np.argmax(self.staged_accuracy(X_val, y_val))) + 1
+        keep = int(np.argmax(self.staged_accuracy(X_val, y_val, staged))) + 1
         other = copy.copy(self)
         other._keep_trees(list(self.f1_trees_[:keep]), [], self.feature_sensor_,
                           self.sensor_costs_)
@@ -174,10 +177,12 @@ FitJob = tuple[dict[str, Any], Any, Any, Any, Any, Any, int]
 """(GreedyMiser parameters, X, y, HPC probabilities, X_val, y_val, patience in trees)."""
 
 
-def _fit(job: FitJob) -> GreedyMiser:
+def _fit(job: FitJob) -> tuple[GreedyMiser, ValidationPatience | None]:
+    """The fitted model and its stop rule, whose validation accuracies ``at_best_iteration``
+    reuses (the validation rows' walk is done once)."""
     params, X, y, P, X_val, y_val, patience = job
     stop = ValidationPatience(X_val, y_val, patience) if patience > 0 else None
-    return GreedyMiser(**params).fit(X, y, P, stop=stop)
+    return GreedyMiser(**params).fit(X, y, P, stop=stop), stop
 
 
 @register("greedy-miser")
@@ -200,8 +205,8 @@ def greedy_miser_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[
         raise ValueError(f"tree_cost must be >= 0, got {tree_cost}")
     per_tree = tree_compute(dataset.sensors, tree_cost) if tree_cost > 0 else None
     candidates = []
-    for fitted in models:
-        m = fitted.at_best_iteration(dataset.X_val, dataset.y_val)
+    for fitted, stop in models:
+        m = fitted.at_best_iteration(dataset.X_val, dataset.y_val, stop)
         if not m.sensors_bought_.any():
             continue
         params: dict[str, float | str] = {"gamma": float(m.gamma),
