@@ -9,7 +9,6 @@ suite and are not repeated here; see the README's development section.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tomllib
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.untraced import untraced_env
 from tests.support.wheel import DISTRIBUTIONS, TESTS_OF, BuiltSdist, build_sdists
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,7 +80,7 @@ def test_each_sdists_tests_collect_against_its_code(sdists: list[BuiltSdist]) ->
     for sdist in sdists:
         name = TESTS_OF[sdist.folder]
         code = sdist.unpacked if sdist.folder == "." else sdist.unpacked / "src"
-        env = {**os.environ, "PYTHONPATH": str(code)}
+        env = untraced_env(PYTHONPATH=str(code))  # the copy's code: coverage measures none
         # one interpreter: where the package comes from (first line), then the collection
         script = (f"import sys, pytest, adaptedge.{name} as m; print(m.__file__, flush=True); "
                   f"sys.exit(pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', "

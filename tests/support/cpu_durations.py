@@ -4,19 +4,23 @@
 
 Each test's user + system seconds of its worker and of the subprocesses it waited for
 (``resource.getrusage``), setup and teardown included; pytest-xdist's workers send theirs to the
-controller, which prints the ``CPU_DURATIONS`` slowest and the total. A subprocess a test leaves
-running (a broker) is not counted. Profiling only: it changes no test.
+controller, which prints the ``CPU_DURATIONS`` slowest and the total
+(``ADAPTEDGE_CPU_DURATIONS=N`` prints N, and ``ADAPTEDGE_CPU_DURATIONS_JSON=PATH`` writes every
+test's seconds there). A subprocess a test leaves running (a broker) is not counted. Profiling
+only: it changes no test.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import resource
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 
-CPU_DURATIONS = 40
+CPU_DURATIONS = int(os.environ.get("ADAPTEDGE_CPU_DURATIONS", "40"))
 KEY = "cpu_seconds"
 
 
@@ -58,5 +62,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     terminalreporter.section(f"slowest {CPU_DURATIONS} by CPU seconds")
     for nodeid, seconds in sorted(_TOTALS.items(), key=lambda kv: -kv[1])[:CPU_DURATIONS]:
         terminalreporter.write_line(f"{seconds:8.2f} CPU s  {nodeid}")
+    dump = os.environ.get("ADAPTEDGE_CPU_DURATIONS_JSON")
+    if dump:
+        with open(dump, "w", encoding="utf-8") as f:
+            json.dump(_TOTALS, f, indent=0, sort_keys=True)
     terminalreporter.write_line(f"{sum(_TOTALS.values()):8.2f} CPU s in all "
                                 f"({len(_TOTALS)} tests)")

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.untraced import untraced_env
+
 REPO = Path(__file__).resolve().parents[2]
 TOP_LEVEL_SKIP = {".venv", ".git", "build", "dist", "benchmarks", "tests"}
 DISTRIBUTIONS = (".", "protocol", "edge", "cloud", "trainer", "simulator")
@@ -55,7 +57,7 @@ def build_wheel(workdir: Path) -> BuiltWheel:
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
          "--no-cache-dir", "--quiet", "-w", str(workdir / "dist"),
          *(str(source / folder) for folder in DISTRIBUTIONS)],
-        capture_output=True, text=True, timeout=240)
+        capture_output=True, text=True, timeout=240, env=untraced_env())
     assert out.returncode == 0, out.stderr[-2000:]
     for wheel in sorted((workdir / "dist").glob("adaptedge*.whl")):
         with zipfile.ZipFile(wheel) as archive:
@@ -93,7 +95,8 @@ def build_sdists(workdir: Path) -> list[BuiltSdist]:
         dist = workdir / "dist" / TESTS_OF[folder]
         out = subprocess.run(
             [sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(dist),
-             str(source / folder)], capture_output=True, text=True, timeout=240)
+             str(source / folder)], capture_output=True, text=True, timeout=240,
+            env=untraced_env())
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
         (archive,) = dist.glob("*.tar.gz")
         with tarfile.open(archive) as tar:
