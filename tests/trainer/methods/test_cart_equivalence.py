@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from adaptedge.trainer.methods import cart
 from adaptedge.trainer.methods.cart import (
     BinMapper,
     BinnedRows,
@@ -129,8 +130,19 @@ def _as_lists(tree: Tree) -> list[list[float]]:
             for i in range(tree.feature.size)]
 
 
+@pytest.fixture(params=["c", "numpy"])
+def histogram_pass(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The grower's histogram pass: ``_histograms.fill`` (C) or numpy's bincount (the
+    fallback of an install without a compiler); the trees must not differ by a bit."""
+    if request.param == "numpy":
+        monkeypatch.setattr(cart, "_fill_histograms", None)
+    elif cart._fill_histograms is None:
+        pytest.skip("the C histogram pass was not built (tests/trainer/methods/test_histograms)")
+    return str(request.param)
+
+
 @pytest.mark.parametrize("seed", range(6))
-def test_grow_tree_equals_the_reference_bit_for_bit(seed: int) -> None:
+def test_grow_tree_equals_the_reference_bit_for_bit(seed: int, histogram_pass: str) -> None:
     rng = np.random.default_rng(seed)
     n, d = int(rng.integers(300, 1500)), int(rng.integers(3, 9))
     X = rng.normal(size=(n, d)).astype(np.float32)

@@ -16,10 +16,18 @@ Thresholds are float32 and a sample goes left when ``x <= threshold`` (ONNX ``BR
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+_fill_histograms: Callable[[Any, Any, Any, Any, Any], None] | None
+try:  # the histogram pass in C; without it (no compiler at install) numpy's, the same sums
+    from adaptedge.trainer.methods._histograms import fill as _fill_histograms
+except ImportError:  # pragma: no cover - an install without a compiler
+    _fill_histograms = None
 
 LEAF_QUANTUM = 2.0**-16
 """Leaf values are multiples of this: float32 sums of such values are exact below 2**7."""
@@ -242,8 +250,7 @@ def grow_tree(
     n_out = residual.shape[1]
     rows = rows or BinnedRows.of(codes, binner)
     layout, flat = rows.layout(binner, allowed)
-    k_cols = layout.columns.size  # row-major, like flat
-    weights = [np.repeat(residual[:, k], k_cols) for k in range(n_out)]
+    residual = np.ascontiguousarray(residual, dtype=np.float64)
     penalty = _Penalty.of(layout, params, feature_cost, feature_sensor)
     growth = _Growth(n_out)
     level: list[tuple[int, IntArray]] = [(growth.add(), np.arange(n))]
@@ -251,7 +258,7 @@ def grow_tree(
         active = [idx for _, idx in level if idx.size >= 2 * params.min_samples_leaf]
         if not active:
             break
-        gain, ok = _level_gains(rows, flat, weights, layout, active, residual, params)
+        gain, ok = _level_gains(rows, flat, layout, active, residual, params)
         picks, seen = _choose(gain, ok, layout, penalty, bought), bought.copy()
         next_level: list[tuple[int, IntArray]] = []
         s = 0
@@ -285,9 +292,39 @@ def grow_tree(
     return growth.freeze(), fitted
 
 
+def _node_histograms(
+    rows: BinnedRows, flat: IntArray, active: list[IntArray], residual: FloatArray, tb: int,
+) -> tuple[NDArray[np.int64], FloatArray]:
+    """Per active node and flat bin: its rows [n_nodes, tb] and their summed residuals
+    [n_nodes · tb, K], each sum adding its rows in row order (so a bin's sums are those a
+    per-node pass would give): ``_histograms.fill`` in C (one pass for every output), else
+    ``numpy.bincount`` (a pass per output), bit for bit the same."""
+    n_nodes, n_total, n_out = len(active), flat.shape[0], residual.shape[1]
+    root = n_nodes == 1 and active[0].size == n_total  # the root: every row
+    slot = np.zeros(n_total, dtype=np.intp) if root else np.full(n_total, n_nodes, np.intp)
+    if not root:  # rows of no active node: a spare slot
+        for s, idx in enumerate(active):
+            slot[idx] = s
+    if _fill_histograms is not None:
+        count = np.empty((n_nodes, tb), dtype=np.int64)
+        sums = np.empty((n_nodes * tb, n_out))
+        _fill_histograms(flat, slot, residual, count, sums)
+        return count, sums
+    if root:
+        where, size, count = flat.ravel(), tb, rows.root_count[None, :]
+    else:
+        where = ((slot * tb)[:, None] + flat).ravel()
+        size = (n_nodes + 1) * tb
+        count = np.bincount(where, minlength=size)[: n_nodes * tb].reshape(n_nodes, tb)
+    k_cols = flat.shape[1]  # row-major, like where
+    sums = np.stack([np.bincount(where, weights=np.repeat(residual[:, k], k_cols),
+                                 minlength=size)[: n_nodes * tb] for k in range(n_out)], axis=-1)
+    return count, sums
+
+
 def _level_gains(
-    rows: BinnedRows, flat: IntArray, weights: list[FloatArray], layout: _BinLayout,
-    active: list[IntArray], residual: FloatArray, params: TreeParams,
+    rows: BinnedRows, flat: IntArray, layout: _BinLayout, active: list[IntArray],
+    residual: FloatArray, params: TreeParams,
 ) -> tuple[FloatArray, NDArray[np.bool_]]:
     """Per active node (rows ``active[s]``): every bin's split gain before the cost penalty
     and whether the split leaves ``min_samples_leaf`` rows on both sides.
@@ -297,19 +334,8 @@ def _level_gains(
     a bin's gain does not depend on which other features are histogrammed."""
     n_nodes, tb, width = len(active), layout.total_bins, layout.width
     n_total = flat.shape[0]
-    if n_nodes == 1 and active[0].size == n_total:  # the root: every row, counts known
-        where, size = flat.ravel(), tb
-        count = rows.root_count[None, :]
-    else:
-        slot = np.full(n_total, n_nodes, dtype=np.intp)  # rows of no active node: a spare slot
-        for s, idx in enumerate(active):
-            slot[idx] = s
-        where = ((slot * tb)[:, None] + flat).ravel()
-        size = (n_nodes + 1) * tb
-        count = np.bincount(where, minlength=size)[: n_nodes * tb].reshape(n_nodes, tb)
-    sums = np.stack([np.bincount(where, weights=w, minlength=size)[: n_nodes * tb]
-                     for w in weights], axis=-1)
-    n_out = len(weights)
+    count, sums = _node_histograms(rows, flat, active, residual, tb)
+    n_out = residual.shape[1]
     # left side = bins <= b of the same feature: cumulative sums along each feature's bins
     left_sum = np.cumsum(sums.reshape(n_nodes, -1, width, n_out), axis=2
                          ).reshape(n_nodes, tb, n_out)
