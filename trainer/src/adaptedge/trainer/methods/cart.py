@@ -251,6 +251,10 @@ def grow_tree(
     rows = rows or BinnedRows.of(codes, binner)
     layout, flat = rows.layout(binner, allowed)
     residual = np.ascontiguousarray(residual, dtype=np.float64)
+    # numpy's pass (no C module) weighs each output's bincount by it repeated per column,
+    # row-major like flat: built once per tree, not per level
+    weights = None if _fill_histograms is not None else [
+        np.repeat(residual[:, k], flat.shape[1]) for k in range(n_out)]
     penalty = _Penalty.of(layout, params, feature_cost, feature_sensor)
     growth = _Growth(n_out)
     level: list[tuple[int, IntArray]] = [(growth.add(), np.arange(n))]
@@ -258,7 +262,7 @@ def grow_tree(
         active = [idx for _, idx in level if idx.size >= 2 * params.min_samples_leaf]
         if not active:
             break
-        gain, ok = _level_gains(rows, flat, layout, active, residual, params)
+        gain, ok = _level_gains(rows, flat, weights, layout, active, residual, params)
         picks, seen = _choose(gain, ok, layout, penalty, bought), bought.copy()
         next_level: list[tuple[int, IntArray]] = []
         s = 0
@@ -292,39 +296,45 @@ def grow_tree(
     return growth.freeze(), fitted
 
 
+def _node_slots(active: list[IntArray], n_total: int) -> IntArray:
+    """Each row's active node, or ``len(active)`` (a spare slot) for a row of none."""
+    slot = np.full(n_total, len(active), dtype=np.intp)
+    for s, idx in enumerate(active):
+        slot[idx] = s
+    return slot
+
+
 def _node_histograms(
-    rows: BinnedRows, flat: IntArray, active: list[IntArray], residual: FloatArray, tb: int,
+    rows: BinnedRows, flat: IntArray, weights: list[FloatArray] | None,
+    active: list[IntArray], residual: FloatArray, tb: int,
 ) -> tuple[NDArray[np.int64], FloatArray]:
     """Per active node and flat bin: its rows [n_nodes, tb] and their summed residuals
     [n_nodes · tb, K], each sum adding its rows in row order (so a bin's sums are those a
     per-node pass would give): ``_histograms.fill`` in C (one pass for every output), else
-    ``numpy.bincount`` (a pass per output), bit for bit the same."""
-    n_nodes, n_total, n_out = len(active), flat.shape[0], residual.shape[1]
+    ``numpy.bincount`` over ``weights`` (a pass per output), bit for bit the same."""
+    n_nodes, n_total = len(active), flat.shape[0]
     root = n_nodes == 1 and active[0].size == n_total  # the root: every row
-    slot = np.zeros(n_total, dtype=np.intp) if root else np.full(n_total, n_nodes, np.intp)
-    if not root:  # rows of no active node: a spare slot
-        for s, idx in enumerate(active):
-            slot[idx] = s
-    if _fill_histograms is not None:
+    if weights is None:  # the C pass (grow_tree builds no weights for it)
+        assert _fill_histograms is not None
+        slot = np.zeros(n_total, dtype=np.intp) if root else _node_slots(active, n_total)
         count = np.empty((n_nodes, tb), dtype=np.int64)
-        sums = np.empty((n_nodes * tb, n_out))
+        sums = np.empty((n_nodes * tb, residual.shape[1]))
         _fill_histograms(flat, slot, residual, count, sums)
         return count, sums
-    if root:
+    if root:  # counts known
         where, size, count = flat.ravel(), tb, rows.root_count[None, :]
     else:
-        where = ((slot * tb)[:, None] + flat).ravel()
+        where = ((_node_slots(active, n_total) * tb)[:, None] + flat).ravel()
         size = (n_nodes + 1) * tb
         count = np.bincount(where, minlength=size)[: n_nodes * tb].reshape(n_nodes, tb)
-    k_cols = flat.shape[1]  # row-major, like where
-    sums = np.stack([np.bincount(where, weights=np.repeat(residual[:, k], k_cols),
-                                 minlength=size)[: n_nodes * tb] for k in range(n_out)], axis=-1)
+    sums = np.stack([np.bincount(where, weights=w, minlength=size)[: n_nodes * tb]
+                     for w in weights], axis=-1)
     return count, sums
 
 
 def _level_gains(
-    rows: BinnedRows, flat: IntArray, layout: _BinLayout, active: list[IntArray],
-    residual: FloatArray, params: TreeParams,
+    rows: BinnedRows, flat: IntArray, weights: list[FloatArray] | None, layout: _BinLayout,
+    active: list[IntArray], residual: FloatArray, params: TreeParams,
 ) -> tuple[FloatArray, NDArray[np.bool_]]:
     """Per active node (rows ``active[s]``): every bin's split gain before the cost penalty
     and whether the split leaves ``min_samples_leaf`` rows on both sides.
@@ -334,7 +344,7 @@ def _level_gains(
     a bin's gain does not depend on which other features are histogrammed."""
     n_nodes, tb, width = len(active), layout.total_bins, layout.width
     n_total = flat.shape[0]
-    count, sums = _node_histograms(rows, flat, active, residual, tb)
+    count, sums = _node_histograms(rows, flat, weights, active, residual, tb)
     n_out = residual.shape[1]
     # left side = bins <= b of the same feature: cumulative sums along each feature's bins
     left_sum = np.cumsum(sums.reshape(n_nodes, -1, width, n_out), axis=2
