@@ -14,9 +14,9 @@ from adaptedge.trainer.methods.polydom.lattice import (
     Lattice,
     candidates,
     expand_lattice,
+    layer_order,
     masks_of_size,
     naive_expand_all,
-    sandwiched,
 )
 from adaptedge.trainer.methods.polydom.simulation import simulate
 
@@ -103,19 +103,6 @@ def test_covering_keeps_the_exact_skyline_of_top_k_accuracies(k: int) -> None:
         assert got == pytest.approx(best)
 
 
-def test_the_sandwich_check_in_chunks_matches_one_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    import numpy as np
-
-    from adaptedge.trainer.methods.polydom import lattice as L
-
-    rng = np.random.default_rng(4)
-    world = {m: float(rng.uniform()) for m in range(2 ** 10)}
-    whole = expand_lattice(10, world.__getitem__, epsilon=0.05)
-    monkeypatch.setattr(L, "CHUNK", 7)  # many partial blocks per layer
-    chunked = expand_lattice(10, world.__getitem__, epsilon=0.05)
-    assert chunked.accuracy == whole.accuracy and chunked.pruned == whole.pruned > 0
-
-
 def test_polydom_refuses_more_sensors_than_a_lattice_can_hold(tmp_path: Path) -> None:
     from adaptedge.trainer.api import TrainError, train_bundle
 
@@ -137,24 +124,62 @@ def _sandwiched_reference(candidates: list[int], lattice: Lattice, epsilon: floa
     return out
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_the_sandwich_check_matches_property_3_3_read_directly(seed: int) -> None:
+def _expand_reference(n: int, accuracy: dict[int, float], epsilon: float, delta: float
+                      ) -> Lattice:
+    """Algorithm 2 without covering, each candidate checked against every expanded pair."""
+    lattice = Lattice(n)
+    for k in layer_order(n):
+        layer = [sum(1 << i for i in c) for c in itertools.combinations(range(n), k)]
+        skip = _sandwiched_reference(layer, lattice, epsilon, delta)
+        lattice.pruned += sum(skip)
+        for mask in itertools.compress(layer, [not s for s in skip]):
+            lattice.accuracy[mask] = accuracy[mask]
+    return lattice
+
+
+@pytest.mark.parametrize(("n", "seed"), [(8, 0), (9, 1), (10, 2), (7, 3)])
+def test_the_sandwich_transforms_expand_as_property_3_3_read_directly(n: int, seed: int
+                                                                       ) -> None:
+    """Accuracies neither monotone nor distinct (ties included), odd and even sizes: the same
+    sets expanded, in the same order, and the same count pruned."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    n = 9
-    lattice = Lattice(n)
-    for m in rng.choice(2 ** n, size=60, replace=False).tolist():
-        lattice.accuracy[m] = float(rng.choice([0.5, 0.6, 0.7, 0.8, 0.9]))  # ties included
-    candidates = [m for m in range(2 ** n) if m not in lattice.accuracy]  # every size at once
+    world = {m: float(rng.choice([0.5, 0.6, 0.7, 0.8, 0.9])) for m in range(2 ** n)}
     for epsilon, delta in ((0.0, 0.0), (0.1, 0.0), (0.05, 0.02)):
-        got = sandwiched(candidates, lattice, epsilon, delta).tolist()
-        assert got == _sandwiched_reference(candidates, lattice, epsilon, delta)
-        assert any(got) and not all(got)
+        got = expand_lattice(n, world.__getitem__, epsilon=epsilon, delta=delta)
+        want = _expand_reference(n, world, epsilon, delta)
+        assert list(got.accuracy.items()) == list(want.accuracy.items())
+        assert got.pruned == want.pruned > 0
+
+
+def test_more_accuracies_than_int16_ranks_switch_to_int32() -> None:
+    import numpy as np
+
+    from adaptedge.trainer.methods.polydom.lattice import _Side
+
+    rng = np.random.default_rng(7)
+    n = 16
+    masks = rng.choice(2 ** n, size=40_000, replace=False)
+    accuracy = rng.permutation(40_000) / 40_000  # every value distinct: 40,000 ranks
+    below, above = _Side(n, below=True), _Side(n, below=False)
+    for m, a in zip(masks.tolist(), accuracy.tolist(), strict=True):
+        below.add(m, a)
+        above.add(m, a)
+    probe = rng.choice(2 ** n, size=300, replace=False).astype(np.int64)
+    has_sub, best = below.bound(probe)
+    has_sup, worst = above.bound(probe)
+    assert below.ranks is not None and below.ranks.dtype == np.int32
+    for i, c in enumerate(probe.tolist()):
+        subs = accuracy[(masks & c) == masks]
+        sups = accuracy[(masks & c) == c]
+        assert has_sub[i] == bool(subs.size) and has_sup[i] == bool(sups.size)
+        assert best[i] == (subs.max() if subs.size else best[i])
+        assert worst[i] == (sups.min() if sups.size else worst[i])
 
 
 @pytest.mark.parametrize("n", [1, 5, 10])
 def test_masks_of_size_lists_each_layer_in_combinations_order(n: int) -> None:
     for k in range(n + 1):
         expected = [sum(1 << i for i in c) for c in itertools.combinations(range(n), k)]
-        assert masks_of_size(n, k) == expected
+        assert masks_of_size(n, k).tolist() == expected

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -52,18 +53,16 @@ class Lattice:
 
 MAX_SENSORS = 24
 """The most sensors a lattice is expanded over: 2**24 sets enumerated layer by layer (a layer's
-pruning needs it whole; wall-robot's 24 sensors: 46 s for ``--quick``); ``train --method
+pruning needs it whole; wall-robot's 24 sensors: about 30 s for ``--quick``); ``train --method
 polydom`` refuses more (miniboone-tiny's 50 sensors: 2**50)."""
-CHUNK = 2048
-"""Candidates compared against the expanded sets at a time (bounds the pruning's memory)."""
 
 
-def masks_of_size(n: int, k: int) -> list[int]:
+def masks_of_size(n: int, k: int) -> npt.NDArray[np.int64]:
     """Every set of ``k`` of ``n`` sensors as a bit mask, in ``itertools.combinations`` order
     (lexicographic in the sensor indices: descending in the bit-reversed mask)."""
     sizes, reversed_bits = _mask_index(n)
     masks = np.flatnonzero(sizes == k)
-    out: list[int] = masks[np.argsort(-reversed_bits[masks], kind="stable")].tolist()
+    out: npt.NDArray[np.int64] = masks[np.argsort(-reversed_bits[masks], kind="stable")]
     return out
 
 
@@ -83,16 +82,6 @@ def _mask_index(n: int) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int32]]:
     return sizes, reversed_bits
 
 
-def _sizes(masks: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """How many sensors each mask holds."""
-    out = np.zeros(masks.size, dtype=np.int64)
-    rest = masks.copy()
-    while rest.any():
-        out += rest & 1
-        rest >>= 1
-    return out
-
-
 def layer_order(n: int) -> list[int]:
     """Layer sizes from both ends in turn: 0, n, 1, n-1, ..."""
     lo, hi, out = 0, n, []
@@ -104,50 +93,83 @@ def layer_order(n: int) -> list[int]:
     return out
 
 
-def sandwiched(candidates: list[int], lattice: Lattice, epsilon: float, delta: float
-               ) -> npt.NDArray[np.bool_]:
-    """Which candidates some expanded (subset, superset) pair sandwiches (``CHUNK`` candidates
-    at a time: a middle layer of 16 sensors against 4,000 expanded sets is 412 MB at once)."""
-    out = np.zeros(len(candidates), dtype=bool)
-    if not lattice.accuracy or not candidates:
+class _Side:
+    """The expanded sets of one end of the lattice (the small layers or the large ones) and,
+    for every set of the lattice, the best (small end: of its subsets) or worst (large end: of
+    its supersets) of their accuracies: a subset-max or superset-min transform over all 2**n
+    sets, as ranks into the sorted accuracies (exactly the float max/min; int16 when they fit,
+    a quarter of float64's memory traffic: 0.25 s a transform at 24 sensors)."""
+
+    def __init__(self, n: int, below: bool) -> None:
+        self.n, self.below = n, below
+        self.accuracy: dict[int, float] = {}
+        self.levels: npt.NDArray[np.float64] = np.empty(0)
+        self.ranks: npt.NDArray[np.signedinteger[Any]] | None = None
+        self.stale = False
+
+    def add(self, mask: int, accuracy: float) -> None:
+        self.accuracy[mask] = accuracy
+        self.stale = True
+
+    def bound(self, candidates: npt.NDArray[np.int64]
+              ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+        """Which candidates have an expanded set on this side, and its best/worst accuracy."""
+        if self.stale:
+            self._transform()
+        if self.ranks is None:
+            return np.zeros(candidates.size, dtype=bool), np.zeros(candidates.size)
+        got = self.ranks[candidates]
+        found = got >= 0 if self.below else got < self.levels.size
+        return found, self.levels[np.where(found, got, 0)]
+
+    def _transform(self) -> None:
+        masks = np.fromiter(self.accuracy, dtype=np.int64, count=len(self.accuracy))
+        self.levels, rank = np.unique(np.fromiter(self.accuracy.values(), dtype=np.float64,
+                                                  count=masks.size), return_inverse=True)
+        dtype = np.int16 if self.levels.size < np.iinfo(np.int16).max else np.int32
+        ranks: npt.NDArray[np.signedinteger[Any]] = np.full(1 << self.n, -1 if self.below else self.levels.size, dtype=dtype)
+        ranks[masks] = rank
+        for bit in range(self.n):  # each set takes the best of its sets one sensor smaller
+            pairs = ranks.reshape(-1, 2, 1 << bit)  # [:, 1]: the sets with `bit`, [:, 0]: without
+            if self.below:
+                np.maximum(pairs[:, 1], pairs[:, 0], out=pairs[:, 1])
+            else:
+                np.minimum(pairs[:, 0], pairs[:, 1], out=pairs[:, 0])
+        self.ranks, self.stale = ranks, False
+
+
+class _Sandwich:
+    """Property 3.3's pruning check for ``expand_lattice``. Every set expanded at a small layer
+    is smaller than every set of the layers still to come, and every set of a large layer
+    larger (``layer_order``), so a candidate's expanded strict subsets are the small end's
+    sets inside it and its strict supersets the large end's containing it: a transform per end
+    (``_Side``), redone only after that end grew, answers a whole layer at once."""
+
+    def __init__(self, n: int) -> None:
+        self.small, self.large = _Side(n, below=True), _Side(n, below=False)
+
+    def add(self, mask: int, size: int, n: int, accuracy: float) -> None:
+        (self.small if 2 * size < n else self.large).add(mask, accuracy)
+
+    def check(self, layer: npt.NDArray[np.int64], epsilon: float, delta: float
+              ) -> npt.NDArray[np.bool_]:
+        """Which of ``layer``'s sets an expanded (subset, superset) pair sandwiches:
+        ``acc(subset) >= acc(superset) + delta - epsilon``."""
+        if not self.small.accuracy or not self.large.accuracy or not layer.size:
+            return np.zeros(layer.size, dtype=bool)
+        has_below, best_below = self.small.bound(layer)
+        has_above, worst_above = self.large.bound(layer)
+        out: npt.NDArray[np.bool_] = (has_below & has_above
+                                      & (best_below >= worst_above + delta - epsilon))
         return out
-    bits = np.int32 if lattice.n < 32 else np.int64  # half the memory traffic when it fits
-    masks = np.fromiter(lattice.accuracy, dtype=np.int64)
-    acc = np.fromiter(lattice.accuracy.values(), dtype=np.float64)
-    cand_all = np.asarray(candidates, dtype=np.int64)
-    mask_sizes, cand_sizes = _sizes(masks), _sizes(cand_all)
-    masks, cand_all = masks.astype(bits), cand_all.astype(bits)
-    for k in np.unique(cand_sizes).tolist():  # strict subsets are smaller, supersets larger
-        rows = np.flatnonzero(cand_sizes == k)
-        below, above = mask_sizes < k, mask_sizes > k
-        out[rows] = _sandwiched_by(cand_all[rows], masks[below], acc[below], masks[above],
-                                   acc[above], delta, epsilon)
-    return out
 
 
-def _sandwiched_by(cand_all: npt.NDArray[np.integer], subs: npt.NDArray[np.integer],
-                   sub_acc: npt.NDArray[np.float64], sups: npt.NDArray[np.integer],
-                   sup_acc: npt.NDArray[np.float64], delta: float, epsilon: float
-                   ) -> npt.NDArray[np.bool_]:
-    """For candidates of one size: an expanded subset at least ``delta - epsilon`` more
-    accurate than an expanded superset (``subs`` all smaller, ``sups`` all larger)."""
-    out = np.zeros(cand_all.size, dtype=bool)
-    if not subs.size or not sups.size:
-        return out
-    for start in range(0, cand_all.size, CHUNK):
-        cand = cand_all[start:start + CHUNK, None]
-        best_below = np.where((subs & cand) == subs, sub_acc, -np.inf).max(axis=1)
-        worst_above = np.where((sups & cand) == cand, sup_acc, np.inf).min(axis=1)
-        out[start:start + CHUNK] = best_below >= worst_above + delta - epsilon
-    return out
-
-
-def covered(candidates: list[int], lattice: Lattice, epsilon: float, delta: float
+def covered(candidates: npt.NDArray[np.int64] | list[int], lattice: Lattice, epsilon: float, delta: float
             ) -> npt.NDArray[np.bool_]:
     """Which candidates the covering property (3.4) prunes: ``F <= C <= union(F_i)``, ``C != F``,
     for an expanded ``F`` and its expanded strict supersets ``F_i`` with
     ``acc(F) >= acc(F_i) + delta - epsilon``."""
-    if not lattice.accuracy or not candidates:
+    if not lattice.accuracy or not len(candidates):
         return np.zeros(len(candidates), dtype=bool)
     masks = np.fromiter(lattice.accuracy, dtype=np.int64)
     acc = np.fromiter(lattice.accuracy.values(), dtype=np.float64)
@@ -168,18 +190,19 @@ def expand_lattice(n: int, accuracy: Accuracy, *, epsilon: float, delta: float =
     """PolyDom's lattice expansion, Algorithm 2 when ``covering`` (see the module docstring).
     A layer's pruning depends on the layers before it only, so its unpruned sets go to
     ``prefetch`` together before each is scored."""
-    lattice = Lattice(n)
+    lattice, sandwich = Lattice(n), _Sandwich(n)
     for k in layer_order(n):
         layer = masks_of_size(n, k)
-        skip = sandwiched(layer, lattice, epsilon, delta)
+        skip = sandwich.check(layer, epsilon, delta)
         if covering:
             skip |= covered(layer, lattice, epsilon, delta)
         lattice.pruned += int(skip.sum())
-        todo = [mask for mask, pruned in zip(layer, skip.tolist(), strict=True) if not pruned]
+        todo: list[int] = layer[~skip].tolist()
         if prefetch is not None:
             prefetch(todo)
         for mask in todo:
-            lattice.accuracy[mask] = accuracy(mask)
+            lattice.accuracy[mask] = got = accuracy(mask)
+            sandwich.add(mask, k, n, got)
     return lattice
 
 
@@ -187,7 +210,7 @@ def naive_expand_all(n: int, accuracy: Accuracy) -> Lattice:
     """NaiveExpandAll: every set of the lattice."""
     lattice = Lattice(n)
     for k in range(n + 1):
-        for mask in masks_of_size(n, k):
+        for mask in masks_of_size(n, k).tolist():
             lattice.accuracy[mask] = accuracy(mask)
     return lattice
 
