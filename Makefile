@@ -12,16 +12,22 @@ demo: $(STAMP)
 	$(BIN)/adaptedge demo
 
 # The suite under coverage (subprocesses too, pytest-xdist's workers among them: pyproject.toml's
-# [tool.coverage.*]), then one line per package. The slow tests run too. Workers: one per core
-# (PYTEST_WORKERS=0 runs in one process); a test file stays on one worker, so its module
-# fixtures are built once. The recipe exits with pytest's status (make itself then says 0 or 2),
-# which it also leaves in $(VENV)/.pytest-status for .ci/run (pytest's 5: no test collected).
+# [tool.coverage.*]), then one line per package. Two tiers: on a developer's machine the fast one,
+# `-m 'not slow'` (the tests marked `slow` each take over a CPU second: training sweeps, real
+# brokers, QEMU, the demo); in CI (CI set and not 0 or false, as CI services and .ci/run set it)
+# or with `make test SLOW=1`, every test. Workers: one per core (PYTEST_WORKERS=0 runs in one
+# process); a test file stays on one worker, so its module fixtures are built once. The recipe
+# exits with pytest's status (make itself then says 0 or 2), which it also leaves in
+# $(VENV)/.pytest-status for .ci/run (pytest's 5: no test collected).
 PYTEST_WORKERS ?= auto
+SLOW ?= $(if $(filter-out 0 false FALSE False,$(CI)),1,0)
+TIER := $(if $(filter 1,$(SLOW)),,-m "not slow")
 test: $(STAMP)
 	@command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || \
 	  echo "note: mosquitto is not installed; broker tests will be skipped (apt-get install -y mosquitto)"
+	@echo "make test: $(if $(TIER),the fast tier; the slow tests run in CI or with make test SLOW=1,every test (SLOW=1))"
 	@$(BIN)/coverage erase
-	$(BIN)/coverage run -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS); \
+	$(BIN)/coverage run -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(TIER) $(PYTEST_ARGS); \
 	  status=$$?; echo $$status > $(VENV)/.pytest-status; \
 	  $(BIN)/coverage combine --quiet && $(BIN)/python -m tests.support.coverage_summary; \
 	  exit $$status

@@ -90,6 +90,7 @@ def test_a_link_in_a_product_folder_fails_the_walk(tmp_path: Path) -> None:
         _walk(tmp_path / "alias", tmp_path)
 
 
+@pytest.mark.slow
 def test_no_product_function_over_80_lines() -> None:
     offenders = [line for p in product_files() for line in long_functions(p)]
     assert offenders == [], (

@@ -56,6 +56,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("package", sorted(PACKAGES))
 def test_no_import_cycle(package: str) -> None:
     package_dir = PACKAGES[package]

@@ -16,6 +16,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("benchmarks", "trainer", "protocol", "adaptedge")
 SELECTORS = {"max", "min", "sorted", "argmax", "argmin", "nanargmax", "nanargmin"}
@@ -61,6 +63,7 @@ def _scanned_files() -> list[Path]:
     return sorted(p for d in SCANNED for p in (ROOT / d).rglob("*.py"))
 
 
+@pytest.mark.slow
 def test_no_selection_over_test_results() -> None:
     found = [v for path in _scanned_files()
              for v in violations(path.read_text(), str(path.relative_to(ROOT)))]

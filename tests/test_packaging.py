@@ -30,6 +30,7 @@ def _python_files() -> list[Path]:
     return files
 
 
+@pytest.mark.slow
 def test_no_module_imports_a_bare_top_level_name() -> None:
     """``import protocol`` would load a second copy of ``adaptedge.protocol`` beside it."""
     offenders = []
@@ -45,6 +46,7 @@ def test_no_module_imports_a_bare_top_level_name() -> None:
     assert offenders == [], "import through adaptedge.*: " + ", ".join(offenders)
 
 
+@pytest.mark.slow
 def test_wheel_holds_only_adaptedge(built_wheel: BuiltWheel, tmp_path: Path) -> None:
     names = built_wheel.names
     top = {name.split("/")[0] for name in names}
@@ -63,6 +65,7 @@ def test_wheel_holds_only_adaptedge(built_wheel: BuiltWheel, tmp_path: Path) -> 
         assert gone.returncode != 0 and "ModuleNotFoundError" in gone.stderr, old
 
 
+@pytest.mark.slow
 def test_each_wheel_holds_its_own_package(built_wheel: BuiltWheel) -> None:
     own = {"adaptedge": "adaptedge/cli/", **{f"adaptedge_{n}": f"adaptedge/{n}/" for n in (
         "protocol", "edge", "cloud", "trainer", "simulator")}}

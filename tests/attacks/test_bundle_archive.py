@@ -50,6 +50,7 @@ def test_a_plain_tar_still_opens(toy_bundle: tuple[Path, Manifest], tmp_path: Pa
         assert verify(root) == written
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_is_refused_quickly_without_unpacking(tmp_path: Path) -> None:
     """A ~2 MB .tar.gz whose one member is 2 GiB of zeros (built as a stream, never on disk)."""
     archive = tmp_path / "bomb.tar.gz"

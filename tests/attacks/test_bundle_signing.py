@@ -89,6 +89,7 @@ def test_keys_new_does_not_follow_a_planted_link(tmp_path: Path) -> None:
     assert victim.read_text() == "precious"
 
 
+@pytest.mark.slow
 def test_sign_then_trust(toy_bundle: tuple[Path, Manifest], keys: tuple[Path, Path]) -> None:
     path, written = toy_bundle
     private, public = keys

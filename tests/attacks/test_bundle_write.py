@@ -69,6 +69,7 @@ def test_a_file_in_the_way_is_refused(tmp_path: Path) -> None:
     assert target.read_text() == "keep me"
 
 
+@pytest.mark.slow
 def test_train_out_dot_keeps_the_working_folder(tmp_path: Path) -> None:
     """The reported accident: ``adaptedge train --out .`` in a folder of data and notes."""
     folder = tmp_path / "work"
@@ -83,6 +84,7 @@ def test_train_out_dot_keeps_the_working_folder(tmp_path: Path) -> None:
     assert sorted(p.name for p in folder.iterdir()) == ["data.csv", "notes.txt"]
 
 
+@pytest.mark.slow
 def test_train_out_dot_in_an_empty_folder_writes_the_bundle_there(tmp_path: Path) -> None:
     folder = tmp_path / "work"
     _working_folder(folder)

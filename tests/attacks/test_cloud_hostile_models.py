@@ -34,6 +34,7 @@ def test_a_model_that_never_finishes_is_refused_at_load(tmp_path: Path) -> None:
     assert time.monotonic() - started < 10 * LIMIT_S + 5
 
 
+@pytest.mark.slow
 def test_a_row_that_makes_the_model_loop_gets_internal_and_its_batch_mates_answers(
         tmp_path: Path) -> None:
     path, manifest = bundle_with_hpc(tmp_path / "loop", tmp_path, loop_model(None))

@@ -53,6 +53,7 @@ def test_a_request_already_past_its_deadline_is_answered_expired(
         svc.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 def test_a_flood_gets_overloaded_for_the_excess_and_every_request_one_reply(
         tmp_path: Path, mosquitto: MosquittoBroker) -> None:
@@ -113,6 +114,7 @@ def test_after_a_7_s_lazy_bundle_load_the_next_request_of_any_device_is_answered
         pool.close()
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 def test_after_a_run_cut_at_the_limit_the_next_request_is_answered(
         tmp_path: Path, mosquitto: MosquittoBroker) -> None:

@@ -36,6 +36,7 @@ def decision_lines(path: Path) -> list[dict[str, object]]:
     return [line for line in lines if line.get("kind") == "decision"]
 
 
+@pytest.mark.slow
 def test_kill_9_keeps_every_decision_made_before_it(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     build_dataset_bundle(bundle, "letter-binary")

@@ -86,6 +86,7 @@ def test_offline_device_keeps_every_escalation(toy_bundle: Bundle, tmp_path: Pat
         assert set(np.flatnonzero(request.mask_array()).tolist()) == measured
 
 
+@pytest.mark.slow
 def test_edge_run_without_a_broker_keeps_every_escalation(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     build_dataset_bundle(bundle, "letter-binary")
@@ -108,6 +109,7 @@ def test_edge_run_without_a_broker_keeps_every_escalation(tmp_path: Path) -> Non
     assert kinds.count("escalated") == len(escalated)  # audits (edge.audit) come on top
 
 
+@pytest.mark.slow
 def test_edge_run_whose_broker_never_answers_says_so_and_fails_without_an_outbox(
         tmp_path: Path) -> None:
     """No outbox keeps the escalations: the summary says the uplink never came up, and the

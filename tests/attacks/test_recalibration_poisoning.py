@@ -75,6 +75,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Manifest, Bun
     return root / "bundle", manifest, BundleRunner.from_dir(root / "bundle")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("claimed", [0.02, 0.001])
 def test_3000_fabricated_audits_move_the_choice_at_most_one_grid_step(
         fleet: tuple[Path, Manifest, BundleRunner], tmp_path: Path, claimed: float) -> None:

@@ -49,6 +49,7 @@ def _train(tmp_path: Path, out: str, *extra: str) -> subprocess.CompletedProcess
         env={**os.environ, "ADAPTEDGE_CACHE_DIR": str(tmp_path / "cache")})
 
 
+@pytest.mark.slow
 def test_training_with_costs_after_training_without(tmp_path: Path) -> None:
     """The reported failure: the second run died with ``hpc.sensors: unknown sensor``."""
     _csv(tmp_path / "d.csv")

@@ -92,6 +92,7 @@ def test_a_truncated_gzip_is_refused(tmp_path: Path) -> None:
         load_dataset(str(path), target="label")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell", ["nan", "1e400"])
 def test_train_cli_says_it_in_one_line(tmp_path: Path, cell: str) -> None:
     """adapt-lin cannot learn missing values: the one line names the method and the cell."""

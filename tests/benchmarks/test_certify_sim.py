@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from adaptedge.protocol.operating_points import pareto_front
 from benchmarks.certify_sim import RULES, SETTINGS, _Draw, picks, profile, run, run_setting
 
 
+@pytest.mark.slow
 def test_the_held_out_split_holds_its_error_rate_where_the_front_sequence_does_not() -> None:
     """40 candidate points, every one truly 1.2% worse than the HPC (tolerance 1%), 400
     validation rows, 300 seeded draws (the same every run): the front tested on the rows that
@@ -30,6 +32,7 @@ def test_the_held_out_split_holds_its_error_rate_where_the_front_sequence_does_n
         assert got[rule]["certified"] == got[rule]["false"]
 
 
+@pytest.mark.slow
 def test_with_good_points_the_split_certifies_and_never_a_bad_one() -> None:
     """4,000 rows, the ``mixed`` profile (a quarter each truly +0.2%, 0, -0.5% and -2% from
     the HPC, the most expensive first): the split certifies a point in most draws, never a bad
@@ -67,6 +70,7 @@ def test_the_command_prints_one_json_object() -> None:
     assert set(body["settings"][0]["rules"]) == set(RULES)
 
 
+@pytest.mark.slow
 def test_per_method_sequences_hold_the_error_rate_and_gain_where_one_method_leads() -> None:
     """The trainer's rule for ``--method auto`` (``split_per_method``: four interleaved
     methods, one fixed sequence each, alpha shares fixed on the selection part). Every point

@@ -4,9 +4,12 @@ afford the expensive sensors fails the path check (the check can fail)."""
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.cstc_synthetic_regression import paths_read_sign_sign_expensive, run_seed
 
 
+@pytest.mark.slow
 def test_seed_0_meets_the_acceptance_and_prints_the_tree() -> None:
     report = run_seed(0, (1.0, 0.1))
     assert report["accepted"] and report["chosen"]["lambda"] == 0.1

@@ -34,6 +34,7 @@ def test_phases_keep_time_order_and_split_batch_3() -> None:
     assert one[-1] < two[0] and set(batch[one[:40]]) == {1, 2}
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 def test_one_phase_through_the_fleet_loop(tmp_path: Path) -> None:
     """A device replays CSV rows with audits on; every escalation and audit is stored, the

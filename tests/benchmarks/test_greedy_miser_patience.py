@@ -3,11 +3,14 @@ is the one a fit under ``ValidationPatience`` follows."""
 
 from __future__ import annotations
 
+import pytest
+
 from adaptedge.trainer.methods.greedy_miser import GreedyMiser, ValidationPatience
 from benchmarks.greedy_miser_patience import stopped_at
 from tests.trainer.methods.test_greedy_miser import noisy_rows, small_miser
 
 
+@pytest.mark.slow
 def test_stopped_at_reads_a_curve_as_validation_patience_fits() -> None:
     X, y = noisy_rows(3, 500)
     Xv, yv = noisy_rows(4, 500)

@@ -7,6 +7,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from benchmarks.train_matrix import dominates, methods_for, summary, timed_train
 
 
@@ -34,6 +36,7 @@ def test_methods_for_regression_and_classification() -> None:
     assert set(methods_for("gas-concentration")) == {"cstc", "greedy-miser", "confidence"}
 
 
+@pytest.mark.slow
 def test_timed_train_runs_the_cli_and_reads_its_points(tmp_path: Path) -> None:
     env = {**os.environ, "ADAPTEDGE_PROGRESS_EVERY": "0"}  # the run's cache: a shared HPC fit
     row = timed_train("heart", "static", tmp_path / "b", True, env, timeout=600)
@@ -43,6 +46,7 @@ def test_timed_train_runs_the_cli_and_reads_its_points(tmp_path: Path) -> None:
     assert refused["status"] == 2 and "no-such-method" in refused["message"]
 
 
+@pytest.mark.slow
 def test_a_run_past_its_timeout_is_stopped_promptly(tmp_path: Path) -> None:
     # mid-way through a cold HPC fit on joblib workers; the run's process group is killed
     # (workers busy at that moment held its pipes open and kept an earlier version waiting)

@@ -32,12 +32,14 @@ def _evaluate(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, objec
     return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_bundle_records_its_size_column(sized: tuple[Path, Path, Path]) -> None:
     manifest = verify(sized[2])
     assert manifest.size_dependent and manifest.metadata["size_column"] == "n"
     assert "n" not in manifest.feature_names
 
 
+@pytest.mark.slow
 def test_evaluate_needs_no_costs(sized: tuple[Path, Path, Path],
                                  capsys: pytest.CaptureFixture[str]) -> None:
     data, costs, bundle = sized
@@ -46,6 +48,7 @@ def test_evaluate_needs_no_costs(sized: tuple[Path, Path, Path],
     assert bare == _evaluate(capsys, *common, "--costs", str(costs))
 
 
+@pytest.mark.slow
 def test_edge_replay_and_simulate_need_no_costs(sized: tuple[Path, Path, Path], tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     data, costs, bundle = sized
@@ -62,6 +65,7 @@ def test_edge_replay_and_simulate_need_no_costs(sized: tuple[Path, Path, Path], 
                  "--no-progress", "--report", str(tmp_path / "report")]) == 0
 
 
+@pytest.mark.slow
 def test_the_bundle_names_its_label_column(sized: tuple[Path, Path, Path], tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     data, _, bundle = sized
@@ -76,6 +80,7 @@ def test_the_bundle_names_its_label_column(sized: tuple[Path, Path, Path], tmp_p
                  "--report", str(tmp_path / "report")]) == 0
 
 
+@pytest.mark.slow
 def test_a_bundle_trained_with_val_fraction_replays_its_own_test_rows(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``train --val-fraction`` re-draws validation; ``evaluate``, ``edge run --replay`` and

@@ -56,6 +56,7 @@ def _check_output(result: subprocess.CompletedProcess[str], workdir: Path, devic
     assert _leftovers(workdir) == []
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 def test_demo_short_run_with_a_given_bundle(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"

@@ -29,6 +29,7 @@ def edge_run(*args: str) -> list[str]:
     return [sys.executable, "-c", launcher, "edge", "run", *args]
 
 
+@pytest.mark.slow
 def test_replay_with_cloud_writes_decisions(tmp_path: Path, mosquitto: MosquittoBroker) -> None:
     bundle = tmp_path / "bundle"
     manifest = build_dataset_bundle(bundle, "letter-binary")
@@ -71,6 +72,7 @@ def test_replay_with_cloud_writes_decisions(tmp_path: Path, mosquitto: Mosquitto
         assert d["cost"]["scalar"] == pytest.approx(expected.cost.scalar)
 
 
+@pytest.mark.slow
 def test_sigterm_stops_cleanly_with_a_summary(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     build_dataset_bundle(bundle, "letter-binary")
@@ -102,6 +104,7 @@ def test_sigterm_stops_cleanly_with_a_summary(tmp_path: Path) -> None:
     assert all(d["source"] != "cloud" for d in decisions)
 
 
+@pytest.mark.slow
 def test_mismatched_dataset_is_a_user_error(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     build_dataset_bundle(bundle, "letter-binary")
@@ -111,6 +114,7 @@ def test_mismatched_dataset_is_a_user_error(tmp_path: Path) -> None:
     assert "do not match dataset 'satimage'" in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("extra", "message"), [
     (["--budget", "1"], "no operating point costs <= 1"),
     (["--operating-point", "nope"], "no operating point 'nope'"),

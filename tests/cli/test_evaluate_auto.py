@@ -29,6 +29,7 @@ def _csv(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_auto_records_per_method_sequences_and_evaluate_agrees(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data, bundle = _csv(tmp_path / "d.csv"), tmp_path / "b"

@@ -31,6 +31,7 @@ def edge_run(bundle: Path, url: str, device: str, outbox: Path,
         capture_output=True, text=True, timeout=120, cwd=REPO)
 
 
+@pytest.mark.slow
 def test_edge_run_audits_and_forwards_its_outbox(tmp_path: Path,
                                                  mosquitto: MosquittoBroker) -> None:
     bundle = tmp_path / "bundle"

@@ -42,6 +42,7 @@ def test_many_paths_are_cut_with_a_count() -> None:
     assert len(lines) == MAX_PATHS + 1 and lines[-1] == "... and 5 more paths"
 
 
+@pytest.mark.slow
 def test_inspect_prints_the_cstc_tree_of_a_trained_bundle(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = decoy_quadrants("even", n=800, seed=0)

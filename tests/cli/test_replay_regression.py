@@ -42,6 +42,7 @@ def test_replay_values_equal_evaluate_to_float32(
     assert np.mean(np.abs(replayed - y)) == pytest.approx(row["mae"], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_simulate_errors_equal_evaluate_per_point(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """simulate's per-point MSE and MAE (and the HPC's) are evaluate --json's on the split,

@@ -22,6 +22,7 @@ def _csv(path: Path, n: int = 400) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_simulate_writes_a_report(toy_bundle: tuple[Path, Manifest], tmp_path: Path,
                                   capsys: pytest.CaptureFixture[str]) -> None:
     bundle, _ = toy_bundle

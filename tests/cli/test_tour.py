@@ -45,6 +45,7 @@ def csv_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 # -- 1. own data reaches the device ---------------------------------------------------------
 
+@pytest.mark.slow
 def test_edge_run_replays_own_csv_with_target(csv_bundle: tuple[Path, Path],
                                               tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
@@ -57,6 +58,7 @@ def test_edge_run_replays_own_csv_with_target(csv_bundle: tuple[Path, Path],
     assert journal.read_text().count('"kind": "decision"') == 15
 
 
+@pytest.mark.slow
 def test_edge_run_csv_takes_its_target_from_the_bundle(csv_bundle: tuple[Path, Path],
                                                        tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,6 +74,7 @@ def test_edge_run_csv_takes_its_target_from_the_bundle(csv_bundle: tuple[Path, P
     assert "label" in err and "Traceback" not in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 def test_simulate_hil_passes_target_to_devices(csv_bundle: tuple[Path, Path], tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
@@ -191,6 +194,7 @@ def test_param_table_converts_strings_and_python_values() -> None:
 
 # -- 3. missing values: refused in data files, a failed read on a device ---------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell", ["NaN", "nan", "", "inf", " -Infinity"])
 def test_missing_values_in_a_csv_are_refused_on_every_path(cell: str, csv_bundle: tuple[Path, Path],
                                                            tmp_path: Path,

@@ -46,6 +46,7 @@ def test_twenty_rows_end_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "found no policy on tiny" in err and "12 training rows" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["-", "/dev/stdout"])
 def test_edge_run_streams_its_journal_to_a_pipe(target: str, tmp_path: Path) -> None:
     import json
@@ -73,6 +74,7 @@ def test_edge_run_streams_its_journal_to_a_pipe(target: str, tmp_path: Path) -> 
         assert "decisions 20" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_tar_made_with_dash_c_dot_is_a_bundle(tmp_path: Path) -> None:
     """``tar -cf b.tar -C bundle .`` (members ``.``, ``./manifest.json``) was refused as
     "'.' is not a plain path inside the bundle"; ``./..`` stays refused."""

@@ -62,6 +62,7 @@ def frontier_points() -> list[dict[str, Any]]:
     return pts
 
 
+@pytest.mark.slow
 def test_frontier_plot_short_labels_without_overlap(tmp_path: Path,
                                                     drawn: dict[str, dict[str, Any]]) -> None:
     path = plots.frontier_plot(frontier_points(), tmp_path / "frontier.png", title="acc vs cost")
@@ -88,6 +89,7 @@ def cost_rows(money: bool) -> list[dict[str, Any]]:
                                ("always local", (2, 0, 0.05, 0.01, 0)))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("money", [True, False])
 def test_cost_breakdown_drops_an_empty_money_panel(money: bool, tmp_path: Path,
                                                    drawn: dict[str, dict[str, Any]]) -> None:

@@ -296,6 +296,7 @@ def test_val_fraction_gives_validation_more_rows(tmp_path: Path,
                              str(tmp_path / "y")], "--val-fraction 0.9")
 
 
+@pytest.mark.slow
 def test_the_bundle_is_the_same_for_any_jobs(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     # a quick ADAPT-GBRT sweep (6 fits through parallel_map), each run on a cold cache so
@@ -312,6 +313,7 @@ def test_the_bundle_is_the_same_for_any_jobs(tmp_path: Path,
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", [["polydom", "--param", "max_sets=60"], ["l1"]])
 def test_prefetched_lattices_and_warm_l1_paths_are_the_same_for_any_jobs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: list[str]) -> None:
@@ -325,6 +327,7 @@ def test_prefetched_lattices_and_warm_l1_paths_are_the_same_for_any_jobs(
         ids.append(verify(tmp_path / jobs).bundle_id)
     assert ids[0] == ids[1]
 
+@pytest.mark.slow
 def test_certify_fraction_zero_bounds_on_the_rows_that_chose_and_bad_shares_are_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``--certify-fraction 0``: no hold-out (the rule before; not valid under selection):

@@ -83,6 +83,7 @@ def test_inspect_shows_a_regression_bundle_by_its_target_and_errors(
     assert all(f"{p.mse:.4g}" in out for p in m.operating_points)
 
 
+@pytest.mark.slow
 def test_a_regression_default_sweep_includes_the_quick_sweep(tmp_path: Path) -> None:
     data = tiny_regression_csv(tmp_path / "t.csv")
     bundles = {}

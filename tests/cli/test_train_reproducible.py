@@ -12,6 +12,7 @@ from adaptedge.protocol.bundle import verify
 from tests.support.sized_data import write_data
 
 
+@pytest.mark.slow
 def test_two_identical_train_runs_give_the_same_bundle_id(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

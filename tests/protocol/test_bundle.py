@@ -147,6 +147,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_inspect_prints_the_manifest(toy_bundle: tuple[Path, Manifest]) -> None:
     path, written = toy_bundle
     out = _cli("inspect", str(path))

@@ -216,6 +216,7 @@ def requests(draw: st.DrawFn) -> InferenceRequest:
         draw(st.integers(-1, 4095)), draw(st.floats(0, 1)))
 
 
+@pytest.mark.slow
 @given(requests())
 @settings(max_examples=100, deadline=None)
 def test_property_request_round_trip(message: InferenceRequest) -> None:

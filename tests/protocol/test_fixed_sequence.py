@@ -76,6 +76,7 @@ def _false_certifications(rng: np.random.Generator, n: int, k: int, gap: float,
     return one_by_one / trials, in_sequence / trials
 
 
+@pytest.mark.slow
 def test_the_family_wise_false_certification_rate_holds_by_simulation() -> None:
     """20 null points, every one truly 1.2% worse than the HPC (tolerance 1%), 400 rows:
     certifying the cheapest point that passes on its own bound certifies a bad point far more

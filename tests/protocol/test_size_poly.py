@@ -75,6 +75,7 @@ def test_constant_manifest_unchanged(tmp_path: Path) -> None:
     assert all("size_poly" not in s for s in manifest.to_dict()["sensors"])
 
 
+@pytest.mark.slow
 def test_manifest_polynomials_round_trip_and_refuse_negatives(sized: tuple[Path, Path, Path]
                                                               ) -> None:
     raw = json.loads((sized[2] / "manifest.json").read_text())
@@ -195,6 +196,7 @@ def test_escalation_sends_the_size_when_the_hpc_cost_grows(sized: tuple[Path, Pa
     assert request.size == 42.0
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 def test_hil_charges_each_item_like_evaluate(sized: tuple[Path, Path, Path],
                                              tmp_path: Path) -> None:

@@ -47,6 +47,7 @@ def _layouts(draw: st.DrawFn) -> tuple[bytes, bytes]:
     return features, mask or b"\0"
 
 
+@pytest.mark.slow
 @needs_speedups
 @settings(max_examples=400, deadline=None)
 @given(_layouts())

@@ -87,6 +87,7 @@ def test_old_bundles_without_a_split_still_load(tmp_path: Path) -> None:
         Manifest.from_dict(raw)
 
 
+@pytest.mark.slow
 def test_simulate_and_edge_replay_use_the_bundles_split(
         seed3: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     runner = BundleRunner.from_dir(seed3)

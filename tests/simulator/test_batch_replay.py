@@ -117,6 +117,7 @@ def test_route_bundle(tmp_path: Path) -> None:
     assert seen == {"local", "degraded", "cloud"}
 
 
+@pytest.mark.slow
 def test_dag_bundle(tmp_path: Path) -> None:
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
@@ -143,6 +144,7 @@ def test_dag_bundle(tmp_path: Path) -> None:
     assert seen == {"local", "degraded", "cloud"}, "no DAG point escalates: add a lambda"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["polydom", "adapt-gbrt"])
 def test_size_dependent_bundle_with_item_sizes(tmp_path: Path, method: str) -> None:
     from adaptedge.trainer.api import train_bundle
@@ -185,6 +187,7 @@ def test_network_draws_in_a_batch_match_the_calls(loss: float, jitter: float) ->
     assert calls == batch
 
 
+@pytest.mark.slow
 def test_boosted_cstc_bundle(tmp_path: Path) -> None:
     """CSTC on boosted-tree features: tree-ensemble nodes, each visit charging its compute."""
     from sklearn.naive_bayes import GaussianNB

@@ -44,6 +44,7 @@ def _children_gone(run: RunResult, before: set[int]) -> None:
     assert left == [], "HIL left child processes behind"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broker", ["mosquitto", "amqtt"])
 def test_replay_and_hil_make_the_same_decisions(bundle: Path, tmp_path: Path, broker: str,
                                                 children_before: set[int]) -> None:
@@ -60,6 +61,7 @@ def test_replay_and_hil_make_the_same_decisions(bundle: Path, tmp_path: Path, br
     assert abs(e_hil - e_sim) <= 0.01 * e_sim
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["proxy", "pause"])
 def test_outage_every_request_gets_exactly_one_answer(bundle: Path, tmp_path: Path, mode: str,
                                                       children_before: set[int]) -> None:
@@ -92,6 +94,7 @@ def test_outage_every_request_gets_exactly_one_answer(bundle: Path, tmp_path: Pa
     assert "## Outages" in report["markdown"].read_text()
 
 
+@pytest.mark.slow
 def test_devices_on_remote_sensors_decide_like_replay(bundle: Path, tmp_path: Path,
                                                      children_before: set[int]) -> None:
     """Devices that read every sensor over MQTT from the simulator (as real hardware would)

@@ -22,6 +22,7 @@ from tests.support.tiny_regression import train_tiny_regression
 pytestmark = pytest.mark.broker
 
 
+@pytest.mark.slow
 def test_hil_regression_answers_replay_values(tmp_path: Path) -> None:
     data, bundle = train_tiny_regression(tmp_path, "confidence", costs=True)
     m = verify(bundle)

@@ -28,6 +28,7 @@ def assert_pngs_open(paths: list[Path]) -> None:
         assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
 
 
+@pytest.mark.slow
 def test_report_files_and_outage(toy_bundle: tuple[Path, Manifest], tmp_path: Path) -> None:
     bundle, _ = toy_bundle
     rng = np.random.default_rng(0)

@@ -49,6 +49,7 @@ def test_every_estimator_in_a_pipeline_and_cross_val_score(estimator: Any) -> No
     assert fitted.score(X, y) > 0.7
 
 
+@pytest.mark.slow
 def test_dag_classifier_follows_the_conventions() -> None:
     """The DAG method as an estimator: labels of any kind, Pipeline, cross_val_score, clone,
     NaN cells as unmeasured sensors, and what its decisions cost."""
@@ -104,6 +105,7 @@ def test_given_probabilities_still_win() -> None:
     assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
 
 
+@pytest.mark.slow
 def test_train_bundle_takes_arrays(tmp_path: Path) -> None:
     from adaptedge.protocol.bundle import verify
     from adaptedge.trainer.api import train_bundle
@@ -121,6 +123,7 @@ def test_train_bundle_takes_arrays(tmp_path: Path) -> None:
         train_bundle((X, labels), "confidence", tmp_path / "c", quick=True, progress=False)
 
 
+@pytest.mark.slow
 def test_train_bundle_takes_a_dataframe(tmp_path: Path) -> None:
     import pandas as pd  # a dev dependency: the DataFrame path always runs
 

@@ -36,6 +36,7 @@ def heart_hpc(heart: Dataset) -> HpcModel:
     return fit_hpc(heart, kind="auto", seed=0, cache=False)
 
 
+@pytest.mark.slow
 def test_probabilities_shapes_and_accuracy(heart: Dataset, heart_hpc: HpcModel) -> None:
     h = heart_hpc
     assert h.sensors == tuple(s.name for s in heart.sensors) and h.n_classes == 2
@@ -48,6 +49,7 @@ def test_probabilities_shapes_and_accuracy(heart: Dataset, heart_hpc: HpcModel) 
     assert "out-of-fold" in h.description
 
 
+@pytest.mark.slow
 def test_out_of_fold_is_less_confident_than_in_sample(heart: Dataset,
                                                       heart_hpc: HpcModel) -> None:
     in_sample = heart_hpc.predict_proba(heart.X_train)
@@ -55,6 +57,7 @@ def test_out_of_fold_is_less_confident_than_in_sample(heart: Dataset,
     assert in_sample.max(axis=1).mean() > heart_hpc.oof_proba_train.max(axis=1).mean()
 
 
+@pytest.mark.slow
 def test_onnx_parity_on_the_test_split(heart: Dataset, heart_hpc: HpcModel) -> None:
     got = run_onnx(heart_hpc.onnx_bytes(), heart.X_test, "probabilities")
     assert np.abs(got - heart_hpc.proba_test).max() < 1e-5
@@ -74,6 +77,7 @@ def test_any_sklearn_classifier_and_seeded_refit(heart: Dataset) -> None:
     assert np.abs(got - a.proba_val).max() < 1e-5
 
 
+@pytest.mark.slow
 def test_cache_returns_the_stored_model(heart: Dataset, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ADAPTEDGE_CACHE_DIR", str(tmp_path))
@@ -100,6 +104,7 @@ def test_cache_root_prefers_adaptedge_then_xdg_then_home(tmp_path: Path,
     assert cache_root() == tmp_path / "home" / ".cache" / "adaptedge"
 
 
+@pytest.mark.slow
 def test_onnx_given_hpc(heart: Dataset, heart_hpc: HpcModel, tmp_path: Path) -> None:
     path = tmp_path / "legacy.onnx"
     path.write_bytes(heart_hpc.onnx_bytes())
@@ -110,6 +115,7 @@ def test_onnx_given_hpc(heart: Dataset, heart_hpc: HpcModel, tmp_path: Path) -> 
     assert np.abs(legacy.predict_proba(heart.X_val) - heart_hpc.proba_val).max() < 1e-5
 
 
+@pytest.mark.slow
 def test_onnx_given_hpc_of_the_wrong_shape(heart_hpc: HpcModel, tmp_path: Path) -> None:
     path = tmp_path / "other.onnx"
     path.write_bytes(heart_hpc.onnx_bytes())

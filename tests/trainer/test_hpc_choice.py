@@ -25,6 +25,7 @@ def _test_accuracy(model: object, y_test: np.ndarray) -> float:
     return float(np.mean(model.proba_test.argmax(axis=1) == y_test))  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_auto_is_at_least_as_accurate_as_logistic_where_a_linear_model_wins(
         tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
@@ -39,6 +40,7 @@ def test_auto_is_at_least_as_accurate_as_logistic_where_a_linear_model_wins(
     assert auto.description.startswith(("logistic", "hgb", "extra-trees")) and auto.onnx_bytes()
 
 
+@pytest.mark.slow
 def test_train_warns_when_the_hpc_is_no_better_than_the_majority_class(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

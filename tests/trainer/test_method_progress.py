@@ -21,6 +21,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["dag", "cstc", "cscc", "polydom", "greedy", "greedy-acc",
                                     "greedy-cost"])
 def test_method_prints_progress_when_piped(method: str, data: Path, tmp_path: Path,

@@ -172,6 +172,7 @@ def assert_same_bundle(got: Path, want: Path) -> None:
         assert (got / name).read_bytes() == (want / name).read_bytes(), name
 
 
+@pytest.mark.slow
 def test_cluster_run_gives_the_same_bundle(dask_procs: DaskProcesses, local_bundle: Path,
                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                            ) -> None:
@@ -184,6 +185,7 @@ def test_cluster_run_gives_the_same_bundle(dask_procs: DaskProcesses, local_bund
     assert_same_bundle(out, local_bundle)
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_sweep_is_survived(dask_procs: DaskProcesses, local_bundle: Path,
                                                tmp_path: Path) -> None:
     killer = dask_procs.kill_when_busy("worker")
@@ -196,6 +198,7 @@ def test_a_worker_killed_mid_sweep_is_survived(dask_procs: DaskProcesses, local_
     assert_same_bundle(out, local_bundle)
 
 
+@pytest.mark.slow
 def test_losing_the_scheduler_is_one_error_and_no_bundle(dask_procs: DaskProcesses,
                                                          local_bundle: Path, tmp_path: Path
                                                          ) -> None:
@@ -224,6 +227,7 @@ def _id_on_worker(job: tuple[int, Any]) -> tuple[int, int]:
 _KEPT: list[Any] = []
 
 
+@pytest.mark.slow
 def test_shared_data_goes_to_each_worker_once_and_the_bar_counts_tasks(
         dask_procs: DaskProcesses, capsys: pytest.CaptureFixture[str]) -> None:
     data = np.arange(1_000_000, dtype=np.float64)  # 8 MB, shared by every item

@@ -35,6 +35,7 @@ def _record(row: LabelledRow) -> NewRecord:
                      row.received_at)
 
 
+@pytest.mark.slow
 def test_recalibrate_from_the_store_equals_from_rows(toy_bundle: tuple[Path, Manifest],
                                                      tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
@@ -54,6 +55,7 @@ def test_recalibrate_from_the_store_equals_from_rows(toy_bundle: tuple[Path, Man
     assert from_db["chosen"] == from_rows["chosen"] and from_db["rows"] == from_rows["rows"]
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 def test_the_fleet_loop_recalibrates_with_the_devices_own_audit_fraction(
         toy_bundle: tuple[Path, Manifest], mosquitto: Any, tmp_path: Path,

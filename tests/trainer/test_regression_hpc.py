@@ -12,6 +12,7 @@ from adaptedge.trainer.export.run import run_onnx
 from adaptedge.trainer.regression_hpc import fit_regression_hpc, regressor_to_onnx
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["extra-trees", "hgb"])
 def test_onnx_value_matches_sklearn(kind: str) -> None:
     d = regression_quadrants(n=400, seed=1)
@@ -25,6 +26,7 @@ def test_onnx_value_matches_sklearn(kind: str) -> None:
     assert hpc.sensors == tuple(s.name for s in d.sensors)
 
 
+@pytest.mark.slow
 def test_out_of_fold_values_differ_from_in_sample() -> None:
     d = regression_quadrants(n=300, seed=2)
     hpc = fit_regression_hpc(d, seed=2, oof=True)

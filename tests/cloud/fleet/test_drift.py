@@ -48,6 +48,7 @@ def test_threshold_is_the_union_bound() -> None:
     assert monitor.charts["escalation", "up"].p1 == pytest.approx(shifted(high, 2.0))
 
 
+@pytest.mark.slow
 def test_false_alarm_rate_within_design_on_worst_case_null_streams() -> None:
     """Streams at the in-control bound itself (the hardest null): the share of streams with
     any alarm within the horizon stays at or below the designed rate (seed 0)."""

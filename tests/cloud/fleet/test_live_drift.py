@@ -75,6 +75,7 @@ def test_unknown_bundles_points_and_restarts_are_ignored(toy_bundle: Bundle,
         assert store.alarms() == [] and live.alarms == 0
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 def test_the_ingest_raises_alarms_from_what_it_stores(toy_bundle: Bundle, tmp_path: Path,
                                                       mosquitto: MosquittoBroker) -> None:

@@ -100,6 +100,7 @@ def _drain_cmd(outbox: Path, url: str, *extra: str) -> list[str]:
             "--broker", url, "--device", "dev1", "--timeout", "60", *extra]
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_draining_device_loses_and_duplicates_nothing(
         toy_bundle: Bundle, mosquitto: MosquittoBroker, tmp_path: Path) -> None:
     path, _ = toy_bundle
@@ -127,6 +128,7 @@ def test_kill_9_of_the_draining_device_loses_and_duplicates_nothing(
     assert not list((tmp_path / "outbox").glob("*.msgpack"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
 def test_kill_9_of_the_cloud_worker_mid_drain_loses_and_duplicates_nothing(
         toy_bundle: Bundle, mosquitto: MosquittoBroker, tmp_path: Path, database: str) -> None:

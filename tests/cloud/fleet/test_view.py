@@ -67,6 +67,7 @@ def run_device(path: Path, url: str, outbox_dir: Path, n: int) -> dict[str, floa
         rt.close()
 
 
+@pytest.mark.slow
 def test_metrics_status_and_report_of_a_running_loop(
         toy_bundle: Bundle, mosquitto: MosquittoBroker, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -136,6 +137,7 @@ def test_expectations_come_from_the_validation_reference(toy_bundle: Bundle) -> 
     assert low is not None and high is not None and low < 0.9 < high
 
 
+@pytest.mark.slow
 def test_metrics_answer_during_a_hil_run(tmp_path: Path) -> None:
     """``simulate --hil``'s processes (a real mosquitto, ``cloud serve --db --metrics-port``,
     ``edge run --outbox --audit-fraction``): GETs during the run parse as Prometheus text."""

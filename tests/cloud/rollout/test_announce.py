@@ -88,6 +88,7 @@ def fleet(mosquitto: MosquittoBroker, tmp_path: Path) -> Iterator[Fleet]:
         yield Fleet(mosquitto, tmp_path, stack)
 
 
+@pytest.mark.slow
 def test_canary_rollout_to_two_of_three_devices_under_load(fleet: Fleet) -> None:
     v2 = fleet.tmp / "v2"
     b2 = versioned_bundle(v2, 2, fleet.keys, seed=2, deadline_ms=SERVED_DEADLINE_MS).bundle_id

@@ -26,6 +26,7 @@ def fleet(mosquitto: MosquittoBroker, tmp_path: Path) -> Iterator[Fleet]:
         yield Fleet(mosquitto, tmp_path, stack)
 
 
+@pytest.mark.slow
 def test_escalations_after_the_swap_are_answered_by_the_cloud(
         fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> None:
     v2 = fleet.tmp / "v2"

@@ -73,6 +73,7 @@ def workers(tmp_path: Path) -> Iterator[tuple[Manifest, MosquittoBroker, dict[st
                 proc.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_kill_one_of_two_workers_mid_run(
         workers: tuple[Manifest, MosquittoBroker, dict[str, subprocess.Popen[bytes]], Path]) -> None:
     manifest, broker, procs, logs = workers
@@ -133,6 +134,7 @@ def test_kill_one_of_two_workers_mid_run(
     dev.close()
 
 
+@pytest.mark.slow
 def test_kill_one_worker_under_the_edge_uplink(
         workers: tuple[Manifest, MosquittoBroker, dict[str, subprocess.Popen[bytes]], Path]) -> None:
     """The same, with the device side being the edge runtime's own MqttUplink."""

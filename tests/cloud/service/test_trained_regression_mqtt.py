@@ -22,6 +22,7 @@ from tests.support.tiny_regression import TINY_COSTS, tiny_regression_csv
 
 pytestmark = pytest.mark.broker
 
+@pytest.mark.slow
 def test_trained_escalations_get_the_hpc_value(served: Served, tmp_path: Path) -> None:
     data = tiny_regression_csv(tmp_path / "t.csv")
     (tmp_path / "costs.toml").write_text(TINY_COSTS)

@@ -108,6 +108,7 @@ def test_a_run_escalates_drains_and_reports_over_a_real_broker(
     assert {"decisions", "latency_p50_ms", "latency_p99_ms"} <= set(listener.received[-1].counters)
 
 
+@pytest.mark.slow
 def test_the_device_run_loads_no_trainer_cloud_simulator_or_heavy_library(
         letter: Letter, tmp_path: Path) -> None:
     bundle, _, rows = letter

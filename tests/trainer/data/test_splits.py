@@ -4,6 +4,7 @@ position on the robot's trajectory; the random-split names are unchanged."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from adaptedge.trainer.data.data_files import read_rows
 from adaptedge.trainer.data.dataset_core import data_dir
@@ -16,6 +17,7 @@ def _file_rows(path: str) -> list[list[str]]:
     return read_rows(data_dir() / path, ",")
 
 
+@pytest.mark.slow
 def test_gas_time_trains_on_early_batches_and_tests_on_late_ones() -> None:
     timed = load_dataset("gas-time")
     assert timed.name == "gas-time" and "batch" in timed.description

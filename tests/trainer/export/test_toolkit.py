@@ -57,6 +57,7 @@ def _builder_calls(path: Path) -> list[int]:
     return lines
 
 
+@pytest.mark.slow
 def test_only_the_toolkit_builds_onnx_graphs() -> None:
     files = [p for folder in PRODUCT for p in sorted(folder.rglob("*.py"))]
     assert len(files) > 50

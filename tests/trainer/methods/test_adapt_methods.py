@@ -22,6 +22,7 @@ def hpc() -> HpcModel:
     return fit_hpc(DATA, kind="hgb", cache=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["adapt-gbrt", "adapt-lin", "l1", "greedy-miser",
                                     "confidence"])
 def test_exported_graphs_match_their_validation_metrics(method: str, hpc: HpcModel) -> None:
@@ -51,6 +52,7 @@ def test_exported_graphs_match_their_validation_metrics(method: str, hpc: HpcMod
         assert any(g.validation.escalation_rate > 0 for g in graphs)
 
 
+@pytest.mark.slow
 def test_greedy_miser_tree_cost_charges_every_kept_tree_once_per_row(hpc: HpcModel) -> None:
     from adaptedge.protocol.costs import compute_cost
     from adaptedge.trainer.methods.tree_compute import tree_compute
@@ -78,6 +80,7 @@ def test_greedy_miser_tree_cost_charges_every_kept_tree_once_per_row(hpc: HpcMod
                                                          extra={"tree_cost": -1}))
 
 
+@pytest.mark.slow
 def test_gate_sweep_on_worker_outputs_equals_its_own_walk(hpc: HpcModel) -> None:
     """The sweep's fits walk their trees on validation in the fit's worker (issue #35);
     ``gate_sweep`` given those outputs keeps exactly the front it computes itself."""

@@ -51,6 +51,7 @@ def test_merge_keeps_each_points_method_and_one_front() -> None:
     assert front.swept == 4
 
 
+@pytest.mark.slow
 def test_auto_runs_the_named_methods_on_one_hpc_with_progress_lines(
         capsys: pytest.CaptureFixture[str]) -> None:
     hpc = fit_hpc(DATA, kind="hgb", cache=False)
@@ -63,6 +64,7 @@ def test_auto_runs_the_named_methods_on_one_hpc_with_progress_lines(
         run_methods(DATA, hpc, MethodOptions(quick=True, extra={"methods": "static"}))
 
 
+@pytest.mark.slow
 def test_the_bundle_records_the_method_of_every_point(tmp_path: Path) -> None:
     from adaptedge.cli.inspect_cmd import point_table
     from adaptedge.protocol.bundle import verify

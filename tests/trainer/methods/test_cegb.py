@@ -73,6 +73,7 @@ _DEVICE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", DATASETS)
 def test_the_device_walks_the_bundle_as_the_trainer(name: str, tmp_path: Path) -> None:
     """Every operating point, 150 test rows: the same escalations, the same local answers and
@@ -172,6 +173,7 @@ def test_escalation_cuts_are_validation_quantiles(name: str) -> None:
     assert rates == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_without_lightgbm_the_command_says_how_to_install_it(tmp_path: Path) -> None:
     """One line on stderr, exit status 2, before any HPC is fitted."""
     code = ("import sys; sys.modules['lightgbm'] = None\n"
@@ -200,6 +202,7 @@ def test_the_train_extra_pulls_lightgbm() -> None:
     assert "train" in root["optional-dependencies"]["all"][0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["letter-binary", "thyroid"])  # the C export: <= 32 sensors
 def test_the_c_export_decides_as_the_edge_runtime(name: str, tmp_path: Path) -> None:
     """The C library of each CEGB point (``export.c``, compiled with gcc) takes the edge

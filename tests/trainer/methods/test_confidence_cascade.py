@@ -38,6 +38,7 @@ def _sweep(dataset: object, hpc: HpcModel, **extra: object) -> list:  # type: ig
     return list(get_method("confidence")(dataset, hpc, options))
 
 
+@pytest.mark.slow
 def test_every_knob_is_swept_and_the_front_is_chosen_on_validation(hpc: HpcModel) -> None:
     front = _sweep(DATA, hpc)
     knobs = swept_knobs(front)

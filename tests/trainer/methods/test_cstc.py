@@ -75,6 +75,7 @@ def test_shapes_paths_and_terminals() -> None:
     assert chain.terminals() == [0, 1, 2] and chain.path(2) == [0, 1, 2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method,extra,form", [
     ("cstc", {}, "rates"), ("cstc", {"loss": "logistic"}, "rates"), ("cstc", {}, "pairs"),
     ("cscc", {}, "rates"), ("cscc", {"variant": "cronus"}, "pairs")])
@@ -148,6 +149,7 @@ def exported_on(name: str, method: str, extra: tuple[tuple[str, str], ...]) -> t
     return graphs, evaluate_exports(dataset, hpc, graphs, "test")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", PARITY_DATA)
 @pytest.mark.parametrize("method,extra", PARITY_METHODS)
 def test_export_parity_on_the_benchmark_data_sets(
@@ -164,6 +166,7 @@ def test_export_parity_on_the_benchmark_data_sets(
         assert_same_walk(onnx_result, mine, names, f"{name} {graph.name}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method,extra", PARITY_METHODS)
 def test_export_parity_covers_escalation(method: str, extra: tuple[tuple[str, str], ...]) -> None:
     """The parity above is tested on escalating decisions too: for each method some threshold
@@ -173,6 +176,7 @@ def test_export_parity_covers_escalation(method: str, extra: tuple[tuple[str, st
     assert escalating, f"{method} {dict(extra)}: no threshold escalated: parity untested"
 
 
+@pytest.mark.slow
 def test_estimators_clone_pickle_refit_and_not_fitted() -> None:
     dataset, _ = quadrants()
     data = checks.Data(dataset.X_train, dataset.y_train, np.zeros((len(dataset.y_train), 2)),

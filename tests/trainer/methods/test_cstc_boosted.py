@@ -48,6 +48,7 @@ def boosted_graphs(name: str, method: str = "cstc", **extra: str) -> list[Graph]
     return get_method(method)(dataset, hpc, MethodOptions(quick=True, extra={**QUICK, **extra}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,method", [("letter-binary", "cstc"), ("thyroid", "cstc"),
                                          ("miniboone-tiny", "cscc"), ("gas", "cstc")])
 def test_exported_tree_nodes_walk_as_the_float64_walk(name: str, method: str) -> None:
@@ -160,6 +161,7 @@ def test_boosting_fits_the_targets_and_records_each_trees_sensors() -> None:
     assert len(set().union(*miser.sensors)) < len(set().union(*plain.sensors))
 
 
+@pytest.mark.slow
 def test_boosted_estimators_clone_pickle_refit_and_not_fitted() -> None:
     dataset, _ = data("letter-binary")
     n = 1500

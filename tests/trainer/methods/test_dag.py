@@ -186,6 +186,7 @@ def small() -> tuple[DagProblem, ClassifierBank]:
     return problem, ClassifierBank(problem, max_iter=15, n_folds=2)
 
 
+@pytest.mark.slow
 def test_lambda_trades_error_for_cost(small: tuple[DagProblem, ClassifierBank]) -> None:
     problem, bank = small
     lattice = exhaustive_lattice(problem.n_sensors)
@@ -198,6 +199,7 @@ def test_lambda_trades_error_for_cost(small: tuple[DagProblem, ClassifierBank]) 
     assert rich.accuracy >= everything.accuracy - 0.03
 
 
+@pytest.mark.slow
 def test_escalation_is_taken_when_the_hpc_is_worth_it(
         small: tuple[DagProblem, ClassifierBank]) -> None:
     problem, bank = small
@@ -213,6 +215,7 @@ def test_escalation_is_taken_when_the_hpc_is_worth_it(
     assert not walk(off, bank, "val").escalated.any()
 
 
+@pytest.mark.slow
 def test_parity_check_excuses_only_decisions_within_float32_noise_of_a_tie(
         small: tuple[DagProblem, ClassifierBank]) -> None:
     problem, bank = small
@@ -238,6 +241,7 @@ def test_parity_check_excuses_only_decisions_within_float32_noise_of_a_tie(
     assert_same_walk(device(clear), replace(mine, margin=tied), names, "borderline")
 
 
+@pytest.mark.slow
 def test_baselines_are_graphs_too(small: tuple[DagProblem, ClassifierBank]) -> None:
     problem, bank = small
     scorer = ProxyScorer(problem)
@@ -264,6 +268,7 @@ def wall() -> tuple[Any, Any, DagSweep]:
     return dataset, hpc, sweep
 
 
+@pytest.mark.slow
 def test_export_parity_on_the_whole_test_split(wall: tuple[Any, Any, DagSweep]) -> None:
     dataset, hpc, sweep = wall
     exports = export_sweep(sweep)
@@ -277,6 +282,7 @@ def test_export_parity_on_the_whole_test_split(wall: tuple[Any, Any, DagSweep]) 
     assert any(len(e.nodes) > 3 for e in exports)
 
 
+@pytest.mark.slow
 def test_bundle_verifies_and_method_is_registered(tmp_path: Path,
                                                   wall: tuple[Any, Any, DagSweep]) -> None:
     dataset, hpc, sweep = wall
@@ -291,6 +297,7 @@ def test_bundle_verifies_and_method_is_registered(tmp_path: Path,
     assert exports[0].method == "dag" and exports[0].params["lambda"] == 0.1
 
 
+@pytest.mark.slow
 def test_static_and_cascade_methods() -> None:
     dataset = load_dataset("heart")  # small: wall-robot's 24-sensor greedy orders took 27 s
     hpc = fit_hpc(dataset, kind=make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)),

@@ -77,6 +77,7 @@ def test_block_lattice_is_every_union_of_the_gain_order_blocks() -> None:
             assert set(node) < set(target) and tuple(sorted(added)) in blocks
 
 
+@pytest.mark.slow
 def test_lattice_auto_keeps_tracks_up_to_24_sensors_and_blocks_beyond() -> None:
     narrow = wide(WIDE_SENSORS)
     settings = DagSettings.quick()
@@ -94,6 +95,7 @@ def test_lattice_auto_keeps_tracks_up_to_24_sensors_and_blocks_beyond() -> None:
         settings_from(MethodOptions(extra={"lattice": "grid"}))
 
 
+@pytest.mark.slow
 def test_quick_sweep_on_64_pixels_is_cheap_near_all_sensors_and_exports_exactly(
         tmp_path: Path) -> None:
     dataset: Any = load_dataset(str(_digits_csv(tmp_path)), target="label", seed=0)

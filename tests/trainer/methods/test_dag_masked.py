@@ -187,6 +187,7 @@ def synthetic_dataset(seed: int, n: int = 500) -> Dataset:
                    sensors=problem.sensors, cost_weights=CostWeights())
 
 
+@pytest.mark.slow
 def test_export_parity_for_masked_nodes() -> None:
     """Same actions and answers as the Python walk on the whole test split, probabilities
     within 1e-5, for node classifiers cut from the masked model."""

@@ -76,6 +76,7 @@ def test_policy_parameters() -> None:
         settings_from(MethodOptions(extra={"policy": "tree"}))
 
 
+@pytest.mark.slow
 def test_paper_policy_exports_with_parity_on_the_whole_test_split() -> None:
     """Bundle (onnxruntime, float32) vs the float64 walk, on every row farther than 1e-6
     from a tie (the DAG parity rule, ``support.dag_parity``)."""

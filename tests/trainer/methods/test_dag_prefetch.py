@@ -30,6 +30,7 @@ def _same_entries(lazy: ClassifierBank, ahead: ClassifierBank) -> None:
         np.testing.assert_array_equal(ahead.predict(sensors, X), lazy.predict(sensors, X))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_jobs", [1, 2])
 def test_prefetch_fits_what_first_use_fits(n_jobs: int) -> None:
     problem = synthetic(1, n=300)
@@ -44,6 +45,7 @@ def test_prefetch_fits_what_first_use_fits(n_jobs: int) -> None:
         assert _trees(ahead.get(sensors).model) == _trees(lazy.get(sensors).model)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_jobs", [1, 2])
 def test_choice_bank_prefetch_fits_only_the_chosen_fold_models(n_jobs: int) -> None:
     problem = synthetic(2)  # sensor 0 non-linear: the masked trees win where it is read

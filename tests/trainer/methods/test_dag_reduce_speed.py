@@ -60,6 +60,7 @@ def _bank() -> ChoiceBank:
                       MaskedBank(problem, max_iter=15, n_folds=2, replicas=2))
 
 
+@pytest.mark.slow
 def test_reduce_inputs_reduce_as_the_bank() -> None:
     bank = _bank()
     lattice = exhaustive_lattice(bank.problem.n_sensors)
@@ -76,6 +77,7 @@ def test_reduce_inputs_reduce_as_the_bank() -> None:
             np.testing.assert_array_equal(unit.policy.b, other.b)
 
 
+@pytest.mark.slow
 def test_train_points_are_the_same_graphs_for_any_n_jobs() -> None:
     bank = _bank()
     lattice = exhaustive_lattice(bank.problem.n_sensors)

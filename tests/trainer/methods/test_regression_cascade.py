@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from adaptedge.trainer.data.datasets import load_dataset
 from adaptedge.trainer.export.run import run_node
@@ -23,6 +24,7 @@ from adaptedge.trainer.regression_hpc import fit_regression_hpc
 from tests.support.tiny_regression import tiny_regression_csv
 
 
+@pytest.mark.slow
 def test_cascade_node_onnx_equals_its_models(tmp_path: Path) -> None:
     d = load_dataset(str(tiny_regression_csv(tmp_path / "t.csv")), target="temp",
                      task="regression")

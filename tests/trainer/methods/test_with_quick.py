@@ -58,6 +58,7 @@ def validation_points(manifest: Any) -> list[tuple[float, float]]:
     return [(float(p.accuracy), float(p.cost)) for p in manifest.operating_points]
 
 
+@pytest.mark.slow
 def test_a_trained_default_front_dominates_or_equals_the_quick_front(tmp_path: Path) -> None:
     from adaptedge.trainer.api import train_bundle
 

@@ -46,6 +46,7 @@ def edge_decisions(bundle: Path, point: str, X: np.ndarray) -> tuple[np.ndarray,
             np.array([d.label_index for d in decisions]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["adapt-gbrt", "dag"])
 def test_nan_cells_train_and_walk_as_on_the_device(tmp_path: Path, method: str) -> None:
     data = nan_csv(tmp_path / "d.csv")
@@ -88,6 +89,7 @@ def test_a_method_that_cannot_learn_nan_refuses_naming_it(tmp_path: Path) -> Non
         manifest.metadata["dataset_description"])
 
 
+@pytest.mark.slow
 def test_the_hpc_learns_nan_or_refuses(tmp_path: Path) -> None:
     from adaptedge.trainer.hpc import HpcError, fit_hpc
 

@@ -59,6 +59,7 @@ def test_toy_policies_with_failing_sensors(toy_bundle: tuple[Path, Manifest], po
     assert set(kinds.tolist()) >= {0, 1}  # stops and escalations both occur
 
 
+@pytest.mark.slow
 def test_linear_dataset_bundle(tmp_path: Path) -> None:
     from adaptedge.trainer.data.datasets import load_dataset
 
