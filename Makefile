@@ -25,7 +25,7 @@ TIER := $(if $(filter 1,$(SLOW)),,-m "not slow")
 test: $(STAMP)
 	@command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || \
 	  echo "note: mosquitto is not installed; broker tests will be skipped (apt-get install -y mosquitto)"
-	@echo "make test: $(if $(TIER),the fast tier; the slow tests run in CI or with make test SLOW=1,every test (SLOW=1))"
+	@echo "make test: $(if $(TIER),the fast tier; the slow tests run in CI or with make test SLOW=1,every test (CI or SLOW=1))"
 	@$(BIN)/coverage erase
 	$(BIN)/coverage run -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(TIER) $(PYTEST_ARGS); \
 	  status=$$?; echo $$status > $(VENV)/.pytest-status; \
