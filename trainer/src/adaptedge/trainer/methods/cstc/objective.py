@@ -135,7 +135,26 @@ def logistic(z: FloatArray, Y: FloatArray) -> tuple[FloatArray, FloatArray]:
     if z.shape[1] == 1:
         loss = np.logaddexp(0.0, z[:, 0]) - Y[:, 0] * z[:, 0]
         return loss, expit(z) - Y
-    return -(log_softmax(z, axis=1) * Y).sum(axis=1), softmax(z, axis=1) - Y
+    log_p, p = log_softmax_and_softmax(z)
+    log_p *= Y  # in place: each N x C temporary is a fresh allocation and its page faults
+    loss = log_p.sum(axis=1)
+    p -= Y
+    return np.negative(loss, out=loss), p
+
+
+def log_softmax_and_softmax(z: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``scipy.special.log_softmax(z, axis=1)`` and ``softmax(z, axis=1)``, the same values bit
+    for bit, from one shift, exponential and sum (each scipy function does its own: most of
+    a CSTC fit on letter's 26 classes). A row whose maximum is not finite goes to scipy, which
+    shifts it differently for each."""
+    z_max = z.max(axis=1, keepdims=True)
+    if not np.isfinite(z_max).all():
+        return log_softmax(z, axis=1), softmax(z, axis=1)
+    shifted = z - z_max
+    exp_shifted = np.exp(shifted)
+    total = exp_shifted.sum(axis=1, keepdims=True)
+    return (np.subtract(shifted, np.log(total), out=shifted),
+            np.divide(exp_shifted, total, out=exp_shifted))
 
 
 def squared(z: FloatArray, Y: FloatArray) -> tuple[FloatArray, FloatArray]:
