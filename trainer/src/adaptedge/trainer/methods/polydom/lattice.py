@@ -127,7 +127,8 @@ class _Side:
         self.levels, rank = np.unique(np.fromiter(self.accuracy.values(), dtype=np.float64,
                                                   count=masks.size), return_inverse=True)
         dtype = np.int16 if self.levels.size < np.iinfo(np.int16).max else np.int32
-        ranks: npt.NDArray[np.signedinteger[Any]] = np.full(1 << self.n, -1 if self.below else self.levels.size, dtype=dtype)
+        none = -1 if self.below else self.levels.size  # a set with no expanded subset/superset
+        ranks: npt.NDArray[np.signedinteger[Any]] = np.full(1 << self.n, none, dtype=dtype)
         ranks[masks] = rank
         for bit in range(self.n):  # each set takes the best of its sets one sensor smaller
             pairs = ranks.reshape(-1, 2, 1 << bit)  # [:, 1]: the sets with `bit`, [:, 0]: without
@@ -146,10 +147,11 @@ class _Sandwich:
     (``_Side``), redone only after that end grew, answers a whole layer at once."""
 
     def __init__(self, n: int) -> None:
+        self.n = n
         self.small, self.large = _Side(n, below=True), _Side(n, below=False)
 
-    def add(self, mask: int, size: int, n: int, accuracy: float) -> None:
-        (self.small if 2 * size < n else self.large).add(mask, accuracy)
+    def add(self, mask: int, size: int, accuracy: float) -> None:
+        (self.small if 2 * size < self.n else self.large).add(mask, accuracy)
 
     def check(self, layer: npt.NDArray[np.int64], epsilon: float, delta: float
               ) -> npt.NDArray[np.bool_]:
@@ -164,13 +166,13 @@ class _Sandwich:
         return out
 
 
-def covered(candidates: npt.NDArray[np.int64] | list[int], lattice: Lattice, epsilon: float, delta: float
+def covered(candidates: npt.NDArray[np.int64], lattice: Lattice, epsilon: float, delta: float
             ) -> npt.NDArray[np.bool_]:
     """Which candidates the covering property (3.4) prunes: ``F <= C <= union(F_i)``, ``C != F``,
     for an expanded ``F`` and its expanded strict supersets ``F_i`` with
     ``acc(F) >= acc(F_i) + delta - epsilon``."""
-    if not lattice.accuracy or not len(candidates):
-        return np.zeros(len(candidates), dtype=bool)
+    if not lattice.accuracy or not candidates.size:
+        return np.zeros(candidates.size, dtype=bool)
     masks = np.fromiter(lattice.accuracy, dtype=np.int64)
     acc = np.fromiter(lattice.accuracy.values(), dtype=np.float64)
     unions = np.zeros(len(masks), dtype=np.int64)
@@ -202,7 +204,7 @@ def expand_lattice(n: int, accuracy: Accuracy, *, epsilon: float, delta: float =
             prefetch(todo)
         for mask in todo:
             lattice.accuracy[mask] = got = accuracy(mask)
-            sandwich.add(mask, k, n, got)
+            sandwich.add(mask, k, got)
     return lattice
 
 
