@@ -53,9 +53,16 @@ class GraphBuilder:
 
     def add(self, op: str, inputs: Sequence[str], outputs: Sequence[str], *,
             domain: str = "", **attrs: Any) -> None:
-        """Append one operator node."""
-        self.nodes.append(helper.make_node(op, list(inputs), list(outputs), domain=domain,
-                                           **attrs))
+        """Append one operator node. A 1-D numpy array of integers, floats or bytes becomes
+        an INTS, FLOATS or STRINGS attribute (``fill_array_attribute``); other values go through
+        ``helper.make_attribute``. The node is the one ``helper.make_node`` makes."""
+        node = helper.make_node(op, list(inputs), list(outputs), domain=domain)
+        for key, value in sorted(attrs.items()):
+            if isinstance(value, np.ndarray):  # filled in place: a copy costs as much again
+                fill_array_attribute(node.attribute.add(), key, value)
+            elif value is not None:
+                node.attribute.append(helper.make_attribute(key, value))
+        self.nodes.append(node)
 
     def const(self, name: str, values: npt.ArrayLike, dtype: npt.DTypeLike = np.float32) -> str:
         """Add an initializer holding ``values``; returns its name."""
@@ -78,6 +85,26 @@ class GraphBuilder:
     def to_bytes(self) -> bytes:
         data: bytes = self.model().SerializeToString()
         return data
+
+
+_ARRAY_ATTRIBUTES = {"i": ("ints", onnx.AttributeProto.INTS),
+                     "u": ("ints", onnx.AttributeProto.INTS),
+                     "f": ("floats", onnx.AttributeProto.FLOATS),
+                     "S": ("strings", onnx.AttributeProto.STRINGS)}
+
+
+def fill_array_attribute(attr: onnx.AttributeProto, name: str, values: npt.NDArray[Any]
+                         ) -> None:
+    """Make ``attr`` the attribute ``helper.make_attribute(name, values.tolist())`` makes,
+    without its per-element type inference and encoding (a 200-tree forest has a million node
+    entries): ``values`` is 1-D, of integers (INTS), floats (FLOATS) or bytes (STRINGS)."""
+    kind = values.dtype.kind
+    if values.ndim != 1 or kind not in _ARRAY_ATTRIBUTES or values.size == 0:
+        raise ValueError(f"attribute {name!r}: expected a non-empty 1-D array of integers, "
+                         f"floats or bytes, got dtype {values.dtype} and shape {values.shape}")
+    field, kind_enum = _ARRAY_ATTRIBUTES[kind]
+    attr.name, attr.type = name, kind_enum
+    getattr(attr, field).extend(values.tolist())
 
 
 def assemble(nodes: Iterable[onnx.NodeProto], initializers: Iterable[onnx.TensorProto],

@@ -118,7 +118,7 @@ def _add_tree(parts: dict[str, list[Any]], t: int, tree: TreeLike, first: int, n
     parts["nodes_featureids"].append(split_on)
     parts["nodes_values"].append(np.where(leaf, np.float32(0),
                                           float32_thresholds(tree.threshold, mode)))
-    parts["nodes_modes"].append(np.where(leaf, "LEAF", mode))
+    parts["nodes_modes"].append(np.where(leaf, b"LEAF", mode.encode()))
     parts["nodes_truenodeids"].append(np.where(leaf, 0, tree.left))
     parts["nodes_falsenodeids"].append(np.where(leaf, 0, tree.right))
     parts["nodes_missing_value_tracks_true"].append(
@@ -166,8 +166,8 @@ def tree_ensemble(b: GraphBuilder, trees: Sequence[tuple[TreeLike, int]], n_targ
     if not trees or named_none or np.any(((base != 0) | (not base_is_final)) & ~covered):
         _add_tree(parts, len(trees), _zero_leaf(n_targets), 0, n_targets, b.n_inputs, None,
                   mode, keep_zeros=True)
-    attrs = {k: np.concatenate(v).tolist() for k, v in parts.items()}
-    if not any(attrs["nodes_missing_value_tracks_true"]):  # the operator's default: omitted
+    attrs = {k: np.concatenate(v) for k, v in parts.items()}  # GraphBuilder.add: arrays
+    if not attrs["nodes_missing_value_tracks_true"].any():  # the operator's default: omitted
         del attrs["nodes_missing_value_tracks_true"]
     b.add("TreeEnsembleRegressor", [MODEL_INPUT], [output], domain=ML_DOMAIN,
           n_targets=n_targets, aggregate_function="SUM", post_transform="NONE",
