@@ -70,9 +70,7 @@ class HpcModel:
     def onnx_bytes(self) -> bytes:
         """ONNX: input ``x`` float32 [N, n_features], output ``probabilities`` float32 [N, C]."""
         if self.onnx_model is None:
-            from adaptedge.trainer.export.sklearn import sklearn_to_onnx
-
-            self.onnx_model = sklearn_to_onnx(self.estimator, self.n_features).SerializeToString()
+            self.onnx_model = _onnx_bytes(self.estimator, self.n_features)
         return self.onnx_model
 
 
@@ -222,10 +220,9 @@ def fit_hpc(dataset: Dataset, *, kind: Any = "auto", seed: int = 0, n_jobs: int 
 
     # One thread per native pool: OpenMP (HistGradientBoosting) slows ~20x on a busy 2-core
     # machine, BLAS (a custom linear or MLP kind) ~50x (gas: 33 s instead of 0.7 s).
-    with threadpool_limits(limits=1):
-        model = _fit(dataset, kind, seed, n_jobs, progress, sensors)
+    with threadpool_limits(limits=1):  # the ONNX export is cached with the model
+        model = _fit(dataset, kind, seed, n_jobs, progress, sensors, export=path is not None)
     if path is not None:
-        model.onnx_bytes()  # cache the (slow) ONNX conversion with the model
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         with tmp.open("wb") as fh:
@@ -235,7 +232,11 @@ def fit_hpc(dataset: Dataset, *, kind: Any = "auto", seed: int = 0, n_jobs: int 
 
 
 def _fit(d: Dataset, kind: Any, seed: int, n_jobs: int, progress: bool,
-         sensors: tuple[str, ...]) -> HpcModel:
+         sensors: tuple[str, ...], export: bool = False) -> HpcModel:
+    """The best candidate, its out-of-fold probabilities and, with ``export``, its ONNX,
+    converted on a thread of this process while the folds fit (on ``n_jobs`` processes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from sklearn.base import clone, is_classifier
 
     if isinstance(kind, str):
@@ -259,7 +260,11 @@ def _fit(d: Dataset, kind: Any, seed: int, n_jobs: int, progress: bool,
             best = (acc, name, fitted, proba_val)
     assert best is not None
     acc, name, fitted, proba_val = best
-    oof = oof_proba(clone(fitted), d.X_train, d.y_train, d.n_classes, seed, progress, n_jobs)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        onnx_job = pool.submit(_onnx_bytes, fitted, d.n_features) if export else None
+        oof = oof_proba(clone(fitted), d.X_train, d.y_train, d.n_classes, seed, progress,
+                        n_jobs)
+        onnx_model = onnx_job.result() if onnx_job is not None else None
     tried = f" (best on validation of {', '.join(tried_names)})" if len(names) > 1 else ""
     if getattr(fitted, "n_jobs", None) is not None:
         fitted.set_params(n_jobs=1)  # predicting (cloud, evaluation) is single-process
@@ -269,7 +274,14 @@ def _fit(d: Dataset, kind: Any, seed: int, n_jobs: int, progress: bool,
                     f"({N_FOLDS}-fold, seed {seed})",
         sensors=sensors, n_classes=d.n_classes, oof_proba_train=oof, proba_val=proba_val,
         proba_test=_full_proba(fitted, d.X_test, d.n_classes), val_accuracy=acc,
-        n_features=d.n_features, estimator=fitted)
+        n_features=d.n_features, estimator=fitted, onnx_model=onnx_model)
+
+
+def _onnx_bytes(estimator: Any, n_features: int) -> bytes:
+    from adaptedge.trainer.export.sklearn import sklearn_to_onnx
+
+    data: bytes = sklearn_to_onnx(estimator, n_features).SerializeToString()
+    return data
 
 
 def _kinds(kind: str, missing: bool) -> list[str]:
