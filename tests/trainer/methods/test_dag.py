@@ -51,6 +51,7 @@ from adaptedge.trainer.methods.dag.reduce import ReduceConfig, fit_policy, train
 from adaptedge.trainer.methods.dag.subsets import ProxyScorer, greedy_order, greedy_subsets
 from adaptedge.trainer.methods.dag.sweep import DagSettings, DagSweep, fit_tracks, sweep_dag
 from adaptedge.trainer.methods.registry import MethodOptions, get_method
+from adaptedge.trainer.parallel import usable_cores
 from adaptedge.trainer.policy.frontier import pareto_frontier as frontier
 from tests.support.dag_parity import FLOAT32_NOISE, assert_same_walk
 
@@ -110,6 +111,21 @@ def test_greedy_subsets_respect_size_and_budget(global_random_seed: int) -> None
     assert 0 in chosen
     order = greedy_order(problem, scorer)
     assert sorted(order) == [0, 1, 2, 3]
+
+
+def test_proxy_scores_on_threads_equal_one_threads() -> None:
+    """``threads``: ``prefetch`` scores sets side by side; the order, the subsets and every
+    scored set are those of one thread."""
+    problem = synthetic(0)
+    one, two = (ProxyScorer(problem, folds=3, threads=n) for n in (1, 2))
+    assert two.threads == min(2, usable_cores())
+    assert greedy_order(problem, one) == greedy_order(problem, two)
+    assert greedy_subsets(problem, one, n_subsets=3, max_size=2) == greedy_subsets(
+        problem, two, n_subsets=3, max_size=2)
+    sets = [(0,), (1, 3), (0, 2, 3)]
+    two.prefetch(sets)
+    for key in sets:
+        assert two.correct(key).tobytes() == one.correct(key).tobytes()
 
 
 def test_proxy_scorer_with_folds_scores_every_training_row_once() -> None:
@@ -310,6 +326,9 @@ def test_static_and_cascade_methods() -> None:
     cascade = get_method("cascade")(dataset, hpc, MethodOptions(quick=True, extra=fast))
     assert len(cascade) == len(DagSettings.quick().lambdas)
     assert all(e.validation.escalation_rate == 0.0 for e in cascade)
+    for method, alone in (("static", static), ("cascade", cascade)):  # models side by side
+        both = get_method(method)(dataset, hpc, MethodOptions(quick=True, n_jobs=2, extra=fast))
+        assert [(e.name, e.validation) for e in both] == [(e.name, e.validation) for e in alone]
 
 
 def test_unknown_options_are_refused() -> None:

@@ -50,11 +50,14 @@ def static_points(bank: ClassifierBank, sets: list[SensorSet]) -> list[Graph]:
 
 
 def cascade_points(bank: ClassifierBank, order: list[int], lambdas: tuple[float, ...],
-                   reduction: Reduction, *, max_stages: int = 8) -> list[Graph]:
+                   reduction: Reduction, *, max_stages: int = 8, n_jobs: int = 1
+                   ) -> list[Graph]:
+    """One cascade per lambda; the stages' models fitted first on ``n_jobs`` processes."""
     problem = bank.problem
     stages = [tuple(sorted(order[:k])) for k in range(1, min(max_stages, len(order)) + 1)]
     if stages[-1] != problem.all_sensors:
         stages.append(problem.all_sensors)
+    bank.prefetch(stages, n_jobs)  # Graph-Reduce reads each stage's validation and fold models
     lattice = chain_lattice(stages)
     return [train_point(bank, lattice, ReduceConfig(lam, None, reduction)) for lam in lambdas]
 

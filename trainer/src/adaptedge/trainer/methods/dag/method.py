@@ -93,8 +93,9 @@ def train_static(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]:
     settings = settings_from(options)
     problem = problem_from(dataset, hpc)
     bank = choose_bank(problem, settings, n_jobs=options.n_jobs)
-    scorer = lattice_scorer(problem, settings.seed)
+    scorer = lattice_scorer(problem, settings.seed, threads=options.n_jobs)
     sets = static_sets(bank, scorer, max_exhaustive=settings.max_exhaustive)
+    bank.prefetch(sets, options.n_jobs, out_of_fold=False)  # the sets' models side by side
     points = static_points(bank, sets)
     return Front(export_points(pareto_frontier(points), "static"), len(points))
 
@@ -105,7 +106,7 @@ def train_cascade(dataset: Any, hpc: Any, options: MethodOptions) -> list[Graph]
     settings = settings_from(options)
     problem = problem_from(dataset, hpc)
     bank = choose_bank(problem, settings, n_jobs=options.n_jobs)
-    order = greedy_order(problem, lattice_scorer(problem, settings.seed))
+    order = greedy_order(problem, lattice_scorer(problem, settings.seed, options.n_jobs))
     reduction = "ridge" if "ridge" in settings.reductions else settings.reductions[0]
-    points = cascade_points(bank, order, settings.lambdas, reduction)
+    points = cascade_points(bank, order, settings.lambdas, reduction, n_jobs=options.n_jobs)
     return export_points(points, "cascade")

@@ -12,12 +12,16 @@ fixed-order cascade by accuracy gain per cost.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import numpy.typing as npt
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.tree import DecisionTreeClassifier
 
 from adaptedge.trainer.methods.dag.problem import DagProblem, IntArray, SensorSet
+from adaptedge.trainer.parallel import usable_cores
 
 BoolArray = npt.NDArray[np.bool_]
 PROXY_DEPTH = 12
@@ -32,10 +36,12 @@ class ProxyScorer:
     ``folds=None``: the tree is fitted on ``1 - holdout`` of the training rows and scores the
     rest. ``folds=k``: every training row is scored by a tree fitted on the other k - 1
     folds (stratified when every class has k rows), k times the work for k times the rows.
+    ``threads``: how many sets ``prefetch`` scores at once (scikit-learn grows a tree without
+    the GIL); a set's answer is the same for any number.
     """
 
     def __init__(self, problem: DagProblem, *, seed: int = 0, max_depth: int = 8,
-                 holdout: float = 0.3, folds: int | None = None) -> None:
+                 holdout: float = 0.3, folds: int | None = None, threads: int = 1) -> None:
         train = problem.splits["train"]
         rows = np.arange(len(train.y))
         if folds is None:
@@ -53,34 +59,48 @@ class ProxyScorer:
         """The training rows scored, in the order of ``correct``'s entries."""
         self.max_depth = max_depth
         self.seed = seed
+        self.threads = max(1, min(int(threads), usable_cores()))
         self._cache: dict[SensorSet, BoolArray] = {}
 
     def correct(self, sensors: SensorSet) -> BoolArray:
         key = tuple(sorted(sensors))
         if key not in self._cache:
-            train = self.problem.splits["train"]
-            cols = np.asarray(self.problem.columns(key), dtype=np.int64)
-            parts = []
-            for fit_rows, held_rows in self.splits:
-                y_fit, y_held = train.y[fit_rows], train.y[held_rows]
-                if not cols.size:
-                    parts.append(y_held == np.bincount(y_fit).argmax())
-                    continue
-                tree = DecisionTreeClassifier(max_depth=self.max_depth, min_samples_leaf=5,
-                                              random_state=self.seed)
-                tree.fit(train.X[np.ix_(fit_rows, cols)], y_fit)
-                parts.append(tree.predict(train.X[np.ix_(held_rows, cols)]) == y_held)
-            self._cache[key] = np.concatenate(parts)
+            self._cache[key] = self._score(key)
         return self._cache[key]
+
+    def prefetch(self, sets: Sequence[SensorSet]) -> None:
+        """Score every set of ``sets`` not scored yet, ``threads`` at a time."""
+        keys = [k for k in dict.fromkeys(tuple(sorted(s)) for s in sets) if k not in self._cache]
+        if self.threads == 1 or len(keys) < 2:
+            return
+        with ThreadPoolExecutor(max_workers=min(self.threads, len(keys))) as pool:
+            for key, correct in zip(keys, pool.map(self._score, keys), strict=True):
+                self._cache[key] = correct
+
+    def _score(self, key: SensorSet) -> BoolArray:
+        """Which held-out training rows the trees on ``key``'s columns get right."""
+        train = self.problem.splits["train"]
+        cols = np.asarray(self.problem.columns(key), dtype=np.int64)
+        parts = []
+        for fit_rows, held_rows in self.splits:
+            y_fit, y_held = train.y[fit_rows], train.y[held_rows]
+            if not cols.size:
+                parts.append(y_held == np.bincount(y_fit).argmax())
+                continue
+            tree = DecisionTreeClassifier(max_depth=self.max_depth, min_samples_leaf=5,
+                                          random_state=self.seed)
+            tree.fit(train.X[np.ix_(fit_rows, cols)], y_fit)
+            parts.append(tree.predict(train.X[np.ix_(held_rows, cols)]) == y_held)
+        return np.concatenate(parts)
 
     def accuracy(self, sensors: SensorSet) -> float:
         return float(self.correct(sensors).mean())
 
 
-def lattice_scorer(problem: DagProblem, seed: int = 0) -> ProxyScorer:
+def lattice_scorer(problem: DagProblem, seed: int = 0, threads: int = 1) -> ProxyScorer:
     """The proxy the DAG's lattice, the static skyline and the cascade rank sensors with."""
     return ProxyScorer(problem, seed=seed, max_depth=PROXY_DEPTH,
-                       folds=LATTICE_PROXY_FOLDS)
+                       folds=LATTICE_PROXY_FOLDS, threads=threads)
 
 
 def _unit_costs(problem: DagProblem) -> npt.NDArray[np.float64]:
@@ -109,6 +129,8 @@ def greedy_subsets(problem: DagProblem, scorer: ProxyScorer, *, n_subsets: int =
                 continue
             others = np.logical_or.reduce([c for j, c in enumerate(correct) if j != i]) \
                 if n_subsets > 1 else np.zeros_like(correct[0])
+            scorer.prefetch([(*subset, s) for s in range(problem.n_sensors) if s not in subset
+                             and spent + costs[s] <= budget + 1e-9])
             for s in range(problem.n_sensors):
                 if s in subset or spent + costs[s] > budget + 1e-9:
                     continue
@@ -134,6 +156,7 @@ def greedy_order(problem: DagProblem, scorer: ProxyScorer, *, max_len: int | Non
     current = scorer.accuracy(())
     limit = problem.n_sensors if max_len is None else min(max_len, problem.n_sensors)
     while remaining and len(order) < limit:
+        scorer.prefetch([(*order, s) for s in remaining])
         scored = [((scorer.accuracy((*order, s)) - current) / costs[s],
                    scorer.accuracy((*order, s)), s) for s in remaining]
         gain, acc, s = max(scored, key=lambda t: (t[0], t[1], -t[2]))

@@ -292,7 +292,7 @@ def _sweep(problem: DagProblem, settings: DagSettings, bank: ClassifierBank | No
     stages = Stages("dag", ("sensor lattice", "classifier bank", "reduction", "sweep"),
                     progress)
     stages.start("sensor lattice")
-    scorer = lattice_scorer(problem, settings.seed)
+    scorer = lattice_scorer(problem, settings.seed, threads=n_jobs)
     lattice, tracks = build_lattice(problem, settings, scorer)
     stages.start("classifier bank")
     bank = bank or choose_bank(problem, settings, mask_sets=list(lattice.edges), n_jobs=n_jobs)
