@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,6 +12,7 @@ import pytest
 
 from adaptedge.protocol.manifest import CostWeights, LinkSpec, SensorSpec
 from adaptedge.trainer.data.datasets import Dataset
+from adaptedge.trainer.methods import warm_start
 from adaptedge.trainer.methods.warm_start import warm_start_sets
 
 
@@ -47,3 +50,25 @@ def test_bad_fraction_is_named() -> None:
     d, hpc = _dataset(300)
     with pytest.raises(ValueError, match="fractions"):
         warm_start_sets(d, hpc, (0.0,))
+
+
+def test_the_order_is_ranked_once_per_content(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = warm_start.greedy_order
+
+    def counted(*args: object, **kwargs: object) -> list[int]:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(warm_start, "greedy_order", counted)
+    monkeypatch.setattr(warm_start, "_ORDERS", OrderedDict())
+    d, hpc = _dataset(900)
+    first = warm_start_sets(d, hpc, (0.5, 0.95))
+    again = warm_start_sets(replace(d), SimpleNamespace(**vars(hpc)), (0.95,))
+    assert len(calls) == 1 and again[-1] == first[-1]  # equal content: ranked once
+    y = d.y_train.copy()
+    y[:50] = 1 - y[:50]
+    warm_start_sets(replace(d, y_train=y), hpc, (0.95,))
+    warm_start_sets(d, hpc, (0.95,), seed=1)
+    assert len(calls) == 3  # other labels, another seed: ranked again
+    assert len(warm_start._ORDERS) == warm_start.KEPT_ORDERS
