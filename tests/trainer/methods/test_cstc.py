@@ -150,6 +150,19 @@ def exported_on(name: str, method: str, extra: tuple[tuple[str, str], ...]) -> t
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("method", ["cstc", "cscc"])
+def test_lambdas_fitted_side_by_side_give_the_same_graphs(method: str) -> None:
+    """The sweep fits its lambdas on ``n_jobs`` processes: the graphs are the same for any."""
+    dataset, hpc = quadrants("pairs")
+    extra = {"lambdas": "0.3,0.03", "sweeps": "1"}
+    one, two = (get_method(method)(dataset, hpc, MethodOptions(
+        quick=True, n_jobs=n, progress=False, extra=extra)) for n in (1, 2))
+    assert len(one) == 12 and [g.name for g in one] == [g.name for g in two]
+    assert [g.validation for g in one] == [g.validation for g in two]
+    assert [g.params for g in one] == [g.params for g in two]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name", PARITY_DATA)
 @pytest.mark.parametrize("method,extra", PARITY_METHODS)
 def test_export_parity_on_the_benchmark_data_sets(

@@ -31,9 +31,10 @@ from adaptedge.trainer.methods.cstc.structure import Shape, cascade, full_tree
 from adaptedge.trainer.methods.dag.problem import problem_from
 from adaptedge.trainer.methods.registry import MethodOptions, register
 from adaptedge.trainer.methods.tree_compute import tree_compute
+from adaptedge.trainer.parallel import parallel_map
 from adaptedge.trainer.policy.graph import Graph
 from adaptedge.trainer.policy.walk import walk
-from adaptedge.trainer.progress import Stages, track
+from adaptedge.trainer.progress import Stages
 
 LAMBDAS = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003)
 QUICK_LAMBDAS = (0.3, 0.03)
@@ -108,15 +109,25 @@ def _tree_options(extra: dict[str, Any], default: TreeSettings) -> TreeSettings:
 
 def sweep(dataset: Any, hpc: Any, options: MethodOptions, shape: Shape, variant: Variant,
           method: str, opts: dict[str, Any]) -> list[Graph]:
-    """Train one model per lambda; one graph per (lambda, escalation threshold). One BLAS
-    thread: the node solves multiply [n, d] x [d, m] with m <= classes, where a second
-    OpenBLAS thread on a shared 2-core machine spins (gas: ~11 ms a product, not ~1)."""
+    """Train one model per lambda (on ``options.n_jobs`` processes: the models do not depend
+    on each other, so they are the same for any ``n_jobs``); one graph per (lambda,
+    escalation threshold). One BLAS thread: the node solves multiply [n, d] x [d, m] with
+    m <= classes, where a second OpenBLAS thread on a shared 2-core machine spins (gas:
+    ~11 ms a product, not ~1)."""
     with threadpool_limits(limits=1, user_api="blas"):
-        return _sweep(dataset, hpc, shape, variant, method, opts, options.progress)
+        return _sweep(dataset, hpc, shape, variant, method, opts, options)
+
+
+def _fit_lambda(job: tuple[dict[str, Any], Any, Any]) -> Any:
+    """One lambda's ``train_model`` (in a worker: one BLAS thread there too)."""
+    kwargs, X, y = job
+    with threadpool_limits(limits=1, user_api="blas"):
+        return train_model(X, y, **kwargs)
 
 
 def _sweep(dataset: Any, hpc: Any, shape: Shape, variant: Variant, method: str,
-           opts: dict[str, Any], progress: bool) -> list[Graph]:
+           opts: dict[str, Any], options: MethodOptions) -> list[Graph]:
+    progress = options.progress
     problem = problem_from(dataset, hpc)
     names = problem.sensor_names(problem.all_sensors)
     columns = tuple(s.features for s in problem.sensors)
@@ -137,13 +148,15 @@ def _sweep(dataset: Any, hpc: Any, shape: Shape, variant: Variant, method: str,
     tree_cost = (compute_cost(compute, dataset.cost_weights).scalar / mean_sensor
                  if compute is not None and mean_sensor > 0 else opts["tree_cost"])
     stages.start("sweep")
-    for lam in track(opts["lambdas"], f"{method} sweep (lambda)", len(opts["lambdas"]),
-                     progress):
-        model = train_model(
-            dataset.X_train, dataset.y_train, len(dataset.classes), shape, groups=columns,
-            costs=list(problem.sensor_costs), lam=lam, rho=1e-3, variant=variant,
-            schedule=Schedule(sweeps=opts["sweeps"]), val=(dataset.X_val, dataset.y_val),
-            features=features, tree_cost=tree_cost, loss=opts["loss"], init=opts["init"])
+    shared = dict(n_classes=len(dataset.classes), shape=shape, groups=columns,
+                  costs=list(problem.sensor_costs), rho=1e-3, variant=variant,
+                  schedule=Schedule(sweeps=opts["sweeps"]), val=(dataset.X_val, dataset.y_val),
+                  features=features, tree_cost=tree_cost, loss=opts["loss"], init=opts["init"])
+    jobs = [({**shared, "lam": lam}, dataset.X_train, dataset.y_train)
+            for lam in opts["lambdas"]]
+    models = parallel_map(_fit_lambda, jobs, options.n_jobs, progress,
+                          f"{method} sweep (lambda)")
+    for lam, model in zip(opts["lambdas"], models, strict=True):
         for t in thresholds:
             params: dict[str, float | str] = {"lambda": lam, "threshold": t or "none"}
             if boosted:
