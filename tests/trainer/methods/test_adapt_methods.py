@@ -81,22 +81,43 @@ def test_greedy_miser_tree_cost_charges_every_kept_tree_once_per_row(hpc: HpcMod
 
 
 @pytest.mark.slow
-def test_gate_sweep_on_worker_outputs_equals_its_own_walk(hpc: HpcModel) -> None:
-    """The sweep's fits walk their trees on validation in the fit's worker (issue #35);
-    ``gate_sweep`` given those outputs keeps exactly the front it computes itself."""
-    from adaptedge.trainer.methods.adapt_gbrt_method import _fit_one, gate_sweep
+def test_gate_sweep_on_worker_variants_equals_its_own_walk(hpc: HpcModel) -> None:
+    """The sweep's fits walk their gate variants on validation in the fit's worker (issue
+    #35); ``gate_sweep`` given those variants keeps exactly the front it computes itself."""
+    from adaptedge.trainer.methods.adapt_gbrt_method import (
+        GateRows,
+        _fit_one,
+        gate_sweep,
+        threshold_candidates,
+        variant_name,
+    )
     from adaptedge.trainer.methods.gating import CostModel
+    from adaptedge.trainer.policy.frontier import pareto_frontier
+    from adaptedge.trainer.policy.one_node import one_node_graph, validated
 
     d = DATA
     cm = CostModel.build(d.sensors, d.cost_weights, d.link, d.n_features, hpc.sensors)
     layout = {"feature_sensor": cm.feature_sensor.tolist(),
               "sensor_costs": cm.sensor_costs.tolist(), "random_state": 0,
               "n_rounds": 2, "n_trees": 4, "refine_rounds": 1}
+    rows = GateRows.of(d, hpc, cm, (0.0, 1.0))
     fitted = [_fit_one(({**layout, "p_full": p, "gamma": g}, d.X_train, d.y_train,
-                        hpc.oof_proba_train, d.X_val)) for p, g in ((0.2, 1e-3), (0.4, 3e-3))]
+                        hpc.oof_proba_train, rows)) for p, g in ((0.2, 1e-3), (0.4, 3e-3))]
     models = [m for m, _ in fitted]
     given = gate_sweep("adapt-gbrt", models, d, hpc, cm, (0.0, 1.0),
-                       outputs=[o for _, o in fitted])
+                       variants=[v for _, v in fitted])
     own = gate_sweep("adapt-gbrt", models, d, hpc, cm, (0.0, 1.0))
-    assert given and [g.name for g in given] == [g.name for g in own]
-    assert [g.validation for g in given] == [g.validation for g in own]
+    # the reference: every variant walked here through the model's own gate_score
+    reference = []
+    for model in models:
+        for w in (0.0, 1.0):
+            for tau in threshold_candidates(model.with_threshold(0.0, w).gate_score(d.X_val)):
+                variant = model.with_threshold(tau, w)
+                name, params = variant_name("adapt-gbrt", variant, cm)
+                graph = one_node_graph(name, "adapt-gbrt", cm, variant, True, params)
+                reference.append(validated(graph, d, hpc, cm, model.predict_proba(d.X_val),
+                                           variant.gate_score(d.X_val)))
+    front = pareto_frontier(reference)
+    for sweep in (given, own):
+        assert sweep and [g.name for g in sweep] == [g.name for g in front]
+        assert [g.validation for g in sweep] == [g.validation for g in front]

@@ -9,10 +9,11 @@ Sweeps (P_full, γ) from an empty bought set (the paper) and from each warm-star
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from adaptedge.trainer.methods.adapt_gbrt import AdaptGbrtClassifier, gate_score_from
 from adaptedge.trainer.methods.cart import quantize
@@ -20,8 +21,8 @@ from adaptedge.trainer.methods.gating import CostModel, parallel_map, proba
 from adaptedge.trainer.methods.params import check_params
 from adaptedge.trainer.methods.registry import MethodOptions, register
 from adaptedge.trainer.policy.frontier import pareto_frontier
-from adaptedge.trainer.policy.graph import FloatArray, Graph
-from adaptedge.trainer.policy.one_node import one_node_graph, validated
+from adaptedge.trainer.policy.graph import FloatArray, Graph, Metrics
+from adaptedge.trainer.policy.one_node import one_node_graph, validation_metrics
 
 DEFAULT_GRID: dict[str, tuple[float, ...]] = {
     "p_full": (0.1, 0.2),
@@ -38,20 +39,63 @@ MARGIN_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 ValOutputs = tuple[FloatArray, FloatArray]
-"""A fit's LPC logits and raw gate ``g`` on the validation rows (what ``gate_sweep`` needs)."""
+"""A fit's LPC logits and raw gate ``g`` on the validation rows."""
+Variant = tuple[float, float, Metrics]
+"""One gate variant of a fit: (margin weight, gate threshold, its validation metrics)."""
 
 
-def _fit_one(job: tuple[dict[str, Any], Any, Any, Any, Any]
-             ) -> tuple[AdaptGbrtClassifier, ValOutputs]:
-    """Fit one setting, and walk its trees on the validation rows in the same worker."""
-    params, X, y, P, X_val = job
+@dataclass(frozen=True)
+class GateRows:
+    """What walking a fit's gate variants on validation needs (sent to the fit's worker)."""
+
+    X_val: NDArray[np.floating[Any]]
+    y_val: NDArray[np.int64]
+    hpc_proba_val: FloatArray
+    cost_model: CostModel
+    margin_weights: tuple[float, ...]
+
+    @classmethod
+    def of(cls, dataset: Any, hpc: Any, cost_model: CostModel,
+           margin_weights: Sequence[float]) -> GateRows:
+        return cls(dataset.X_val, dataset.y_val, hpc.proba_val, cost_model,
+                   tuple(margin_weights))
+
+
+def _fit_one(job: tuple[dict[str, Any], Any, Any, Any, GateRows]
+             ) -> tuple[AdaptGbrtClassifier, list[Variant]]:
+    """Fit one setting, and walk its gate variants on the validation rows in the same worker
+    (the trees run once; each variant only shifts and compares)."""
+    params, X, y, P, rows = job
     model = AdaptGbrtClassifier(**params).fit(X, y, P)
-    return model, val_outputs(model, X_val)
+    return model, gate_variants(model, rows)
 
 
 def val_outputs(model: AdaptGbrtClassifier, X_val: Any) -> ValOutputs:
     """``(decision_logits(X_val), gate_raw(X_val))``: every tree walked once per fit."""
     return model.decision_logits(X_val), model.gate_raw(X_val)
+
+
+def gate_variants(model: AdaptGbrtClassifier, rows: GateRows) -> list[Variant]:
+    """Every (margin weight, threshold) variant of ``model`` with its validation metrics: the
+    thresholds at quantiles of each weight's gate scores (``threshold_candidates``). No
+    variant for a model that reads nothing (always escalating, it is the HPC itself)."""
+    if not model.sensors_bought_.any():
+        return []
+    logits, g_val = val_outputs(model, rows.X_val)
+    proba_val = proba(logits, model.n_classes_)
+    margin_val = model.lpc_margin(rows.X_val, logits)
+    table = rows.cost_model.table()
+    out: list[Variant] = []
+    for w in rows.margin_weights:
+        raw = gate_score_from(g_val, margin_val, 0.0, w)
+        for tau in threshold_candidates(raw):
+            variant = model.with_threshold(tau, w)
+            score = gate_score_from(g_val, margin_val, variant.gate_threshold,
+                                    variant.margin_weight)
+            graph = one_node_graph("", "", rows.cost_model, variant, True, {})
+            out.append((w, variant.gate_threshold, validation_metrics(
+                graph, rows.X_val, rows.y_val, rows.hpc_proba_val, table, proba_val, score)))
+    return out
 
 
 def threshold_candidates(scores: FloatArray, n: int = N_THRESHOLDS) -> list[float]:
@@ -79,7 +123,8 @@ def sweep_settings(dataset: Any, hpc: Any, options: MethodOptions, cost_model: C
         fractions = QUICK_WARM_FRACTIONS if options.quick else DEFAULT_FRACTIONS
         warm = {**WARM_GRID, **{k: tuple(v) for k, v in options.extra.get("warm_grid", {}).items()}}
         settings += [{**base, "p_full": p, "gamma": g, "initial_sensors": list(start)}
-                     for start in warm_start_sets(dataset, hpc, fractions, seed=options.seed)
+                     for start in warm_start_sets(dataset, hpc, fractions, seed=options.seed,
+                                                  threads=options.n_jobs)
                      for p in warm["p_full"] for g in warm["gamma"]]
     return settings
 
@@ -90,12 +135,13 @@ def adapt_gbrt_method(dataset: Any, hpc: Any, options: MethodOptions) -> list[Gr
     options = replace(options, extra=check_params("adapt-gbrt", options.extra))
     cost_model = CostModel.build(dataset.sensors, dataset.cost_weights, dataset.link,
                                  dataset.n_features, hpc.sensors)
-    jobs = [(params, dataset.X_train, dataset.y_train, hpc.oof_proba_train, dataset.X_val)
+    rows = GateRows.of(dataset, hpc, cost_model,
+                       options.extra.get("margin_weights", MARGIN_WEIGHTS))
+    jobs = [(params, dataset.X_train, dataset.y_train, hpc.oof_proba_train, rows)
             for params in sweep_settings(dataset, hpc, options, cost_model)]
     fitted = parallel_map(_fit_one, jobs, options.n_jobs, options.progress, "adapt-gbrt")
-    weights = tuple(options.extra.get("margin_weights", MARGIN_WEIGHTS))
-    return gate_sweep("adapt-gbrt", [m for m, _ in fitted], dataset, hpc, cost_model, weights,
-                      progress=options.progress, outputs=[o for _, o in fitted])
+    return gate_sweep("adapt-gbrt", [m for m, _ in fitted], dataset, hpc, cost_model,
+                      rows.margin_weights, variants=[v for _, v in fitted])
 
 
 def variant_name(method: str, model: AdaptGbrtClassifier, cost_model: CostModel
@@ -117,29 +163,17 @@ def variant_name(method: str, model: AdaptGbrtClassifier, cost_model: CostModel
 
 def gate_sweep(method: str, models: Sequence[AdaptGbrtClassifier], dataset: Any, hpc: Any,
                cost_model: CostModel, margin_weights: Sequence[float] = (0.0,), *,
-               progress: bool = False, outputs: Sequence[ValOutputs] | None = None
-               ) -> list[Graph]:
+               variants: Sequence[Sequence[Variant]] | None = None) -> list[Graph]:
     """Every (model, margin weight, threshold) walked on validation; the validation front.
-    ``outputs``: each model's ``val_outputs`` when already computed (in the fit's worker)."""
-    from adaptedge.trainer.progress import track
-
+    ``variants``: each model's ``gate_variants`` when already walked (in the fit's worker)."""
+    if variants is None:
+        rows = GateRows.of(dataset, hpc, cost_model, margin_weights)
+        variants = [gate_variants(model, rows) for model in models]
     candidates: list[Graph] = []
-    for i, model in enumerate(track(models, f"{method} gate thresholds", len(models),
-                                    progress)):
-        if not model.sensors_bought_.any():
-            continue  # a node that reads nothing: always-escalate is the HPC itself
-        # every tree runs once per model; the variants below only shift and compare
-        logits, g_val = (val_outputs(model, dataset.X_val) if outputs is None
-                         else outputs[i])
-        proba_val = proba(logits, model.n_classes_)
-        margin_val = model.lpc_margin(dataset.X_val, logits)
-        for w in margin_weights:
-            raw = gate_score_from(g_val, margin_val, 0.0, w)
-            for tau in threshold_candidates(raw):
-                variant = model.with_threshold(tau, w)
-                score = gate_score_from(g_val, margin_val, variant.gate_threshold,
-                                        variant.margin_weight)
-                name, params = variant_name(method, variant, cost_model)
-                graph = one_node_graph(name, method, cost_model, variant, True, params)
-                candidates.append(validated(graph, dataset, hpc, cost_model, proba_val, score))
+    for model, walked in zip(models, variants, strict=True):
+        for w, tau, metrics in walked:
+            variant = model.with_threshold(tau, w)
+            name, params = variant_name(method, variant, cost_model)
+            graph = one_node_graph(name, method, cost_model, variant, True, params)
+            candidates.append(graph.with_validation(metrics))
     return pareto_frontier(candidates)

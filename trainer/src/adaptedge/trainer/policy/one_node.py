@@ -19,8 +19,8 @@ from numpy.typing import NDArray
 from adaptedge.protocol.action_head import ActionHead
 from adaptedge.trainer.methods.gating import CostModel
 from adaptedge.trainer.policy.frontier import pareto_frontier
-from adaptedge.trainer.policy.graph import FloatArray, Graph, GraphAction, GraphNode
-from adaptedge.trainer.policy.walk import IntArray, walk
+from adaptedge.trainer.policy.graph import FloatArray, Graph, GraphAction, GraphNode, Metrics
+from adaptedge.trainer.policy.walk import CostTable, IntArray, walk
 
 ROOT = "n0"
 
@@ -86,13 +86,22 @@ def validated(graph: Graph, dataset: Any, hpc: Any, cost_model: CostModel, proba
               gate_val: FloatArray | None) -> Graph:
     """``graph`` with its validation metrics from the walk, given the node's probabilities and
     gate scores on the validation rows (computed once per fitted model)."""
+    return graph.with_validation(validation_metrics(
+        graph, dataset.X_val, dataset.y_val, hpc.proba_val, cost_model.table(), proba_val,
+        gate_val))
+
+
+def validation_metrics(graph: Graph, X_val: NDArray[np.floating], y_val: NDArray[np.integer],
+                       hpc_proba_val: FloatArray, table: CostTable, proba_val: FloatArray,
+                       gate_val: FloatArray | None) -> Metrics:
+    """``validated``'s metrics, from the validation rows and the cost table themselves (what a
+    sweep's worker holds)."""
     scores = None if gate_val is None else gate_actions(gate_val)
 
     def outputs(nid: str, node: GraphNode, rows: IntArray) -> tuple[FloatArray, FloatArray | None]:
         return proba_val[rows], None if scores is None else scores[rows]
 
-    result = walk(graph, dataset.X_val, hpc.proba_val, cost_model.table(), outputs)
-    return graph.with_validation(result.metrics(dataset.y_val))
+    return walk(graph, X_val, hpc_proba_val, table, outputs).metrics(y_val)
 
 
 def named(method: str, params: dict[str, float | str]) -> str:
