@@ -74,3 +74,29 @@ def test_errors_name_the_problem(toy_bundle: tuple[Path, Manifest]) -> None:
     with pytest.raises(ValueError, match="pass root="):
         evaluate_policy(m, "gate", np.zeros((1, 3)))
     assert evaluate_policy(m, "gate", np.zeros((2, 3)), root=root).labels.shape == (2,)
+
+
+def test_reused_runs_equal_fresh_runs(toy_bundle: tuple[Path, Manifest]) -> None:
+    """``reuse_runs`` (the export's walks): a model runs once per rows, read-only, and every
+    policy's walk equals a runner's that runs each time."""
+    from adaptedge.protocol.manifest import PROBA_OUTPUT
+
+    bundle, manifest = toy_bundle
+    files = {name: (bundle / name).read_bytes() for name in manifest.files}
+    X = np.random.default_rng(5).normal(size=(400, 3)).astype(np.float32)
+    reusing = BundleRunner.from_files(manifest, files, reuse_runs=True)
+    fresh = BundleRunner.from_files(manifest, files)
+    for _ in range(2):
+        for point in manifest.operating_points:
+            got, want = reusing.evaluate(point.policy, X), fresh.evaluate(point.policy, X)
+            for field in ("labels", "probabilities", "escalated", "cost"):
+                assert getattr(got, field).tobytes() == getattr(want, field).tobytes(), field
+    graph = manifest.policies[manifest.operating_points[0].policy]
+    model = graph.nodes[graph.root].model
+    rows = X[:, list(model.inputs)]
+    first = reusing.run(model.file, rows, [PROBA_OUTPUT])[0]
+    assert reusing.run(model.file, rows.copy(), [PROBA_OUTPUT])[0] is first
+    assert not first.flags.writeable
+    other = reusing.run(model.file, rows[::-1], [PROBA_OUTPUT])[0]
+    assert other is not first
+    assert other.tobytes() == fresh.run(model.file, rows[::-1], [PROBA_OUTPUT])[0].tobytes()

@@ -166,7 +166,8 @@ def export_bundle(out_dir: str | Path, dataset: Dataset, hpc: HpcModel,
     per point; never the test split)."""
     manifest, files = build_bundle(dataset, hpc, policies, default=default, metadata=metadata,
                                    split=split)
-    runner = BundleRunner.from_files(manifest, files)  # one session per model for both walks
+    # one session per model for both walks, each model run once per rows
+    runner = BundleRunner.from_files(manifest, files, reuse_runs=True)
     walks = validation_walks(manifest, files, dataset.split("validation")[0], runner)
     paired = (paired_on_validation(manifest, files, dataset, walks) if certify is None
               else paired_on_rows(manifest, files, *certify, runner=runner))

@@ -11,6 +11,7 @@ answers. A row pays each sensor it read once, however many nodes hold it; costs 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,12 +131,19 @@ class PolicyResult:
 
 
 class BundleRunner:
-    """A manifest plus its ONNX models (sessions created once, one thread each)."""
+    """A manifest plus its ONNX models (sessions created once, one thread each).
 
-    def __init__(self, manifest: Manifest, load: Callable[[str], bytes]) -> None:
+    ``reuse_runs``: keep every model's outputs per input rows, so that the points sharing a
+    model (an ADAPT-GBRT fit's thresholds) run it once on the same rows (the export walks 47
+    letter-binary points on 10 models); the outputs are read-only arrays."""
+
+    def __init__(self, manifest: Manifest, load: Callable[[str], bytes], *,
+                 reuse_runs: bool = False) -> None:
         self.manifest = manifest
         self._load = load
         self._sessions: dict[str, object] = {}
+        self._runs: dict[tuple[object, ...], list[npt.NDArray[np.float32]]] | None = (
+            {} if reuse_runs else None)
         self.sensor_names = tuple(s.name for s in manifest.sensors)
         self._sensor_index = {n: i for i, n in enumerate(self.sensor_names)}
         self._sensor_costs, self._link_cost = cost_columns(manifest.sensors, manifest.link,
@@ -154,8 +162,9 @@ class BundleRunner:
         return cls(manifest, read)
 
     @classmethod
-    def from_files(cls, manifest: Manifest, files: Mapping[str, bytes]) -> BundleRunner:
-        return cls(manifest, lambda name: files[name])
+    def from_files(cls, manifest: Manifest, files: Mapping[str, bytes], *,
+                   reuse_runs: bool = False) -> BundleRunner:
+        return cls(manifest, lambda name: files[name], reuse_runs=reuse_runs)
 
     def session(self, file: str) -> object:
         if file not in self._sessions:
@@ -170,9 +179,21 @@ class BundleRunner:
 
     def run(self, file: str, x: npt.NDArray[np.float32], outputs: list[str]
             ) -> list[npt.NDArray[np.float32]]:
+        x = np.ascontiguousarray(x)
+        key: tuple[object, ...] = ()
+        if self._runs is not None:
+            key = (file, tuple(outputs), x.dtype.str, x.shape,
+                   hashlib.blake2b(x.tobytes(), digest_size=16).digest())
+            if (done := self._runs.get(key)) is not None:
+                return done
         session = self.session(file)
-        result = session.run(outputs, {MODEL_INPUT: np.ascontiguousarray(x)})  # type: ignore[attr-defined]
-        return [np.asarray(r, dtype=np.float32) for r in result]
+        result = session.run(outputs, {MODEL_INPUT: x})  # type: ignore[attr-defined]
+        out = [np.asarray(r, dtype=np.float32) for r in result]
+        if self._runs is not None:
+            for array in out:
+                array.setflags(write=False)
+            self._runs[key] = out
+        return out
 
     def _run_node(self, file: str, x: npt.NDArray[np.float32], scores: str | None
                   ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None]:
