@@ -129,11 +129,10 @@ def greedy_subsets(problem: DagProblem, scorer: ProxyScorer, *, n_subsets: int =
                 continue
             others = np.logical_or.reduce([c for j, c in enumerate(correct) if j != i]) \
                 if n_subsets > 1 else np.zeros_like(correct[0])
-            scorer.prefetch([(*subset, s) for s in range(problem.n_sensors) if s not in subset
-                             and spent + costs[s] <= budget + 1e-9])
-            for s in range(problem.n_sensors):
-                if s in subset or spent + costs[s] > budget + 1e-9:
-                    continue
+            affordable = [s for s in range(problem.n_sensors)
+                          if s not in subset and spent + costs[s] <= budget + 1e-9]
+            scorer.prefetch([(*subset, s) for s in affordable])
+            for s in affordable:
                 gain = float((others | scorer.correct((*subset, s))).mean() - reward)
                 if gain >= min_gain and (best is None or gain / costs[s] > best[0]):
                     best = (gain / costs[s], i, s)
