@@ -85,6 +85,9 @@ def gate_variants(model: AdaptGbrtClassifier, rows: GateRows) -> list[Variant]:
     proba_val = proba(logits, model.n_classes_)
     margin_val = model.lpc_margin(rows.X_val, logits)
     table = rows.cost_model.table()
+    # the walk takes the node's outputs from proba_val and the score, not from its model: the
+    # variants share this graph (the same sensors and actions)
+    graph = one_node_graph("", "", rows.cost_model, model, True, {})
     out: list[Variant] = []
     for w in rows.margin_weights:
         raw = gate_score_from(g_val, margin_val, 0.0, w)
@@ -92,7 +95,6 @@ def gate_variants(model: AdaptGbrtClassifier, rows: GateRows) -> list[Variant]:
             variant = model.with_threshold(tau, w)
             score = gate_score_from(g_val, margin_val, variant.gate_threshold,
                                     variant.margin_weight)
-            graph = one_node_graph("", "", rows.cost_model, variant, True, {})
             out.append((w, variant.gate_threshold, validation_metrics(
                 graph, rows.X_val, rows.y_val, rows.hpc_proba_val, table, proba_val, score)))
     return out
