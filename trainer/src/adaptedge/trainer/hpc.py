@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from adaptedge.protocol.manifest import MODEL_INPUT, PROBA_OUTPUT
-from adaptedge.trainer.data.cache import cache_root
+from adaptedge.trainer.data.cache import cache_root, hash_arrays
 from adaptedge.trainer.data.datasets import Dataset
 from adaptedge.trainer.errors import HpcError as HpcError
 from adaptedge.trainer.parallel import parallel_map
@@ -163,9 +163,7 @@ def _cache_key(d: Dataset, kind: str, seed: int) -> str:
     from importlib.metadata import version
 
     digest = hashlib.sha256()
-    for arr in (d.X_train, d.y_train, d.X_val, d.y_val, d.X_test, d.y_test):
-        digest.update(f"{arr.dtype}{arr.shape}".encode())
-        digest.update(np.ascontiguousarray(arr).tobytes())
+    hash_arrays(digest, (d.X_train, d.y_train, d.X_val, d.y_val, d.X_test, d.y_test))
     fields = {
         "classes": list(d.classes), "features": list(d.feature_names),
         "sensors": [[s.name, list(s.features)] for s in d.sensors],

@@ -20,8 +20,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
+from adaptedge.trainer.data.cache import hash_arrays
 from adaptedge.trainer.methods.dag.problem import make_problem
 from adaptedge.trainer.methods.dag.subsets import PROXY_DEPTH, ProxyScorer, greedy_order
 
@@ -79,8 +78,5 @@ def _content_key(dataset: Any, hpc: Any, seed: int) -> str:
     digest = hashlib.sha256(repr((dataset.sensors, dataset.cost_weights, dataset.link,
                                   len(dataset.classes), getattr(hpc, "sensors", None),
                                   seed)).encode())
-    for arr in (dataset.X_train, dataset.y_train, hpc.oof_proba_train):
-        a = np.ascontiguousarray(arr)
-        digest.update(f"{a.dtype}{a.shape}".encode())
-        digest.update(a.tobytes())
+    hash_arrays(digest, (dataset.X_train, dataset.y_train, hpc.oof_proba_train))
     return digest.hexdigest()
