@@ -263,14 +263,14 @@ def grow_tree(
         if not active:
             break
         gain, ok = _level_gains(rows, flat, weights, layout, active, residual, params)
-        picks, seen = _choose(gain, ok, layout, penalty, bought), bought.copy()
+        picks = _choose(gain, ok, layout, penalty, bought)
         next_level: list[tuple[int, IntArray]] = []
-        s = 0
+        s, bought_here = 0, False  # bought_here: a left sibling bought a sensor this level
         for node, idx in level:
             split = None
             if idx.size >= 2 * params.min_samples_leaf:
-                split = (picks[s] if np.array_equal(bought, seen)  # else a left sibling bought
-                         else _choose(gain[s:s + 1], ok[s:s + 1], layout, penalty, bought)[0])
+                split = (_choose(gain[s:s + 1], ok[s:s + 1], layout, penalty, bought)[0]
+                         if bought_here else picks[s])
                 s += 1
             if split is None:
                 next_level.append((node, idx))
@@ -281,7 +281,9 @@ def grow_tree(
             growth.feature[node] = j
             growth.threshold[node] = float(binner.thresholds[j][b])
             growth.left[node], growth.right[node] = left, right
-            bought[feature_sensor[j]] = True
+            sensor = feature_sensor[j]
+            bought_here = bought_here or not bought[sensor]
+            bought[sensor] = True
             next_level += [(left, idx[go_left]), (right, idx[~go_left])]
         level = next_level
     fitted = np.zeros((n, n_out))
@@ -359,12 +361,22 @@ def _level_gains(
           & ~layout.invalid)
     with np.errstate(divide="ignore", invalid="ignore"):
         gain = (
-            (left_sum**2).sum(axis=2) / left_n
-            + (right_sum**2).sum(axis=2) / right_n
-            - (total_sum**2).sum(axis=1)[:, None] / n_node
+            _sum_of_squares(left_sum) / left_n
+            + _sum_of_squares(right_sum) / right_n
+            - _sum_of_squares(total_sum)[:, None] / n_node
         )
     gain = 0.5 * gain / n_total
     return gain, ok
+
+
+def _sum_of_squares(sums: FloatArray) -> FloatArray:
+    """``(sums**2).sum(axis=-1)``; with one output, the squares themselves (the same bits: a
+    sum over one element is that element) without the reduction."""
+    if sums.shape[-1] == 1:
+        out: FloatArray = np.square(sums[..., 0])
+        return out
+    total: FloatArray = (sums**2).sum(axis=-1)
+    return total
 
 
 @dataclass(frozen=True)
