@@ -50,6 +50,31 @@ def test_fill_is_bincount_bit_for_bit(seed: int) -> None:
 
 
 @needs_c
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32])
+def test_narrow_flat_bins_give_the_intp_sums_bit_for_bit(seed: int, dtype: type) -> None:
+    assert fill is not None
+    flat, slot, residual, n_nodes, tb = _case(seed)
+    want_count, want_sums = np.empty((n_nodes, tb), np.int64), np.empty((n_nodes * tb,
+                                                                        residual.shape[1]))
+    fill(flat, slot, residual, want_count, want_sums)
+    count, sums = np.empty_like(want_count), np.empty_like(want_sums)
+    fill(flat.astype(dtype), slot, residual, count, sums)
+    assert np.array_equal(count, want_count)
+    assert np.array_equal(sums.view(np.int64), want_sums.view(np.int64))
+
+
+def test_flat_bins_are_the_narrowest_unsigned_type_that_holds_them() -> None:
+    assert cart.flat_bin_dtype(65_536) is np.uint16
+    assert cart.flat_bin_dtype(65_537) is np.uint32
+    with pytest.raises(ValueError, match="more than uint32"):
+        cart.flat_bin_dtype(2**32 + 1)
+    codes = np.zeros((3, 2), dtype=np.uint8)
+    binner = cart.BinMapper.fit(np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]]))
+    assert cart.BinnedRows.of(codes, binner).flat.dtype == np.uint16
+
+
+@needs_c
 def test_fill_refuses_out_of_range_and_misshapen_input_before_writing() -> None:
     assert fill is not None
     flat, slot, residual, n_nodes, tb = _case(0)
@@ -64,8 +89,9 @@ def test_fill_refuses_out_of_range_and_misshapen_input_before_writing() -> None:
     assert (count == 7).all()  # nothing written
     with pytest.raises(ValueError, match="shapes disagree"):
         fill(flat, slot[:-1], residual, count, sums)
-    with pytest.raises(ValueError, match="C-ordered"):
-        fill(flat.astype(np.int32), slot, residual, count, sums)
+    for wrong in (np.int32, np.int16, np.float64):  # flat: uint16, uint32 or intp only
+        with pytest.raises(ValueError, match="uint16, uint32 or intp"):
+            fill(flat.astype(wrong), slot, residual, count, sums)
     with pytest.raises(ValueError, match="C-ordered"):
         fill(flat, slot, residual, count.astype(np.int32), sums)
     strided = np.hstack([flat, flat])[:, :flat.shape[1]]  # a view, not C-contiguous

@@ -34,6 +34,8 @@ LEAF_QUANTUM = 2.0**-16
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
+FlatBins = NDArray[np.unsignedinteger[Any]]
+"""Rows' flat bins (``BinnedRows.flat``): uint16, or uint32 past 65,536 bins."""
 
 
 def quantize(values: NDArray[np.float64] | float) -> NDArray[np.float64]:
@@ -193,10 +195,10 @@ class BinnedRows:
     [N, d] (``j·width + code``), the root's bin counts (every row is at the root) and the codes
     feature by feature [d, N] (a split reads one feature of its node's rows)."""
 
-    flat: IntArray
+    flat: FlatBins
     root_count: IntArray
     columns: NDArray[np.uint8]
-    layouts: dict[tuple[int, bytes | None], tuple[_BinLayout, IntArray]] = field(
+    layouts: dict[tuple[int, bytes | None], tuple[_BinLayout, FlatBins]] = field(
         default_factory=dict, compare=False, repr=False)
     """``layout``'s cache: one per (binner, allowed features), with ``flat``'s allowed columns."""
 
@@ -204,12 +206,13 @@ class BinnedRows:
     def of(cls, codes: NDArray[np.uint8], binner: BinMapper) -> BinnedRows:
         n_bins = binner.n_bins
         width = int(n_bins.max(initial=1))
-        flat = codes.astype(np.intp) + (np.arange(n_bins.size) * width).astype(np.intp)
+        dtype = flat_bin_dtype(n_bins.size * width)
+        flat = codes.astype(dtype) + (np.arange(n_bins.size) * width).astype(dtype)
         root_count = np.bincount(flat.ravel(), minlength=n_bins.size * width)
         return cls(flat, root_count, np.ascontiguousarray(codes.T))
 
     def layout(self, binner: BinMapper, allowed: NDArray[np.bool_] | None
-               ) -> tuple[_BinLayout, IntArray]:
+               ) -> tuple[_BinLayout, FlatBins]:
         """``_BinLayout.of(binner, allowed)`` and the rows' flat bins of its columns [N, k],
         built once per fit and restriction (a refinement round histograms only its features)."""
         key = (id(binner), None if allowed is None else np.asarray(allowed, bool).tobytes())
@@ -219,6 +222,17 @@ class BinnedRows:
                     else np.ascontiguousarray(self.flat[:, layout.columns]))
             self.layouts[key] = (layout, flat)
         return self.layouts[key]
+
+
+def flat_bin_dtype(total_bins: int) -> type[np.unsignedinteger[Any]]:
+    """The narrowest of uint16 and uint32 that holds every flat bin: each histogram pass reads
+    the rows' flat bins once, so narrower bins are less memory to read."""
+    if total_bins <= np.iinfo(np.uint16).max + 1:
+        return np.uint16
+    if total_bins <= np.iinfo(np.uint32).max + 1:
+        return np.uint32
+    raise ValueError(f"{total_bins} histogram bins are more than uint32 indexes; use fewer "
+                     f"features or max_bins")
 
 
 def grow_tree(
@@ -307,7 +321,7 @@ def _node_slots(active: list[IntArray], n_total: int) -> IntArray:
 
 
 def _node_histograms(
-    rows: BinnedRows, flat: IntArray, weights: list[FloatArray] | None,
+    rows: BinnedRows, flat: FlatBins, weights: list[FloatArray] | None,
     active: list[IntArray], residual: FloatArray, tb: int,
 ) -> tuple[NDArray[np.int64], FloatArray]:
     """Per active node and flat bin: its rows [n_nodes, tb] and their summed residuals
@@ -323,8 +337,9 @@ def _node_histograms(
         sums = np.empty((n_nodes * tb, residual.shape[1]))
         _fill_histograms(flat, slot, residual, count, sums)
         return count, sums
+    where: IntArray
     if root:  # counts known
-        where, size, count = flat.ravel(), tb, rows.root_count[None, :]
+        where, size, count = flat.ravel().astype(np.intp), tb, rows.root_count[None, :]
     else:
         where = ((_node_slots(active, n_total) * tb)[:, None] + flat).ravel()
         size = (n_nodes + 1) * tb
@@ -335,7 +350,7 @@ def _node_histograms(
 
 
 def _level_gains(
-    rows: BinnedRows, flat: IntArray, weights: list[FloatArray] | None, layout: _BinLayout,
+    rows: BinnedRows, flat: FlatBins, weights: list[FloatArray] | None, layout: _BinLayout,
     active: list[IntArray], residual: FloatArray, params: TreeParams,
 ) -> tuple[FloatArray, NDArray[np.bool_]]:
     """Per active node (rows ``active[s]``): every bin's split gain before the cost penalty
