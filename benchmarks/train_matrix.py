@@ -14,6 +14,8 @@ With ``--default``, ``dominates`` says whether the default sweep's validation fr
 equals ``--quick``'s: every quick point has a default point at least as accurate (regression:
 MAE at most as large) and at most as costly, both measured on the selection rows of validation.
 ``load_before`` / ``load_after``: the 1-minute load average. Nothing here reads test rows.
+With ``--out``, the file is rewritten after every run (``"complete": false`` until the last),
+so a long matrix stopped part-way keeps the runs it finished.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,24 +93,29 @@ def dominates(default: list[list[float]], quick: list[list[float]]) -> bool:
 
 
 def run_dataset(dataset: str, methods: list[str], default: bool, timeout: float,
-                tmp: Path) -> dict[str, Any]:
-    """The HPC's cold fit, then every method quick (and default), in one fresh cache."""
+                tmp: Path, entry: dict[str, Any] | None = None,
+                after_run: Callable[[], None] | None = None) -> dict[str, Any]:
+    """The HPC's cold fit, then every method quick (and default), in one fresh cache.
+    ``entry``: filled in place run by run (returned); ``after_run``: called after each run."""
+    entry = {} if entry is None else entry
     env = {**os.environ, "ADAPTEDGE_CACHE_DIR": str(tmp / f"cache-{dataset}"),
            "ADAPTEDGE_PROGRESS_EVERY": "0"}
-    entry: dict[str, Any] = {"hpc_fit": timed_train(dataset, "static", tmp / f"{dataset}-hpc",
-                                                    True, env, timeout)}
+    entry["hpc_fit"] = timed_train(dataset, "static", tmp / f"{dataset}-hpc", True, env,
+                                   timeout)
     entry["hpc_fit"].pop("points", None)
     for method in methods:
         row: dict[str, Any] = {}
+        entry[method] = row
         for sweep in ("quick", "default") if default else ("quick",):
             out = tmp / f"{dataset}-{method}-{sweep}"
             row[sweep] = timed_train(dataset, method, out, sweep == "quick", env, timeout)
             print(f"{dataset} {method} {sweep}: {row[sweep]['status']} "
                   f"{row[sweep]['wall_s']} s wall, {row[sweep]['cpu_s']} CPU s",
                   file=sys.stderr, flush=True)
-        if default and all("points" in row[s] for s in ("quick", "default")):
-            row["dominates"] = dominates(row["default"]["points"], row["quick"]["points"])
-        entry[method] = row
+            if default and all("points" in row.get(s, {}) for s in ("quick", "default")):
+                row["dominates"] = dominates(row["default"]["points"], row["quick"]["points"])
+            if after_run is not None:
+                after_run()
     return entry
 
 
@@ -128,6 +136,19 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def report(results: dict[str, Any], load_before: float, complete: bool) -> dict[str, Any]:
+    """The printed (and written) JSON object of the runs in ``results`` so far."""
+    return {"cores": os.cpu_count(), "complete": complete, "load_before": load_before,
+            "load_after": os.getloadavg()[0], "summary": summary(results), "results": results}
+
+
+def write_report(path: Path, content: dict[str, Any]) -> None:
+    """``content`` as JSON at ``path``, replaced whole (a reader never sees half a file)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(content, indent=1) + "\n")
+    partial.replace(path)
+
+
 def main() -> None:
     from adaptedge.trainer.data.builtin_datasets import BUILTINS
     from adaptedge.trainer.data.regression_datasets import REGRESSION_BUILTINS
@@ -137,25 +158,28 @@ def main() -> None:
     ap.add_argument("--methods", help="comma-separated (default: every method that applies)")
     ap.add_argument("--default", action="store_true", help="also the default sweeps")
     ap.add_argument("--timeout", type=float, default=TIMEOUT_S)
-    ap.add_argument("--out", type=Path, help="also write the JSON here")
+    ap.add_argument("--out", type=Path, help="also write the JSON here, after every run")
     args = ap.parse_args()
     results: dict[str, Any] = {}
     load_before = os.getloadavg()[0]
+    out_file: Path | None = args.out
+
+    def save() -> None:
+        if out_file is not None:
+            write_report(out_file, report(results, load_before, complete=False))
+
     with tempfile.TemporaryDirectory(prefix="train-matrix-") as tmp:
         for dataset in args.datasets.split(","):
             chosen = methods_for(dataset)
             if args.methods:
                 chosen = [m for m in chosen if m in args.methods.split(",")]
-            results[dataset] = run_dataset(dataset, chosen, args.default, args.timeout,
-                                           Path(tmp))
-    report = {"cores": os.cpu_count(), "load_before": load_before,
-              "load_after": os.getloadavg()[0], "summary": summary(results),
-              "results": results}
-    text = json.dumps(report, indent=1)
-    if args.out:
-        args.out.write_text(text + "\n")
-    print(text)
-
+            results[dataset] = {}
+            run_dataset(dataset, chosen, args.default, args.timeout, Path(tmp),
+                        results[dataset], save)
+    final = report(results, load_before, complete=True)
+    if out_file is not None:
+        write_report(out_file, final)
+    print(json.dumps(final, indent=1))
 
 if __name__ == "__main__":
     main()

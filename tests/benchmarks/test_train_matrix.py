@@ -3,13 +3,24 @@ the smallest dataset through the CLI, as the benchmark runs it."""
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from benchmarks.train_matrix import dominates, methods_for, summary, timed_train
+from benchmarks.train_matrix import (
+    dominates,
+    methods_for,
+    report,
+    run_dataset,
+    summary,
+    timed_train,
+    write_report,
+)
 
 
 def test_dominates_needs_every_quick_point_matched() -> None:
@@ -56,3 +67,26 @@ def test_a_run_past_its_timeout_is_stopped_promptly(tmp_path: Path) -> None:
     row = timed_train("letter-binary", "dag", tmp_path / "b", False, env, timeout=8)
     assert row["status"] == "timeout" and "points" not in row
     assert time.monotonic() - start < 30
+
+
+def test_a_report_is_replaced_whole_and_says_whether_it_is_complete(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.json"
+    ok = {"status": 0, "wall_s": 3.0, "cpu_s": 2.0}
+    write_report(path, report({"d": {"m": {"quick": ok}}}, 0.5, complete=False))
+    first = json.loads(path.read_text())
+    assert first["complete"] is False and first["results"]["d"]["m"]["quick"] == ok
+    write_report(path, report({}, 0.5, complete=True))
+    assert json.loads(path.read_text())["complete"] is True
+    assert [f.name for f in tmp_path.iterdir()] == ["matrix.json"]  # no partial file left
+
+
+@pytest.mark.slow
+def test_each_finished_run_is_in_the_entry_when_after_run_is_called(tmp_path: Path) -> None:
+    entry: dict[str, Any] = {}
+    seen: list[dict[str, Any]] = []
+    run_dataset("heart", ["static", "no-such-method"], False, 600.0, tmp_path, entry,
+                lambda: seen.append(copy.deepcopy(entry)))
+    assert len(seen) == 2  # once per timed run (the HPC's fit is not a method's run)
+    assert seen[0]["static"]["quick"]["status"] == 0 and "no-such-method" not in seen[0]
+    assert seen[1]["no-such-method"]["quick"]["status"] == 2
+    assert seen[1] == entry
