@@ -131,18 +131,21 @@ def _as_lists(tree: Tree) -> list[list[float]]:
 
 
 @pytest.fixture(params=["c", "numpy"])
-def histogram_pass(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The grower's histogram pass: ``_histograms.fill`` (C) or numpy's bincount (the
-    fallback of an install without a compiler); the trees must not differ by a bit."""
+def inner_loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The grower's inner loops: the histogram pass (``_histograms.fill``) and the row split
+    (``_row_split.split``) in C, or numpy's bincount and masks (the fallback of an install
+    without a compiler); the trees must not differ by a bit."""
     if request.param == "numpy":
         monkeypatch.setattr(cart, "_fill_histograms", None)
-    elif cart._fill_histograms is None:
-        pytest.skip("the C histogram pass was not built (tests/trainer/methods/test_histograms)")
+        monkeypatch.setattr(cart, "_split_rows", None)
+    elif cart._fill_histograms is None or cart._split_rows is None:
+        pytest.skip("the C loops were not built (tests/trainer/methods/test_histograms.py, "
+                    "test_row_split.py)")
     return str(request.param)
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_grow_tree_equals_the_reference_bit_for_bit(seed: int, histogram_pass: str) -> None:
+def test_grow_tree_equals_the_reference_bit_for_bit(seed: int, inner_loops: str) -> None:
     rng = np.random.default_rng(seed)
     n, d = int(rng.integers(300, 1500)), int(rng.integers(3, 9))
     X = rng.normal(size=(n, d)).astype(np.float32)

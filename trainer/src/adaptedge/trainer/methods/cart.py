@@ -28,6 +28,11 @@ try:  # the histogram pass in C; without it (no compiler at install) numpy's, th
     from adaptedge.trainer.methods._histograms import fill as _fill_histograms
 except ImportError:  # pragma: no cover - an install without a compiler
     _fill_histograms = None
+_split_rows: Callable[[Any, Any, int, Any], int] | None
+try:  # a node's row split in C; without it numpy's, the same rows
+    from adaptedge.trainer.methods._row_split import split as _split_rows
+except ImportError:  # pragma: no cover - an install without a compiler
+    _split_rows = None
 
 LEAF_QUANTUM = 2.0**-16
 """Leaf values are multiples of this: float32 sums of such values are exact below 2**7."""
@@ -290,7 +295,7 @@ def grow_tree(
                 next_level.append((node, idx))
                 continue
             j, b, growth.gain[node] = split
-            go_left = rows.columns[j][idx] <= b
+            left_rows, right_rows = split_rows(rows.columns[j], idx, b)
             left, right = growth.add(), growth.add()
             growth.feature[node] = j
             growth.threshold[node] = float(binner.thresholds[j][b])
@@ -298,7 +303,7 @@ def grow_tree(
             sensor = feature_sensor[j]
             bought_here = bought_here or not bought[sensor]
             bought[sensor] = True
-            next_level += [(left, idx[go_left]), (right, idx[~go_left])]
+            next_level += [(left, left_rows), (right, right_rows)]
         level = next_level
     fitted = np.zeros((n, n_out))
     leaves = [(node, idx) for node, idx in level if growth.feature[node] < 0]
@@ -310,6 +315,18 @@ def grow_tree(
             growth.value[node] = value
             fitted[idx] = value
     return growth.freeze(), fitted
+
+
+def split_rows(column: NDArray[np.uint8], idx: IntArray, b: int) -> tuple[IntArray, IntArray]:
+    """A node's rows ``idx`` (ascending) split at bin ``b`` of ``column`` (one feature's codes
+    of every row): those with ``column[row] <= b``, then the others, each still ascending. In
+    one C pass (``_row_split``) where built, else numpy's (the same two arrays)."""
+    if _split_rows is None:
+        go_left = column[idx] <= b
+        return idx[go_left], idx[~go_left]
+    out = np.empty_like(idx)
+    n_left = _split_rows(column, idx, b, out)
+    return out[:n_left], out[n_left:]
 
 
 def _node_slots(active: list[IntArray], n_total: int) -> IntArray:
