@@ -38,7 +38,7 @@ PACKAGES := protocol edge cloud trainer simulator
 
 $(STAMP): pyproject.toml $(PACKAGES:%=%/pyproject.toml) protocol/src/adaptedge/protocol/_speedups.c \
 	  trainer/src/adaptedge/trainer/methods/_histograms.c \
-	  trainer/src/adaptedge/trainer/methods/_row_split.c
+	  trainer/src/adaptedge/trainer/methods/_node_rows.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet $(PACKAGES:%=-e ./%) -e '.[all,dev]'

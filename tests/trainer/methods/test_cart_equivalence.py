@@ -132,15 +132,16 @@ def _as_lists(tree: Tree) -> list[list[float]]:
 
 @pytest.fixture(params=["c", "numpy"])
 def inner_loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The grower's inner loops: the histogram pass (``_histograms.fill``) and the row split
-    (``_row_split.split``) in C, or numpy's bincount and masks (the fallback of an install
-    without a compiler); the trees must not differ by a bit."""
+    """The grower's inner loops: the histogram pass (``_histograms.fill``) and a node's rows
+    split and summed (``_node_rows``) in C, or numpy's bincount, masks and sums (the fallback
+    of an install without a compiler); the trees must not differ by a bit."""
+    names = ("_fill_histograms", "_split_rows", "_sum_rows")
     if request.param == "numpy":
-        monkeypatch.setattr(cart, "_fill_histograms", None)
-        monkeypatch.setattr(cart, "_split_rows", None)
-    elif cart._fill_histograms is None or cart._split_rows is None:
+        for name in names:
+            monkeypatch.setattr(cart, name, None)
+    elif any(getattr(cart, name) is None for name in names):
         pytest.skip("the C loops were not built (tests/trainer/methods/test_histograms.py, "
-                    "test_row_split.py)")
+                    "test_node_rows.py)")
     return str(request.param)
 
 

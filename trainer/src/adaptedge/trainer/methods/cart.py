@@ -29,10 +29,12 @@ try:  # the histogram pass in C; without it (no compiler at install) numpy's, th
 except ImportError:  # pragma: no cover - an install without a compiler
     _fill_histograms = None
 _split_rows: Callable[[Any, Any, int, Any], int] | None
-try:  # a node's row split in C; without it numpy's, the same rows
-    from adaptedge.trainer.methods._row_split import split as _split_rows
+_sum_rows: Callable[[Any, list[Any], Any], None] | None
+try:  # a node's rows split and summed in C; without it numpy's, the same bits
+    from adaptedge.trainer.methods._node_rows import split as _split_rows
+    from adaptedge.trainer.methods._node_rows import sums as _sum_rows
 except ImportError:  # pragma: no cover - an install without a compiler
-    _split_rows = None
+    _split_rows = _sum_rows = None
 
 LEAF_QUANTUM = 2.0**-16
 """Leaf values are multiples of this: float32 sums of such values are exact below 2**7."""
@@ -308,8 +310,8 @@ def grow_tree(
     fitted = np.zeros((n, n_out))
     leaves = [(node, idx) for node, idx in level if growth.feature[node] < 0]
     if leaves:  # every leaf's Newton step at once (elementwise: the same bits as one by one)
-        g = np.stack([residual[idx].sum(axis=0) for _, idx in leaves])
-        h = np.stack([hessian[idx].sum(axis=0) for _, idx in leaves])
+        leaf_rows = [idx for _, idx in leaves]
+        g, h = node_sums(residual, leaf_rows), node_sums(hessian, leaf_rows)
         values = quantize(params.learning_rate * g / (h + params.l2))
         for (node, idx), value in zip(leaves, values, strict=True):
             growth.value[node] = value
@@ -320,13 +322,24 @@ def grow_tree(
 def split_rows(column: NDArray[np.uint8], idx: IntArray, b: int) -> tuple[IntArray, IntArray]:
     """A node's rows ``idx`` (ascending) split at bin ``b`` of ``column`` (one feature's codes
     of every row): those with ``column[row] <= b``, then the others, each still ascending. In
-    one C pass (``_row_split``) where built, else numpy's (the same two arrays)."""
+    one C pass (``_node_rows``) where built, else numpy's (the same two arrays)."""
     if _split_rows is None:
         go_left = column[idx] <= b
         return idx[go_left], idx[~go_left]
     out = np.empty_like(idx)
     n_left = _split_rows(column, idx, b, out)
     return out[:n_left], out[n_left:]
+
+
+def node_sums(values: FloatArray, nodes: list[IntArray]) -> FloatArray:
+    """[len(nodes), K]: each node's ``values[rows].sum(axis=0)`` (``values`` [N, K]), in one C
+    call (``_node_rows``) where built, else numpy's: the same bits either way."""
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    if _sum_rows is None:
+        return np.stack([values[idx].sum(axis=0) for idx in nodes])
+    out = np.empty((len(nodes), values.shape[1]))
+    _sum_rows(values, nodes, out)
+    return out
 
 
 def _node_slots(active: list[IntArray], n_total: int) -> IntArray:
@@ -385,7 +398,7 @@ def _level_gains(
                          ).reshape(n_nodes, tb, n_out)
     left_n = np.cumsum(count.astype(np.float64).reshape(n_nodes, -1, width), axis=2
                        ).reshape(n_nodes, tb)
-    total_sum = np.stack([residual[idx].sum(axis=0) for idx in active])
+    total_sum = node_sums(residual, active)
     n_node = np.array([float(idx.size) for idx in active])[:, None]
     right_sum = total_sum[:, None, :] - left_sum
     right_n = n_node - left_n
