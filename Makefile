@@ -37,8 +37,7 @@ install: $(STAMP)
 PACKAGES := protocol edge cloud trainer simulator
 
 $(STAMP): pyproject.toml $(PACKAGES:%=%/pyproject.toml) protocol/src/adaptedge/protocol/_speedups.c \
-	  trainer/src/adaptedge/trainer/methods/_histograms.c \
-	  trainer/src/adaptedge/trainer/methods/_node_rows.c
+	  trainer/src/adaptedge/trainer/methods/_tree_loops.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet $(PACKAGES:%=-e ./%) -e '.[all,dev]'

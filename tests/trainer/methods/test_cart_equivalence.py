@@ -132,16 +132,15 @@ def _as_lists(tree: Tree) -> list[list[float]]:
 
 @pytest.fixture(params=["c", "numpy"])
 def inner_loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The grower's inner loops: the histogram pass (``_histograms.fill``) and a node's rows
-    split and summed (``_node_rows``) in C, or numpy's bincount, masks and sums (the fallback
+    """The grower's inner loops: the histogram pass (``_tree_loops.fill``) and a node's rows
+    split and summed (``_tree_loops``) in C, or numpy's bincount, masks and sums (the fallback
     of an install without a compiler); the trees must not differ by a bit."""
     names = ("_fill_histograms", "_split_rows", "_sum_rows")
     if request.param == "numpy":
         for name in names:
             monkeypatch.setattr(cart, name, None)
     elif any(getattr(cart, name) is None for name in names):
-        pytest.skip("the C loops were not built (tests/trainer/methods/test_histograms.py, "
-                    "test_node_rows.py)")
+        pytest.skip("the C loops were not built (tests/trainer/methods/test_tree_loops.py)")
     return str(request.param)
 
 

@@ -24,17 +24,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 _fill_histograms: Callable[[Any, Any, Any, Any, Any], None] | None
-try:  # the histogram pass in C; without it (no compiler at install) numpy's, the same sums
-    from adaptedge.trainer.methods._histograms import fill as _fill_histograms
-except ImportError:  # pragma: no cover - an install without a compiler
-    _fill_histograms = None
 _split_rows: Callable[[Any, Any, int, Any], int] | None
 _sum_rows: Callable[[Any, list[Any], Any], None] | None
-try:  # a node's rows split and summed in C; without it numpy's, the same bits
-    from adaptedge.trainer.methods._node_rows import split as _split_rows
-    from adaptedge.trainer.methods._node_rows import sums as _sum_rows
+try:  # the inner loops in C; without them (no compiler at install) numpy's, the same bits
+    from adaptedge.trainer.methods._tree_loops import fill as _fill_histograms
+    from adaptedge.trainer.methods._tree_loops import split as _split_rows
+    from adaptedge.trainer.methods._tree_loops import sums as _sum_rows
 except ImportError:  # pragma: no cover - an install without a compiler
-    _split_rows = _sum_rows = None
+    _fill_histograms = _split_rows = _sum_rows = None
 
 LEAF_QUANTUM = 2.0**-16
 """Leaf values are multiples of this: float32 sums of such values are exact below 2**7."""
@@ -322,7 +319,7 @@ def grow_tree(
 def split_rows(column: NDArray[np.uint8], idx: IntArray, b: int) -> tuple[IntArray, IntArray]:
     """A node's rows ``idx`` (ascending) split at bin ``b`` of ``column`` (one feature's codes
     of every row): those with ``column[row] <= b``, then the others, each still ascending. In
-    one C pass (``_node_rows``) where built, else numpy's (the same two arrays)."""
+    one C pass (``_tree_loops``) where built, else numpy's (the same two arrays)."""
     if _split_rows is None:
         go_left = column[idx] <= b
         return idx[go_left], idx[~go_left]
@@ -333,7 +330,7 @@ def split_rows(column: NDArray[np.uint8], idx: IntArray, b: int) -> tuple[IntArr
 
 def node_sums(values: FloatArray, nodes: list[IntArray]) -> FloatArray:
     """[len(nodes), K]: each node's ``values[rows].sum(axis=0)`` (``values`` [N, K]), in one C
-    call (``_node_rows``) where built, else numpy's: the same bits either way."""
+    call (``_tree_loops``) where built, else numpy's: the same bits either way."""
     values = np.ascontiguousarray(values, dtype=np.float64)
     if _sum_rows is None:
         return np.stack([values[idx].sum(axis=0) for idx in nodes])
@@ -356,7 +353,7 @@ def _node_histograms(
 ) -> tuple[NDArray[np.int64], FloatArray]:
     """Per active node and flat bin: its rows [n_nodes, tb] and their summed residuals
     [n_nodes · tb, K], each sum adding its rows in row order (so a bin's sums are those a
-    per-node pass would give): ``_histograms.fill`` in C (one pass for every output), else
+    per-node pass would give): ``_tree_loops.fill`` in C (one pass for every output), else
     ``numpy.bincount`` over ``weights`` (a pass per output), bit for bit the same."""
     n_nodes, n_total = len(active), flat.shape[0]
     root = n_nodes == 1 and active[0].size == n_total  # the root: every row
