@@ -187,3 +187,16 @@ def test_the_install_built_the_inner_loops() -> None:
         pytest.skip("no C compiler here: the trees use numpy's loops")
     assert fill is not None and split is not None and sums is not None, "a C compiler is " \
         "here but `pip install` did not build trainer/methods/_tree_loops.c: see the install log"
+
+
+def test_node_sums_of_other_dtypes_and_strided_values_are_numpys() -> None:
+    rng = np.random.default_rng(3)
+    values = rng.normal(size=(500, 6))
+    nodes = [np.arange(0, 500, 3, dtype=np.intp), np.arange(7, dtype=np.intp)]
+    strided = values[:, ::2]  # float64, not C-contiguous: the C loop reads a contiguous copy
+    want = np.stack([strided[idx].sum(axis=0) for idx in nodes])
+    assert np.array_equal(cart.node_sums(strided, nodes).view(np.int64), want.view(np.int64))
+    narrow = values.astype(np.float32)  # not float64: numpy's own float32 arithmetic
+    want32 = np.stack([narrow[idx].sum(axis=0) for idx in nodes])
+    got32 = cart.node_sums(narrow, nodes)  # type: ignore[arg-type]
+    assert got32.dtype == np.float32 and np.array_equal(got32, want32)

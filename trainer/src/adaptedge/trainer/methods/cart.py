@@ -330,12 +330,12 @@ def split_rows(column: NDArray[np.uint8], idx: IntArray, b: int) -> tuple[IntArr
 
 def node_sums(values: FloatArray, nodes: list[IntArray]) -> FloatArray:
     """[len(nodes), K]: each node's ``values[rows].sum(axis=0)`` (``values`` [N, K]), in one C
-    call (``_tree_loops``) where built, else numpy's: the same bits either way."""
-    values = np.ascontiguousarray(values, dtype=np.float64)
-    if _sum_rows is None:
+    call (``_tree_loops``) where built and ``values`` are float64, else numpy's: the same bits
+    either way."""
+    if _sum_rows is None or values.dtype != np.float64:
         return np.stack([values[idx].sum(axis=0) for idx in nodes])
     out = np.empty((len(nodes), values.shape[1]))
-    _sum_rows(values, nodes, out)
+    _sum_rows(np.ascontiguousarray(values), nodes, out)
     return out
 
 
