@@ -7,6 +7,7 @@ zeros too); refusals come before any write, and the install builds it where a co
 from __future__ import annotations
 
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -168,9 +169,15 @@ def test_sums_refuses_bad_rows_and_arrays_before_writing() -> None:
     assert sums is not None
     values = np.ones((10, 2))
     out = np.full((2, 2), -7.0)
-    with pytest.raises(ValueError, match=r"node 1's row 10 is outside 0..9"):
-        sums(values, [np.array([0, 1], dtype=np.intp), np.array([10], dtype=np.intp)], out)
+    good, bad = np.array([0, 1], dtype=np.intp), np.array([10], dtype=np.intp)
+    held = [sys.getrefcount(a) for a in (good, bad, values, out)]
+    for _ in range(3):
+        with pytest.raises(ValueError, match=r"node 1's row 10 is outside 0..9"):
+            sums(values, [good, bad, good], np.empty((3, 2)))
+        with pytest.raises(ValueError, match=r"node 1's row 10 is outside 0..9"):
+            sums(values, [good, bad], out)
     assert (out == -7.0).all()  # nothing written
+    assert [sys.getrefcount(a) for a in (good, bad, values, out)] == held  # buffers released
     with pytest.raises(ValueError, match=r"out must be \[2, 2\]"):
         sums(values, [np.array([0], dtype=np.intp)] * 2, np.empty((3, 2)))
     with pytest.raises(ValueError, match="values must be a C-ordered 2-d array of 8-byte"):

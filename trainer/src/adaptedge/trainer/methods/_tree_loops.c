@@ -389,6 +389,7 @@ sums(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_ValueError, "sums: out must be [%zd, %zd] (one row per node, one "
                      "column per output of values)", n_nodes, k);
     }
+    /* one spare: no node at all still allocates */
     Py_buffer *views = ok ? PyMem_Calloc((size_t)(n_nodes + 1), sizeof(Py_buffer)) : NULL;
     if (ok && views == NULL) {
         PyErr_NoMemory();
@@ -406,8 +407,7 @@ sums(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (bad >= 0) {
             PyErr_Format(PyExc_ValueError, "sums: node %zd's row %zd is outside 0..%zd", got,
                          ((const Py_ssize_t *)views[got].buf)[bad], n - 1);
-            got++;
-            ok = 0;
+            ok = 0;  /* the loop's got++ still counts this view, to be released */
         }
     }
     if (ok) {
