@@ -86,11 +86,16 @@ def test_fill_refuses_out_of_range_and_misshapen_input_before_writing() -> None:
     sums = np.zeros((n_nodes * tb, residual.shape[1]))
     bad_bin, bad_slot = flat.copy(), slot.copy()
     bad_bin[-1, -1], bad_slot[0] = tb, n_nodes + 1
+    arrays = (flat, slot, residual, count, sums, bad_bin, bad_slot)
+    held = [sys.getrefcount(a) for a in arrays]
     with pytest.raises(ValueError, match="flat bin"):
         fill(bad_bin, slot, residual, count, sums)
-    with pytest.raises(ValueError, match="slot"):
+    with pytest.raises(ValueError, match=rf"slot\[0\] = {n_nodes + 1} is outside 0..{n_nodes}"):
         fill(flat, bad_slot, residual, count, sums)
+    with pytest.raises(ValueError, match="fill: sums must be a C-ordered 2-d array"):
+        fill(flat, slot, residual, count, sums.ravel())  # a view refused after four taken
     assert (count == 7).all()  # nothing written
+    assert [sys.getrefcount(a) for a in arrays] == held  # every buffer taken was released
     with pytest.raises(ValueError, match="shapes disagree"):
         fill(flat, slot[:-1], residual, count, sums)
     for wrong in (np.int32, np.int16, np.float64):  # flat: uint16, uint32 or intp only

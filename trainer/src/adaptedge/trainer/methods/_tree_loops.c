@@ -62,6 +62,18 @@ get(PyObject *obj, Py_buffer *view, int writable, int ndim, Py_ssize_t itemsize,
     return 0;
 }
 
+/* The first index i < m with rows[i] outside 0..n-1, or -1. */
+static Py_ssize_t
+first_out_of_range(const Py_ssize_t *rows, Py_ssize_t m, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (rows[i] < 0 || rows[i] >= n) {
+            return i;
+        }
+    }
+    return -1;
+}
+
 /* One flat-bin type's range check and pass: the same loops for uint16, uint32 and intp. */
 #define FLAT_LOOPS(SUFFIX, TYPE)                                                              \
 static int                                                                                    \
@@ -136,12 +148,11 @@ check(const Py_buffer *flat, const Py_buffer *slot, const Py_buffer *residual,
         return -1;
     }
     const Py_ssize_t *s = (const Py_ssize_t *)slot->buf;
-    for (Py_ssize_t r = 0; r < n; r++) {
-        if (s[r] < 0 || s[r] > nodes) {
-            PyErr_Format(PyExc_ValueError, "fill: slot[%zd] = %zd is outside 0..%zd", r, s[r],
-                         nodes);
-            return -1;
-        }
+    Py_ssize_t r = first_out_of_range(s, n, nodes + 1);  /* slot nodes: a row of no node */
+    if (r >= 0) {
+        PyErr_Format(PyExc_ValueError, "fill: slot[%zd] = %zd is outside 0..%zd", r, s[r],
+                     nodes);
+        return -1;
     }
     switch (flat->itemsize) {
     case 2: return check_bins_u16(flat, bins);
@@ -195,23 +206,22 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                         "arrays");
         return NULL;
     }
+    /* views[0] is flat (get_flat); the tables describe views[1..4] */
     Py_buffer views[5];
-    static const int writable[5] = {0, 0, 0, 1, 1}, ndims[5] = {2, 1, 2, 2, 2};
-    static const char *names[5] = {"fill: flat", "fill: slot", "fill: residual",
-                                   "fill: count", "fill: sums"};
-    const Py_ssize_t sizes[5] = {sizeof(Py_ssize_t), sizeof(Py_ssize_t), sizeof(double),
-                                 sizeof(int64_t), sizeof(double)};
-    int got = 0, ok = 1;
-    for (; got < 5 && ok; got++) {
-        ok = (got == 0 ? get_flat(args[0], &views[0])
-              : get(args[got], &views[got], writable[got], ndims[got], sizes[got],
-                    names[got])) == 0;
+    static const int writable[4] = {0, 0, 1, 1}, ndims[4] = {1, 2, 2, 2};
+    static const char *names[4] = {"fill: slot", "fill: residual", "fill: count",
+                                   "fill: sums"};
+    const Py_ssize_t sizes[4] = {sizeof(Py_ssize_t), sizeof(double), sizeof(int64_t),
+                                 sizeof(double)};
+    int ok = get_flat(args[0], &views[0]) == 0;
+    int got = ok;  /* views taken: a failed get released its own */
+    while (ok && got < 5) {
+        ok = get(args[got], &views[got], writable[got - 1], ndims[got - 1], sizes[got - 1],
+                 names[got - 1]) == 0;
+        got += ok;
     }
-    if (!ok) {
-        got--;  /* views[got] was released by get */
-    } else if (check(&views[0], &views[1], &views[2], &views[3], &views[4]) < 0) {
-        ok = 0;
-    } else {
+    ok = ok && check(&views[0], &views[1], &views[2], &views[3], &views[4]) == 0;
+    if (ok) {
         Py_BEGIN_ALLOW_THREADS
         add_rows(&views[0], &views[1], &views[2], &views[3], &views[4]);
         Py_END_ALLOW_THREADS
@@ -223,18 +233,6 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_RETURN_NONE;
-}
-
-/* The first row of rows[0..m) outside 0..n-1, or -1. */
-static Py_ssize_t
-first_out_of_range(const Py_ssize_t *rows, Py_ssize_t m, Py_ssize_t n)
-{
-    for (Py_ssize_t i = 0; i < m; i++) {
-        if (rows[i] < 0 || rows[i] >= n) {
-            return i;
-        }
-    }
-    return -1;
 }
 
 static Py_ssize_t
