@@ -364,9 +364,9 @@ def _node_histograms(
         sums = np.empty((n_nodes * tb, residual.shape[1]))
         _fill_histograms(flat, slot, residual, count, sums)
         return count, sums
-    where: IntArray
+    where: NDArray[np.integer[Any]]  # the root's: flat's own bins, not copied
     if root:  # counts known
-        where, size, count = flat.ravel().astype(np.intp), tb, rows.root_count[None, :]
+        where, size, count = flat.ravel(), tb, rows.root_count[None, :]
     else:
         where = ((_node_slots(active, n_total) * tb)[:, None] + flat).ravel()
         size = (n_nodes + 1) * tb
