@@ -93,11 +93,10 @@ def dominates(default: list[list[float]], quick: list[list[float]]) -> bool:
 
 
 def run_dataset(dataset: str, methods: list[str], default: bool, timeout: float,
-                tmp: Path, entry: dict[str, Any] | None = None,
-                after_run: Callable[[], None] | None = None) -> dict[str, Any]:
-    """The HPC's cold fit, then every method quick (and default), in one fresh cache.
-    ``entry``: filled in place run by run (returned); ``after_run``: called after each run."""
-    entry = {} if entry is None else entry
+                tmp: Path, entry: dict[str, Any],
+                after_run: Callable[[], None] | None = None) -> None:
+    """The HPC's cold fit, then every method quick (and default), in one fresh cache, into
+    ``entry`` run by run; ``after_run``: called after each run."""
     env = {**os.environ, "ADAPTEDGE_CACHE_DIR": str(tmp / f"cache-{dataset}"),
            "ADAPTEDGE_PROGRESS_EVERY": "0"}
     entry["hpc_fit"] = timed_train(dataset, "static", tmp / f"{dataset}-hpc", True, env,
@@ -116,7 +115,6 @@ def run_dataset(dataset: str, methods: list[str], default: bool, timeout: float,
                 row["dominates"] = dominates(row["default"]["points"], row["quick"]["points"])
             if after_run is not None:
                 after_run()
-    return entry
 
 
 def summary(results: dict[str, Any]) -> dict[str, Any]:
