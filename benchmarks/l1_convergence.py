@@ -49,7 +49,7 @@ def split_lbfgsb(Z: FloatArray, y: NDArray[np.int64], C: float, W0: FloatArray,
 
     n, d = Z.shape
     k = W0.shape[1]
-    onehot = np.eye(max(k, 2))[y][:, :k] if k > 1 else None
+    onehot = np.eye(k)[y] if k > 1 else None  # k = 1: binary, no one-hot
     penalty = 1.0 / (C * n)
 
     def value_and_gradient(v: FloatArray) -> tuple[float, FloatArray]:
