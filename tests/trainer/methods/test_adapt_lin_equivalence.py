@@ -1,8 +1,9 @@
 """ADAPT-LIN's FISTA step against the straightforward formulas: the same numbers, bit for bit.
 
 Issue #35 made the solver's step cheaper (the sensors' feature rows found once, p(class 1)
-alone for a binary LPC, the group norm as ``np.linalg.norm``'s own dot product); the
-reference below is the step before that, and no bit of the gradient or the prox may differ.
+alone for a binary LPC, the group norm as ``np.linalg.norm``'s own dot product, a multi-class
+step in reused buffers); the reference below is the step before that, and no bit of the
+gradient or the prox may differ.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def _reference_prox(s: _Solver, th: Floats, t: float) -> Floats:
     return out
 
 
-@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("n_classes", [2, 3, 26])
 def test_step_matches_the_reference_bit_for_bit(n_classes: int) -> None:
     rng = np.random.default_rng(n_classes)
     n, d = 300, 5
@@ -57,7 +58,8 @@ def test_step_matches_the_reference_bit_for_bit(n_classes: int) -> None:
     solver.group_weight = est.gamma * costs
     k = solver.k
     for trial in range(20):
-        th = rng.normal(scale=0.5, size=(d + 1, k + 1))
+        # every fifth trial: logits in the hundreds (probabilities of exactly 0 and 1)
+        th = rng.normal(scale=60.0 if trial % 5 == 4 else 0.5, size=(d + 1, k + 1))
         if trial % 4 == 0:
             th[:2] = 0.0  # a zero group: shrink 0, no division
         q = rng.uniform(size=n)
