@@ -14,6 +14,7 @@ import pytest
 
 from benchmarks.train_matrix import (
     dominates,
+    hpc_method,
     methods_for,
     report,
     run_dataset,
@@ -45,6 +46,12 @@ def test_summary_counts_runs_over_the_limits() -> None:
 def test_methods_for_regression_and_classification() -> None:
     assert "auto" not in methods_for("heart") and "dag" in methods_for("heart")
     assert set(methods_for("gas-concentration")) == {"cstc", "greedy-miser", "confidence"}
+
+
+def test_the_hpc_is_fitted_by_a_method_the_task_offers() -> None:
+    # static refuses regression in one line; the HPC's cold fit then hid in the first method
+    assert hpc_method("heart") == "static"
+    assert hpc_method("gas-concentration") == "confidence"
 
 
 @pytest.mark.slow
