@@ -9,7 +9,8 @@ Per (dataset, method, sweep): ``wall_s``, ``cpu_s`` (the subprocess tree's user 
 seconds: what other jobs on a shared machine do not take away), the exit status, the number of
 validation points and, for a refusal (exit 2), its one-line message. The HPC of each dataset is
 fitted once, cold, by a first ``--method static --quick`` run (regression: ``confidence``) in a
-fresh cache (its time is ``hpc_fit``); every timed run after it reuses that fit, as a user's second ``train`` does.
+fresh cache (its time is ``hpc_fit``); every timed run after it reuses that fit, as a user's
+second ``train`` does.
 With ``--default``, ``dominates`` says whether the default sweep's validation front dominates or
 equals ``--quick``'s: every quick point has a default point at least as accurate (regression:
 MAE at most as large) and at most as costly, both measured on the selection rows of validation.

@@ -22,10 +22,11 @@ def _reference_gradient(s: _Solver, th: Floats, q: Floats) -> Floats:
     out = s.Z @ th
     logits, gate = out[:, :s.k], out[:, s.k]
     p = proba(logits, s.n_classes)
+    onehot = np.eye(s.n_classes)[s.y]
     if s.n_classes == 2:
-        r_f = ((1 - q) * (p[:, 1] - s.onehot[:, 1]))[:, None]
+        r_f = ((1 - q) * (p[:, 1] - onehot[:, 1]))[:, None]
     else:
-        r_f = (1 - q)[:, None] * (p - s.onehot)
+        r_f = (1 - q)[:, None] * (p - onehot)
     r_g = (1 - q) * sigmoid(gate) - q * sigmoid(-gate)
     grad: Floats = s.Z.T @ np.hstack([r_f, r_g[:, None]]) / s.n
     grad[:-1] += s.est.l2 * th[:-1]

@@ -202,8 +202,7 @@ class _Solver:
         self.n, self.d = Z.shape[0], Z.shape[1] - 1
         self.n_classes = n_classes
         self.k = n_logits(n_classes)
-        self.onehot = np.eye(n_classes)[y]
-        self.target = np.ascontiguousarray(self.onehot[:, 1])
+        self.target = (y == 1).astype(np.float64)  # a binary LPC's class-1 indicator
         self.rows = np.arange(self.n)
         # the multi-class step's buffers, reused on every FISTA step (``_residual``)
         self._buffers = ((np.empty((self.n, self.k + 1)), np.empty((self.n, self.k)),
@@ -270,7 +269,7 @@ class _Solver:
     def excess(self, th: FloatArray) -> tuple[FloatArray, FloatArray]:
         """Per example: A_i (LPC loss + gate KL side) and A_i − B_i (the q-step input)."""
         logits, gate = self.forward(th)
-        lpc_side = -log_proba(logits, self.n_classes)[np.arange(self.n), self.y] + softplus(gate)
+        lpc_side = -log_proba(logits, self.n_classes)[self.rows, self.y] + softplus(gate)
         return lpc_side, lpc_side - self.loss_hpc - softplus(-gate)
 
     def q_of(self, th: FloatArray) -> FloatArray:
